@@ -1,0 +1,110 @@
+"""One evaluation end to end: policy up, metadata read, episodes run, records and summary written.
+
+The CLI (``liberopro evaluate``), the benchmark script and the platform's evaluator container
+all call :func:`run_evaluation`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+from submission_spec import PolicyMetadata
+from submission_spec.transports import make_client
+
+from liberopro import EVALUATOR_VERSION
+from liberopro.instances import EpisodePlan, Instance
+from liberopro.policy_process import PolicyProcess
+from liberopro.results import EpisodeRecord, ResultsWriter
+from liberopro.runner import EpisodeRunner, RunSettings
+from liberopro.stack import check_stack
+
+
+def auto_render_size(meta: PolicyMetadata) -> int:
+    """128 when every camera the policy wants is at most 128 px, else 256 (LIBERO's evaluation
+    resolution)."""
+    sizes = [max(c.height, c.width) for c in meta.cameras] or [128]
+    return 128 if max(sizes) <= 128 else 256
+
+
+def run_evaluation(
+    plans: list[EpisodePlan],
+    out_dir: Path,
+    *,
+    policy_url: str | None = None,
+    policy_cmd: str | None = None,
+    encoding: str = "msgpack",
+    protocol: str = "liberopro",
+    protocol_options: dict[str, Any] | None = None,
+    settings: RunSettings | None = None,
+    render_size: int | None = None,
+    connect_timeout: float = 5.0,
+    request_timeout: float = 30.0,
+    startup_timeout: float = 120.0,
+    skipped: list[str] | None = None,
+    extra_header: dict[str, Any] | None = None,
+    on_record: Callable[[EpisodeRecord], None] | None = None,
+) -> dict[str, Any]:
+    """Run ``plans`` and write ``out_dir/episodes.jsonl``, ``summary.json`` and ``instances.jsonl``.
+
+    Exactly one of ``policy_url`` / ``policy_cmd``. ``protocol`` names the policy's wire protocol
+    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises :class:`liberopro.stack.StackError`
+    for a refused simulation stack and :class:`submission_spec.PolicyError` when the policy
+    cannot be reached or its metadata is invalid (nothing can run then); any failure inside an
+    episode is recorded in that episode instead.
+    """
+    if (policy_url is None) == (policy_cmd is None):
+        raise ValueError("give exactly one of policy_url or policy_cmd")
+    versions = check_stack()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    proc = PolicyProcess(policy_cmd, out_dir / "policy.log", startup_timeout=startup_timeout) if policy_cmd else None
+    with contextlib.ExitStack() as stack:
+        if proc is not None:
+            stack.enter_context(proc)
+        url = proc.url if proc is not None else policy_url
+        options = {"connect_timeout": connect_timeout, "request_timeout": request_timeout, **(protocol_options or {})}
+        if protocol == "liberopro":
+            options["encoding"] = encoding
+        client = stack.enter_context(make_client(url, protocol, **options))
+        if proc is None:
+            client.wait_healthy(startup_timeout)
+        meta = client.metadata()
+        settings = settings or RunSettings()
+        settings.render_size = render_size or auto_render_size(meta)
+        instances: dict[str, Instance] = {p.instance.instance_id: p.instance for p in plans}
+        with (out_dir / "instances.jsonl").open("w") as fh:
+            for inst in instances.values():
+                fh.write(inst.model_dump_json() + "\n")
+        writer = ResultsWriter(out_dir)
+        runner = EpisodeRunner(client, meta, settings, before_episode=proc.ensure_running if proc else None)
+
+        def record(r: EpisodeRecord) -> None:
+            writer.add(r)
+            if on_record is not None:
+                on_record(r)
+
+        try:
+            runner.run(plans, record)
+        finally:
+            runner.close()
+        header = {
+            "evaluator_version": EVALUATOR_VERSION,
+            "stack": versions,
+            "started": started,
+            "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": sys.argv,
+            "policy": {"url": policy_url, "cmd": policy_cmd, "protocol": protocol, "encoding": encoding,
+                       "metadata": meta.model_dump(mode="json"),
+                       "restarts": proc.restarts if proc else 0},
+            "settings": asdict(settings),
+            "instances": len(instances),
+            "skipped_pairs": skipped or [],
+            **(extra_header or {}),
+        }
+        return writer.finish(header)

@@ -1,0 +1,285 @@
+"""Relocating objects on their support: the shared realisation of the pose shifts (S01, D01, and
+later S02/D02).
+
+Constraints (``benchmark.md``): planar moves only (horizontal translation plus yaw), objects stay
+inside the workspace, on their support, free of interpenetration after settling; the task stays
+executable. A move carries the target's *group*: the target, what it rests on down to the table
+(the ramekin under a bowl, the cabinet whose drawer holds it) and the objects resting on any of
+them, so stacked layouts and the instruction's spatial relations move as one. A fixture target
+(the cabinet of "open the drawer", the stove of "turn on the stove") moves as a fixture: its
+root body pose in the model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from liberopro.semantics import TaskSemantics
+
+#: Largest horizontal distance from the robot base at which a moved entity may land, unless it
+#: already stood further away (Panda reach is about 0.855 m).
+REACH_M = 0.80
+#: Penetration tolerated between a moved object and anything but its support (m).
+PENETRATION_TOL_M = 0.003
+#: Direction candidates: the drawn direction first, then +-30, +-60, ... degrees.
+DIRECTION_STEPS_DEG = (0, 30, -30, 60, -60, 90, -90, 120, -120, 150, -150, 180)
+
+
+def yaw_quat(deg: float) -> np.ndarray:
+    """Quaternion (w, x, y, z) of a rotation by ``deg`` about world z."""
+    h = math.radians(deg) / 2
+    return np.array([math.cos(h), 0.0, 0.0, math.sin(h)])
+
+
+def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hamilton product of (w, x, y, z) quaternions."""
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([
+        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+    ])
+
+
+def is_ground(scene, root_body: int) -> bool:
+    """True for the arena's own support (table or floor): a root body that is neither a BDDL
+    object, a fixture, nor the robot."""
+    if root_body <= 0:
+        return False
+    named = set(scene.inner.obj_body_id.values())
+    return root_body not in named and root_body != scene.robot_root()
+
+
+def entity_pose(scene, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(position, quaternion w x y z), world frame, of an object (free joint) or a fixture (its
+    root body, a child of the world)."""
+    if name in scene.inner.objects_dict:
+        return scene.object_pose(name)
+    bid = scene.root_body(name)
+    return np.array(scene.model.body_pos[bid]), np.array(scene.model.body_quat[bid])
+
+
+def set_entity_pose(scene, name: str, pos: np.ndarray, quat: np.ndarray) -> None:
+    """Teleport an object (qpos, zero velocity) or a fixture (model body pose). Fixture poses
+    are re-drawn by every LIBERO reset, so a moved fixture never leaks into the next episode."""
+    if name in scene.inner.objects_dict:
+        scene.set_object_pose(name, pos, quat)
+        return
+    bid = scene.root_body(name)
+    scene.model.body_pos[bid] = pos
+    scene.model.body_quat[bid] = quat
+
+
+def target_group(scene, target: str) -> list[str]:
+    """The entities that move with ``target``: the target, whatever it rests on down to the
+    ground (a ramekin under a bowl, the cabinet whose drawer holds it), and every object resting
+    on a member. Stacked layouts and referring relations ("the bowl on the ramekin") move as one.
+    """
+    objects = scene.object_names()
+    group = [target]
+    below = scene.support_below(target) if target in objects else -1
+    while below > 0 and not is_ground(scene, below):
+        name = scene.entity_name(below)
+        if name in group:
+            break
+        group.append(name)
+        below = scene.support_below(name) if name in objects else -1
+    bodies = {scene.root_body(n) for n in group}
+    changed = True
+    while changed:
+        changed = False
+        for name in objects:
+            if name not in group and scene.support_below(name) in bodies:
+                group.append(name)
+                bodies.add(scene.root_body(name))
+                changed = True
+    return group
+
+
+def _footprint_points(scene, name: str) -> list[np.ndarray]:
+    """Horizontal points that must stay over the ground: the entity's centre and, for a
+    fixture, the corners of its geoms' bounding square."""
+    pos = entity_pose(scene, name)[0]
+    pts = [pos[:2]]
+    if name not in scene.inner.objects_dict:
+        root = scene.root_body(name)
+        geoms = [g for g in range(scene.model.ngeom) if scene.entity_of_geom(g) == root]
+        xy = np.array([scene.data.geom_xpos[g][:2] for g in geoms])
+        r = np.array([scene.model.geom_rbound[g] for g in geoms])
+        lo, hi = (xy - r[:, None] * 0.5).min(axis=0), (xy + r[:, None] * 0.5).max(axis=0)
+        pts += [np.array([lo[0], lo[1]]), np.array([lo[0], hi[1]]), np.array([hi[0], lo[1]]), np.array([hi[0], hi[1]])]
+    return pts
+
+
+def _over_ground(scene, xy: np.ndarray, group_bodies: set[int]) -> bool:
+    """Whether a ray straight down at ``xy`` meets the ground before anything outside the group."""
+    import mujoco
+
+    start = np.array([xy[0], xy[1], 3.0])
+    geomid = np.array([-1], dtype=np.int32)
+    for _ in range(30):
+        dist = mujoco.mj_ray(scene.model, scene.data, start, np.array([0, 0, -1.0]), None, 1, -1, geomid)
+        if dist < 0 or geomid[0] < 0:
+            return False
+        root = scene.entity_of_geom(int(geomid[0]))
+        if root not in group_bodies:
+            return is_ground(scene, root)
+        start = start - np.array([0, 0, dist + 1e-4])
+    return False
+
+
+def workspace_problem(scene, group: list[str], start_xy: dict[str, np.ndarray]) -> str | None:
+    """None when every member stands over the ground (table or floor) and within reach of the
+    robot (:data:`REACH_M`, or no further than before), else why not."""
+    bodies = {scene.root_body(n) for n in group}
+    base = scene.body_pos(scene.robot_root())[:2]
+    for name in group:
+        for pt in _footprint_points(scene, name):
+            if not _over_ground(scene, pt, bodies):
+                return f"{name} would not stand on the table"
+        now = entity_pose(scene, name)[0][:2]
+        if np.linalg.norm(now - base) > max(REACH_M, np.linalg.norm(start_xy[name] - base) + 1e-6):
+            return f"{name} would be out of the robot's reach"
+    return None
+
+
+def referring_ok(scene, sem: TaskSemantics) -> str | None:
+    """None when the instruction still singles the target out among its look-alikes, else why
+    not (see :class:`liberopro.semantics.Referring`)."""
+    ref = sem.referring
+    if ref.relation in ("unique", "on", "in") or not ref.rivals:
+        return None
+    tpos = entity_pose(scene, sem.target)[0][:2]
+
+    def anchor_xy(name: str) -> np.ndarray:
+        if name in scene.inner.obj_body_id:
+            return scene.body_pos(scene.root_body(name))[:2]
+        sid = scene.inner.sim.model.site_name2id(name)
+        return np.array(scene.data.site_xpos[sid][:2])
+
+    if ref.relation == "between":
+        point = (anchor_xy(ref.anchors[0]) + anchor_xy(ref.anchors[1])) / 2
+    else:
+        point = anchor_xy(ref.anchors[0])
+    mine = np.linalg.norm(tpos - point)
+    for rival in ref.rivals:
+        theirs = np.linalg.norm(scene.object_pose(rival)[0][:2] - point)
+        if theirs <= mine + 0.02:
+            return (f"after the move the instruction's '{ref.relation} {' and '.join(ref.anchors)}' would "
+                    f"fit {rival} ({theirs:.3f} m) as well as the target ({mine:.3f} m)")
+    return None
+
+
+@dataclass
+class Relocation:
+    """A realised move: who moved, from where to where, and how it was chosen."""
+
+    group: list[str]
+    start: dict[str, list[float]]
+    end: dict[str, list[float]]
+    distance_m: float
+    direction_deg: float
+    yaw_deg: float
+    candidates_tried: int
+
+    def as_record(self) -> dict:
+        return {
+            "group": self.group,
+            "from": self.start,
+            "to": self.end,
+            "distance_m": round(self.distance_m, 4),
+            "direction_deg": round(self.direction_deg, 2),
+            "yaw_deg": round(self.yaw_deg, 2),
+            "candidates_tried": self.candidates_tried,
+        }
+
+
+def _bad_contacts(scene, group_bodies: set[int], allow_robot: bool) -> list[str]:
+    """Contacts of the group with anything but the ground (and, if allowed, the robot) that
+    penetrate deeper than :data:`PENETRATION_TOL_M`; any contact with the robot when not allowed."""
+    worst: dict[str, float] = {}
+    robot = scene.robot_root()
+    for a, b, dist, _ in scene.contacts():
+        if (a in group_bodies) == (b in group_bodies):
+            continue  # not involving the group, or inside the group
+        other = b if a in group_bodies else a
+        if is_ground(scene, other):
+            continue
+        if other == robot and allow_robot:
+            continue
+        if dist < -PENETRATION_TOL_M or other == robot:
+            name = scene.entity_name(other)
+            worst[name] = min(dist, worst.get(name, 0.0))
+    return [f"{n} ({d * 1000:.1f} mm)" for n, d in sorted(worst.items())]
+
+
+def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float, yaw_deg: float) -> Relocation:
+    """Move the target's group by ``distance_m`` horizontally, turned by ``yaw_deg`` about the
+    target's vertical axis, trying the drawn direction first and then its neighbours.
+
+    The scene state is changed only by an accepted candidate. Raises ``ValueError`` (with every
+    candidate's reason) when no direction gives a valid placement.
+    """
+    group = target_group(scene, sem.target)
+    bodies = {scene.root_body(n) for n in group}
+    start = {n: entity_pose(scene, n) for n in group}
+    centre = start[sem.target][0][:2].copy()
+    qyaw = yaw_quat(yaw_deg)
+    cos, sin = math.cos(math.radians(yaw_deg)), math.sin(math.radians(yaw_deg))
+    reasons = []
+    for i, step in enumerate(DIRECTION_STEPS_DEG, start=1):
+        direction = (direction_deg + step) % 360
+        d = np.array([math.cos(math.radians(direction)), math.sin(math.radians(direction))]) * distance_m
+        new_centre = centre + d
+        for n in group:
+            pos, quat = start[n]
+            rel = pos[:2] - centre
+            rot = np.array([cos * rel[0] - sin * rel[1], sin * rel[0] + cos * rel[1]])
+            set_entity_pose(scene, n, np.array([*(new_centre + rot), pos[2]]), quat_mul(qyaw, quat))
+        scene.inner.sim.forward()
+        bad = _bad_contacts(scene, bodies, allow_robot=False)
+        why = (f"collides with {', '.join(bad)}" if bad else None) or workspace_problem(
+            scene, group, {n: p[0][:2] for n, p in start.items()}) or referring_ok(scene, sem)
+        if why is None:
+            scene.refresh()
+            end = {n: [round(float(v), 5) for v in entity_pose(scene, n)[0]] for n in group}
+            return Relocation(
+                group=group,
+                start={n: [round(float(v), 5) for v in p[0]] for n, p in start.items()},
+                end=end,
+                distance_m=float(np.linalg.norm(new_centre - centre)),
+                direction_deg=direction,
+                yaw_deg=yaw_deg,
+                candidates_tried=i,
+            )
+        reasons.append(f"{direction:.0f} deg: {why}")
+        for n in group:  # put it back before the next candidate
+            set_entity_pose(scene, n, *start[n])
+        scene.inner.sim.forward()
+    scene.refresh()
+    raise ValueError("no valid placement: " + "; ".join(reasons))
+
+
+def check_rests(scene, sem: TaskSemantics, reloc: Relocation, min_distance_m: float) -> dict:
+    """Post-condition after settling: the target moved at least ``min_distance_m`` from where it
+    started, stayed at its height (still on its support, within 1 cm), and nothing penetrates it
+    by more than :data:`PENETRATION_TOL_M`. Returns the measurements; raises ``ValueError``."""
+    start = np.array(reloc.start[sem.target])
+    now = entity_pose(scene, sem.target)[0]
+    moved = float(np.linalg.norm(now[:2] - start[:2]))
+    dz = float(now[2] - start[2])
+    group_bodies = {scene.root_body(n) for n in reloc.group}
+    bad = _bad_contacts(scene, group_bodies, allow_robot=True)
+    measured = {"moved_m": round(moved, 4), "height_change_m": round(dz, 4), "penetrations": bad}
+    if moved < min_distance_m:
+        raise ValueError(f"target moved {moved:.3f} m, less than the stated {min_distance_m:.3f} m")
+    if abs(dz) > 0.01:
+        raise ValueError(f"target height changed by {dz:.3f} m after settling: it is not resting on its support")
+    if bad:
+        raise ValueError(f"target interpenetrates {', '.join(bad)} after settling")
+    return measured

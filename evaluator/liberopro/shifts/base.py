@@ -1,0 +1,206 @@
+"""The shift mechanism: one class per shift, each a small layer over the episode (in the spirit of
+Gymnasium wrappers: a shift overrides only the hooks it needs).
+
+Hooks, in the order the runner calls them:
+
+* :meth:`Shift.on_episode_start` (static): edit the model (lights, cameras, ...) after
+  ``set_init_state``, before the settle steps. Re-applied at every episode, so scene edits
+  survive LIBERO's resets.
+* :meth:`Shift.on_settled` (static): edit the settled scene (object poses: LIBERO's stored init
+  states hold objects a few centimetres above their support, and the 10 settle steps drop
+  them). Returns True when it moved something; the runner then runs another 10 settle steps.
+* :meth:`Shift.verify` (static): measure the post-condition on the final settled scene; raise
+  :class:`ShiftInvalid` when it fails (the episode is then invalid, never run unshifted).
+* :meth:`Shift.instruction`: the instruction the policy receives at a step.
+* :meth:`Shift.observe`: the raw frame the policy receives at a step (called every step).
+* :meth:`Shift.override`: an action that replaces the policy's (a bounded intervention).
+* :meth:`Shift.execute`: the action actually executed, from the one the policy chose.
+* :meth:`Shift.on_episode_end`: after the last step, to finish measurements.
+* Runtime shifts: :meth:`RuntimeShift.fire` once, at the first step at which their trigger
+  phase is reached or at ``fallback_step``, whichever comes first.
+
+Every shift records what it applied (``self.applied``), with measured values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from liberopro.phases import Phase
+    from liberopro.semantics import TaskSemantics
+    from liberopro.sim import LiberoScene, RawFrame
+    from liberopro.tasks import TaskRef
+
+Category = Literal["Condition", "Environment", "Observation", "Execution", "Robot", "Language"]
+CATEGORIES: tuple[Category, ...] = ("Condition", "Environment", "Observation", "Execution", "Robot", "Language")
+ShiftKind = Literal["static", "runtime"]
+
+
+class ShiftInvalid(Exception):
+    """A shift could not be realised as specified on this episode (``reason`` says why)."""
+
+    def __init__(self, shift_id: str, reason: str) -> None:
+        super().__init__(f"{shift_id}: {reason}")
+        self.shift_id = shift_id
+        self.reason = reason
+
+
+class ShiftParams(BaseModel):
+    """Typed, immutable parameters of one shift instance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RuntimeParams(ShiftParams):
+    """Parameters every runtime shift has: its trigger phase and the fallback step (policy-loop
+    step at which it fires if the phase has not been reached)."""
+
+    trigger: str
+    fallback_step: int = Field(ge=0)
+
+
+@dataclass
+class EpisodeContext:
+    """What a shift may touch during one episode.
+
+    ``rng`` is the shift's own generator for this episode, seeded from (episode seed, shift id):
+    a shift never draws from numpy's global RNG, which LIBERO reseeds.
+    """
+
+    scene: "LiberoScene"
+    sem: "TaskSemantics"
+    rng: np.random.Generator
+    phases: Any = None  # PhaseTracker, once the policy loop has started
+    last_action: np.ndarray = field(default_factory=lambda: np.array([0, 0, 0, 0, 0, 0, -1.0]))
+
+
+def stable_seed(*parts: object) -> int:
+    """A 63-bit seed from any parts, identical across processes and Python versions."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+class Shift:
+    """Base of every shift. Subclasses set the class attributes and override hooks.
+
+    Class attributes:
+        id: ``S01``...``S22``, ``D01``...``D20``.
+        name, category, kind, summary: catalog entries (``benchmark.md`` tables).
+        Params: the :class:`ShiftParams` subclass.
+        triggers: runtime shifts only: phases allowed as trigger.
+    """
+
+    id: ClassVar[str]
+    name: ClassVar[str]
+    category: ClassVar[Category]
+    kind: ClassVar[ShiftKind]
+    summary: ClassVar[str]
+    Params: ClassVar[type[ShiftParams]]
+    triggers: ClassVar[tuple[str, ...]] = ()
+    #: What the post-condition measures (for the catalog and the docs).
+    post_condition: ClassVar[str] = ""
+
+    def __init__(self, params: ShiftParams) -> None:
+        if not isinstance(params, self.Params):
+            params = self.Params.model_validate(params)
+        self.params = params
+        self.applied: dict[str, Any] = {}
+
+    # ----------------------------------------------------------------- catalog side
+    @classmethod
+    def applicable(cls, ref: "TaskRef", sem: "TaskSemantics") -> str | None:
+        """None when the shift applies to the task, else the reason it does not."""
+        return None
+
+    @classmethod
+    def sample_params(cls, rng: np.random.Generator, ref: "TaskRef", sem: "TaskSemantics") -> ShiftParams:
+        """Draw parameters within the default magnitudes."""
+        raise NotImplementedError
+
+    @classmethod
+    def default_params(cls) -> dict[str, Any]:
+        """Default values/ranges for the catalog listing."""
+        return {}
+
+    # ----------------------------------------------------------------- episode hooks
+    def on_episode_start(self, ctx: EpisodeContext) -> None:
+        """Static scene edits (after set_init_state, before settling)."""
+
+    def on_settled(self, ctx: EpisodeContext) -> bool:
+        """Static edits of the settled scene; True when something moved (re-settle)."""
+        return False
+
+    def verify(self, ctx: EpisodeContext) -> None:
+        """Static post-conditions on the final settled scene; raise :class:`ShiftInvalid`."""
+
+    def instruction(self, text: str, step: int) -> str:
+        return text
+
+    def observe(self, frame: "RawFrame", step: int, ctx: EpisodeContext) -> "RawFrame":
+        return frame
+
+    def override(self, ctx: EpisodeContext, step: int) -> np.ndarray | None:
+        return None
+
+    def execute(self, action: np.ndarray, step: int, ctx: EpisodeContext) -> np.ndarray:
+        return action
+
+    def on_episode_end(self, ctx: EpisodeContext) -> None:
+        """Called once after the last step (also at the horizon): finish measurements."""
+
+    def record(self) -> dict[str, Any]:
+        """The record of this shift for ``episodes.jsonl``."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "category": self.category,
+            "kind": self.kind,
+            "params": self.params.model_dump(mode="json"),
+            "applied": self.applied,
+        }
+
+
+class RuntimeShift(Shift):
+    """A shift fired during the episode by a phase of the task (or its fallback step)."""
+
+    kind: ClassVar[ShiftKind] = "runtime"
+
+    def __init__(self, params: ShiftParams) -> None:
+        super().__init__(params)
+        self.fired_at: int | None = None
+        self.fired_by: Literal["phase", "fallback"] | None = None
+
+    @property
+    def trigger(self) -> str:
+        return self.params.trigger  # type: ignore[attr-defined]
+
+    def should_fire(self, step: int, reached: dict["Phase", int]) -> Literal["phase", "fallback"] | None:
+        """Why the shift fires at ``step`` (None: not yet, or already fired)."""
+        if self.fired_at is not None:
+            return None
+        if self.trigger in reached:
+            return "phase"
+        if step >= self.params.fallback_step:  # type: ignore[attr-defined]
+            return "fallback"
+        return None
+
+    def fire(self, ctx: EpisodeContext, step: int) -> None:
+        """Apply the runtime change; raise :class:`ShiftInvalid` when it cannot be realised."""
+        raise NotImplementedError
+
+    def record(self) -> dict[str, Any]:
+        rec = super().record()
+        rec["fired_at_step"] = self.fired_at
+        rec["fired_by"] = self.fired_by
+        return rec
+
+
+def uniform(rng: np.random.Generator, lo: float, hi: float, digits: int = 4) -> float:
+    """A uniform draw rounded to ``digits`` (parameters are stored as readable decimals)."""
+    return round(float(rng.uniform(lo, hi)), digits)

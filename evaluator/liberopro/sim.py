@@ -1,0 +1,290 @@
+"""A LIBERO scene in MuJoCo, driven the way the standard LIBERO evaluation drives it, with the
+hooks shifts need (object poses, model fields, contacts, rendering).
+
+Protocol of one episode (``shared/reference/libero.md``, "The environment"):
+``env.seed(seed)`` -> ``env.reset()`` -> ``env.set_init_state(s)`` -> shifts applied ->
+10 settle steps of ``[0, 0, 0, 0, 0, 0, -1]`` -> policy loop until LIBERO's goal predicate holds
+or the horizon ends.
+
+Reset: the scene uses robosuite's soft reset (``hard_reset=False``: ~0.1 s instead of 6-8 s on
+our CPU machines). A soft reset keeps model edits, so every model field a shift edits is
+registered through :meth:`LiberoScene.model_field` and restored at the start of every episode;
+fixture placement is re-drawn from the freshly seeded RNG as in a hard reset. The test suite
+checks that soft and hard resets give the same episode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+from liberopro.stack import configure_rendering
+from liberopro.tasks import SETTLE_STEPS, TaskInfo
+
+configure_rendering()
+
+import mujoco  # noqa: E402
+from robosuite.utils import transform_utils as T  # noqa: E402
+
+#: Spec camera name -> robosuite camera name.
+CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
+
+#: The settle action: hold still, gripper open (LIBERO: -1 opens).
+SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
+
+
+@dataclass
+class RawFrame:
+    """What the simulator produced at one step, before any observation shift or conversion.
+
+    Attributes:
+        images: spec camera name -> (H, W, 3) uint8 as rendered (upside down; row 0 is the bottom
+            of the picture), H = W = the scene's render size.
+        proprio: field name -> float64 vector, world frame (see ``submission_spec.PROPRIO_FIELDS``).
+    """
+
+    images: dict[str, np.ndarray]
+    proprio: dict[str, np.ndarray]
+
+    def copy(self) -> "RawFrame":
+        return RawFrame({k: v.copy() for k, v in self.images.items()},
+                        {k: v.copy() for k, v in self.proprio.items()})
+
+
+def proprio_from_obs(obs: dict) -> dict[str, np.ndarray]:
+    """LIBERO observation dict -> proprioception fields (metres, radians, world frame)."""
+    quat = np.asarray(obs["robot0_eef_quat"], dtype=np.float64)
+    return {
+        "eef_pos": np.asarray(obs["robot0_eef_pos"], dtype=np.float64).copy(),
+        "eef_quat": quat.copy(),
+        "eef_axis_angle": np.asarray(T.quat2axisangle(quat.copy()), dtype=np.float64),
+        "gripper_qpos": np.asarray(obs["robot0_gripper_qpos"], dtype=np.float64).copy(),
+        "joint_pos": np.asarray(obs["robot0_joint_pos"], dtype=np.float64).copy(),
+        "joint_vel": np.asarray(obs["robot0_joint_vel"], dtype=np.float64).copy(),
+    }
+
+
+class LiberoScene:
+    """One LIBERO task environment, reused across its episodes.
+
+    Args:
+        task: the task.
+        cameras: spec camera names to render every step (``agentview``, ``wrist``).
+        render_size: square render resolution in pixels (LIBERO's evaluation renders 256).
+        hard_reset: rebuild the MuJoCo model at every reset (LIBERO's default; slow on CPU).
+
+    Raises ``RuntimeError`` if the environment cannot be built (missing assets, no EGL).
+    """
+
+    def __init__(self, task: TaskInfo, cameras: tuple[str, ...] = ("agentview", "wrist"),
+                 render_size: int = 256, hard_reset: bool = False) -> None:
+        from libero.libero.envs import OffScreenRenderEnv
+
+        self.task = task
+        self.cameras = tuple(cameras)
+        self.render_size = render_size
+        self.hard_reset = hard_reset
+        cam_names = [CAMERAS[c] for c in self.cameras] or ["agentview"]
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.env = OffScreenRenderEnv(
+                bddl_file_name=task.bddl_path,
+                camera_heights=render_size,
+                camera_widths=render_size,
+                camera_names=cam_names,
+                use_camera_obs=bool(self.cameras),
+                hard_reset=hard_reset,
+            )
+        self._snapshots: dict[str, np.ndarray] = {}
+        self._obs: dict | None = None
+
+    # ----------------------------------------------------------------- raw handles
+    @property
+    def inner(self):
+        """The LIBERO problem environment (``Libero_Tabletop_Manipulation`` etc.)."""
+        return self.env.env
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        return self.inner.sim.model._model
+
+    @property
+    def data(self) -> mujoco.MjData:
+        return self.inner.sim.data._data
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.env.close()
+
+    # ----------------------------------------------------------------- episode protocol
+    def start_episode(self, init_state: np.ndarray, seed: int) -> None:
+        """Reseed, reset, restore every edited model field, set the init state.
+
+        After this the scene is exactly LIBERO's for (task, init state, seed), before settling.
+        """
+        self.env.seed(seed)
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.env.reset()
+        # robosuite's gripper model integrates its command across steps (PandaGripper
+        # ``current_action``) and a soft reset does not clear it: without this line an episode
+        # depends on the one before it.
+        for robot in self.inner.robots:
+            robot.gripper.current_action = np.zeros(robot.gripper.dof)
+        # Soft reset keeps model edits: put back what shifts changed (fixture body poses were
+        # re-drawn by the reset itself and are not in the snapshot).
+        for name, original in self._snapshots.items():
+            self._model_array(name)[...] = original
+        self._obs = self.env.set_init_state(init_state)
+
+    def settle(self, steps: int = SETTLE_STEPS) -> None:
+        """Run ``steps`` steps of the settle action (10 in the standard protocol)."""
+        for _ in range(steps):
+            self.step(SETTLE_ACTION)
+
+    def step(self, action: np.ndarray) -> bool:
+        """One 20 Hz control step (25 physics substeps of 2 ms) with a LIBERO action (7,) in
+        [-1, 1]. Returns True when LIBERO's goal predicate holds."""
+        obs, _, done, _ = self.env.step(np.asarray(action, dtype=np.float64))
+        self._obs = obs
+        return bool(done)
+
+    def success(self) -> bool:
+        """LIBERO's own BDDL goal check, nothing re-implemented."""
+        return bool(self.env.check_success())
+
+    def refresh(self) -> None:
+        """Recompute derived quantities and observations after a direct state edit."""
+        self.inner.sim.forward()
+        self.inner._update_observables(force=True)
+        self._obs = self.inner._get_observations(force_update=True)
+
+    def frame(self) -> RawFrame:
+        """The current raw frame (images as rendered this step, proprioception)."""
+        assert self._obs is not None, "start_episode() first"
+        images = {c: self._obs[f"{CAMERAS[c]}_image"] for c in self.cameras}
+        return RawFrame(images=images, proprio=proprio_from_obs(self._obs))
+
+    # ----------------------------------------------------------------- model edits
+    def _model_array(self, name: str) -> np.ndarray:
+        obj = self.model
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def model_field(self, name: str) -> np.ndarray:
+        """The model array ``name`` (e.g. ``cam_pos``, ``light_diffuse``,
+        ``vis.headlight.diffuse``), registered so that its values from before the first edit
+        are restored at the start of every later episode. Edit it in place."""
+        arr = self._model_array(name)
+        if name not in self._snapshots:
+            self._snapshots[name] = np.array(arr, copy=True)
+        return arr
+
+    # ----------------------------------------------------------------- objects
+    def body_id(self, name: str) -> int:
+        return mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
+
+    def object_names(self) -> list[str]:
+        """Movable objects (free joint), in BDDL order."""
+        return list(self.inner.objects_dict)
+
+    def fixture_names(self) -> list[str]:
+        return list(self.inner.fixtures_dict)
+
+    def root_body(self, name: str) -> int:
+        """Body id of an object's or fixture's root body."""
+        return self.inner.obj_body_id[name]
+
+    def object_joint(self, name: str) -> str:
+        return self.inner.objects_dict[name].joints[-1]
+
+    def object_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(position (3,) metres, quaternion (4,) w x y z), world frame, of a movable object."""
+        qpos = self.inner.sim.data.get_joint_qpos(self.object_joint(name))
+        return np.array(qpos[:3]), np.array(qpos[3:7])
+
+    def set_object_pose(self, name: str, pos: np.ndarray, quat_wxyz: np.ndarray) -> None:
+        """Teleport a movable object (zero velocity); call :meth:`refresh` after a batch."""
+        joint = self.object_joint(name)
+        self.inner.sim.data.set_joint_qpos(joint, np.concatenate([pos, quat_wxyz]))
+        self.inner.sim.data.set_joint_qvel(joint, np.zeros(6))
+
+    def body_pos(self, body_id: int) -> np.ndarray:
+        return np.array(self.data.xpos[body_id])
+
+    def entity_of_geom(self, geom_id: int) -> int:
+        """Root body id owning a geom (an object, a fixture, the robot, the table or world)."""
+        return int(self.model.body_rootid[self.model.geom_bodyid[geom_id]])
+
+    def eef_pos(self) -> np.ndarray:
+        """End-effector (grip site) position, metres, world frame."""
+        return np.array(self.inner.robots[0].sim.data.site_xpos[self.inner.robots[0].eef_site_id])
+
+    def robot_root(self) -> int:
+        return self.body_id(self.inner.robots[0].robot_model.root_body)
+
+    def gripper_geoms(self) -> set[int]:
+        """Geom ids of the gripper (fingers and pads)."""
+        gripper = self.inner.robots[0].gripper
+        names = set()
+        for group in gripper.important_geoms.values():
+            names.update(group)
+        return {mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, n) for n in names} - {-1}
+
+    def contacts(self) -> list[tuple[int, int, float, np.ndarray]]:
+        """Active contacts as (root body a, root body b, distance m (negative = penetration),
+        world position (3,))."""
+        out = []
+        d = self.data
+        for i in range(d.ncon):
+            c = d.contact[i]
+            out.append((self.entity_of_geom(c.geom1), self.entity_of_geom(c.geom2), float(c.dist), np.array(c.pos)))
+        return out
+
+    def contact_geoms(self) -> list[tuple[int, int]]:
+        d = self.data
+        return [(int(d.contact[i].geom1), int(d.contact[i].geom2)) for i in range(d.ncon)]
+
+    def support_below(self, name: str) -> int:
+        """Root body directly below a movable object (ray cast straight down from its centre,
+        ignoring its own geoms): the table, a fixture, or another object."""
+        pos, _ = self.object_pose(name)
+        own = self.root_body(name)
+        start = np.array(pos, dtype=np.float64) + np.array([0, 0, 0.02])
+        geomid = np.array([-1], dtype=np.int32)
+        for _ in range(20):
+            dist = mujoco.mj_ray(self.model, self.data, start, np.array([0, 0, -1.0]), None, 1, -1, geomid)
+            if dist < 0 or geomid[0] < 0:
+                return -1
+            root = self.entity_of_geom(int(geomid[0]))
+            if root != own:
+                return root
+            start = start - np.array([0, 0, dist + 1e-4])
+        return -1
+
+    def body_name(self, body_id: int) -> str:
+        return mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_BODY, body_id) or f"body{body_id}"
+
+    def entity_name(self, root_body: int) -> str:
+        """The BDDL name of the object/fixture whose root body this is, else the body name."""
+        for name, bid in self.inner.obj_body_id.items():
+            if bid == root_body:
+                return name
+        return self.body_name(root_body)
+
+    # ----------------------------------------------------------------- rendering
+    def render(self, camera: str, size: int | None = None, segmentation: bool = False) -> np.ndarray:
+        """Render a camera now, through the same offscreen context as the observations.
+
+        Returns (H, W, 3) uint8 as rendered (upside down, like LIBERO's observations), or with
+        ``segmentation=True`` (H, W) int32 geom ids, upside down too (-1 = background or a
+        non-geom element).
+        """
+        size = size or self.render_size
+        out = self.inner.sim.render(width=size, height=size, camera_name=CAMERAS.get(camera, camera),
+                                    segmentation=segmentation)
+        if segmentation:
+            return np.where(out[..., 0] == int(mujoco.mjtObj.mjOBJ_GEOM), out[..., 1], -1).astype(np.int32)
+        return out

@@ -1,0 +1,35 @@
+"""The held-out split of LIBERO-Pro2.0: 8 evaluation tasks and 32 training tasks.
+
+Definition (``shared/reference/benchmark.md``, "Tasks and split"; paper: "Using random seed 142,
+we sample two tasks from each suite"): ``rng = random.Random(142)``; for each suite in the order
+goal, spatial, object, 10: ``held_out[suite] = sorted(rng.sample(range(10), 2))``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+from liberopro.tasks import SUITES, TASKS_PER_SUITE, TaskRef
+
+SPLIT_SEED = 142
+Split = Literal["train", "eval", "all"]
+
+
+def held_out() -> dict[str, list[int]]:
+    """Evaluation task indices per suite (two each)."""
+    rng = random.Random(SPLIT_SEED)
+    return {suite: sorted(rng.sample(range(TASKS_PER_SUITE), 2)) for suite in SUITES}
+
+
+def split_tasks(split: Split) -> list[TaskRef]:
+    """Tasks of ``split`` in benchmark order: ``eval`` (8), ``train`` (32) or ``all`` (40)."""
+    ho = held_out()
+    refs = [TaskRef(s, i) for s in SUITES for i in range(TASKS_PER_SUITE)]
+    if split == "all":
+        return refs
+    if split == "eval":
+        return [r for r in refs if r.index in ho[r.suite]]
+    if split == "train":
+        return [r for r in refs if r.index not in ho[r.suite]]
+    raise ValueError(f"unknown split {split!r}; expected train, eval or all")

@@ -1,0 +1,29 @@
+"""LIBERO-Pro2.0 submission spec v1.
+
+The contract between the evaluator and a policy server, with no simulator dependency:
+pydantic models (:mod:`.models`), array and body codecs (:mod:`.arrays`, :mod:`.codec`), a
+server SDK (:func:`serve`), an evaluator-side client (:class:`PolicyClient`) and a conformance
+checker (:func:`check_policy`).
+"""
+
+from submission_spec.arrays import NDArray
+from submission_spec.client import ActResult, PolicyClient, PolicyError
+from submission_spec.conformance import check_policy
+from submission_spec.models import (
+    LIBERO_STATE8,
+    PROPRIO_FIELDS,
+    SPEC_VERSION,
+    ActResponse,
+    CameraSpec,
+    ObservationMessage,
+    PolicyMetadata,
+    ResetRequest,
+)
+from submission_spec.policy import Observation, Policy, as_action_chunk
+from submission_spec.server import create_app, serve
+
+__all__ = [
+    "LIBERO_STATE8", "PROPRIO_FIELDS", "SPEC_VERSION", "ActResponse", "ActResult", "CameraSpec",
+    "NDArray", "Observation", "ObservationMessage", "Policy", "PolicyClient", "PolicyError",
+    "PolicyMetadata", "ResetRequest", "as_action_chunk", "check_policy", "create_app", "serve",
+]

@@ -1,0 +1,117 @@
+"""Numpy arrays on the wire.
+
+One wire shape serves both encodings of the spec:
+
+* JSON (``application/json``): ``{"dtype": "uint8", "shape": [224, 224, 3], "data": "<base64>"}``,
+  ``data`` in standard base64 (RFC 4648 section 4, with padding; the URL-safe alphabet is
+  accepted on input).
+* msgpack (``application/msgpack``): the same map with ``data`` as a msgpack ``bin`` holding the
+  raw bytes.
+
+Bytes are always little-endian and C-ordered. Only the dtypes in :data:`WIRE_DTYPES` travel:
+object, void, complex and string arrays are refused, so decoding never runs pickle.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema, model_validator
+
+#: dtype names allowed on the wire, mapped to little-endian numpy dtypes.
+WIRE_DTYPES: dict[str, np.dtype] = {
+    "uint8": np.dtype("<u1"),
+    "int32": np.dtype("<i4"),
+    "int64": np.dtype("<i8"),
+    "float32": np.dtype("<f4"),
+    "float64": np.dtype("<f8"),
+    "bool": np.dtype("?"),
+}
+
+WireDType = Literal["uint8", "int32", "int64", "float32", "float64", "bool"]
+
+#: Largest array accepted from the wire, in bytes (a 1024x1024x3 image is 3 MiB).
+MAX_ARRAY_BYTES = 64 * 1024 * 1024
+
+
+def _bytes_from_wire(value: Any) -> Any:
+    """bytes stay bytes (msgpack); str is base64 (JSON)."""
+    if isinstance(value, str):
+        try:
+            text = value.replace("-", "+").replace("_", "/")
+            return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"array data is not valid base64: {exc}") from exc
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    return value
+
+
+def _bytes_to_json(value: bytes, info: Any) -> Any:
+    if info.mode == "json":
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+WireBytes = Annotated[
+    bytes,
+    BeforeValidator(_bytes_from_wire),
+    PlainSerializer(_bytes_to_json, when_used="always"),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "contentEncoding": "base64",
+            "description": "Raw little-endian C-order array bytes: standard base64 in JSON, "
+            "a msgpack bin in msgpack.",
+        }
+    ),
+]
+
+
+class NDArray(BaseModel):
+    """A numpy array as it travels: dtype name, shape and raw bytes.
+
+    ``len(data)`` must equal ``prod(shape) * itemsize``; a mismatch is a validation error.
+    Convert with :meth:`from_numpy` and :meth:`to_numpy`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    dtype: WireDType
+    shape: list[Annotated[int, "dimension"]]
+    data: WireBytes
+
+    @model_validator(mode="after")
+    def _check_size(self) -> "NDArray":
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"array shape {self.shape} has a negative dimension")
+        expected = math.prod(self.shape) * WIRE_DTYPES[self.dtype].itemsize
+        if expected > MAX_ARRAY_BYTES:
+            raise ValueError(f"array of shape {self.shape} exceeds {MAX_ARRAY_BYTES} bytes")
+        if len(self.data) != expected:
+            raise ValueError(
+                f"array data has {len(self.data)} bytes but dtype {self.dtype} and shape "
+                f"{self.shape} need {expected}"
+            )
+        return self
+
+    @classmethod
+    def from_numpy(cls, array: np.ndarray) -> "NDArray":
+        """Wrap ``array``; raises ``TypeError`` for a dtype outside :data:`WIRE_DTYPES`."""
+        array = np.asarray(array)
+        name = array.dtype.name
+        if name not in WIRE_DTYPES:
+            raise TypeError(
+                f"dtype {array.dtype} cannot travel; use one of {sorted(WIRE_DTYPES)}"
+            )
+        data = np.ascontiguousarray(array, dtype=WIRE_DTYPES[name]).tobytes()
+        return cls.model_construct(dtype=name, shape=list(array.shape), data=data)
+
+    def to_numpy(self) -> np.ndarray:
+        """A read-only numpy view of the bytes, in native byte order."""
+        arr = np.frombuffer(self.data, dtype=WIRE_DTYPES[self.dtype]).reshape(self.shape)
+        return arr.astype(arr.dtype.newbyteorder("="), copy=False)

@@ -1,0 +1,139 @@
+"""Conformance checker: does a running server speak submission spec v1?
+
+Run it against a URL (``python -m submission_spec.conformance http://127.0.0.1:8000`` or
+``liberopro check-policy URL``). Every check states what failed and how to fix it; the platform
+shows these lines to a submitter whose image fails validation.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from submission_spec.client import PolicyClient, PolicyError
+from submission_spec.models import PROPRIO_FIELDS, PolicyMetadata
+from submission_spec.policy import Observation
+
+
+@dataclass
+class Check:
+    """One conformance check: ``ok`` with what was seen (``detail``) and, on failure, a ``hint``."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    hint: str = ""
+
+
+@dataclass
+class ConformanceReport:
+    """All checks run against one server; ``ok`` when every check passed."""
+
+    url: str
+    checks: list[Check] = field(default_factory=list)
+    metadata: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict:
+        return {"url": self.url, "ok": self.ok, "metadata": self.metadata,
+                "checks": [asdict(c) for c in self.checks]}
+
+    def lines(self) -> list[str]:
+        out = []
+        for c in self.checks:
+            out.append(f"[{'PASS' if c.ok else 'FAIL'}] {c.name}: {c.detail}")
+            if not c.ok and c.hint:
+                out.append(f"       fix: {c.hint}")
+        return out
+
+
+def synthetic_observation(meta: PolicyMetadata, episode_id: str, step: int, rng: np.random.Generator) -> Observation:
+    """An observation with the cameras, sizes and state fields ``meta`` asks for (random pixels,
+    plausible proprioception)."""
+    images = {c.name: rng.integers(0, 256, size=(c.height, c.width, 3), dtype=np.uint8) for c in meta.cameras}
+    proprio = {name: np.zeros(PROPRIO_FIELDS[name][0]) for name in meta.state_fields}
+    if "eef_quat" in proprio:
+        proprio["eef_quat"][3] = 1.0
+    return Observation(episode_id=episode_id, step=step, instruction="put the bowl on the plate",
+                       images=images, proprio=proprio)
+
+
+def check_policy(
+    url: str,
+    *,
+    health_timeout: float = 60.0,
+    request_timeout: float = 30.0,
+    act_latency_limit_s: float = 10.0,
+) -> ConformanceReport:
+    """Run every check against the server at ``url``; never raises for a policy fault."""
+    report = ConformanceReport(url=url)
+    add = report.checks.append
+    rng = np.random.default_rng(0)
+    with PolicyClient(url, encoding="json", request_timeout=request_timeout) as client:
+        try:
+            client.wait_healthy(health_timeout)
+            add(Check("health", True, "GET /health answered 200"))
+        except PolicyError as exc:
+            add(Check("health", False, exc.detail,
+                      "start an HTTP server on $PORT (bind 0.0.0.0 in a container) that answers "
+                      "GET /health with 200 once the model is loaded"))
+            return report
+        try:
+            meta = client.metadata()
+            report.metadata = meta.model_dump(mode="json")
+            add(Check("metadata", True, f"{meta.policy_name}: cameras "
+                      f"{[f'{c.name} {c.height}x{c.width}' for c in meta.cameras]}, chunk "
+                      f"{meta.chunk_length}, replan {meta.replan_steps}, gripper {meta.gripper_convention}"))
+        except PolicyError as exc:
+            add(Check("metadata", False, exc.detail,
+                      "GET /metadata must return a PolicyMetadata JSON object (see openapi.json)"))
+            return report
+        for encoding in ("json", "msgpack"):
+            client.encoding = encoding
+            episode_id = uuid.uuid4().hex
+            try:
+                client.reset(episode_id, "put the bowl on the plate")
+                add(Check(f"reset ({encoding})", True, "POST /reset accepted"))
+            except PolicyError as exc:
+                add(Check(f"reset ({encoding})", False, exc.detail,
+                          f"POST /reset must accept a ResetRequest body as {encoding} and answer "
+                          "{\"ok\": true} in the same encoding"))
+                continue
+            for step in (0, 1):
+                obs = synthetic_observation(meta, episode_id, step, rng).to_message()
+                t0 = time.perf_counter()
+                try:
+                    result = client.act(obs, meta.chunk_length)
+                except PolicyError as exc:
+                    add(Check(f"act ({encoding}, step {step})", False, f"{exc.reason}: {exc.detail}",
+                              "POST /act must answer an ActResponse echoing episode_id and step, with "
+                              f"a finite float (T, 7) chunk, 1 <= T <= chunk_length ({meta.chunk_length})"))
+                    break
+                elapsed = time.perf_counter() - t0
+                ok = elapsed <= act_latency_limit_s
+                add(Check(f"act ({encoding}, step {step})", ok,
+                          f"chunk {result.actions.shape} in {elapsed * 1e3:.0f} ms",
+                          "" if ok else f"answer within {act_latency_limit_s:.0f} s per request"))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m submission_spec.conformance URL", file=sys.stderr)
+        return 2
+    report = check_policy(args[0])
+    print("\n".join(report.lines()))
+    print("CONFORMS" if report.ok else "DOES NOT CONFORM")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
