@@ -52,7 +52,8 @@ def print_summary(summary: dict) -> None:
 def _evaluate(policy: Optional[str], policy_cmd: Optional[str], split: Optional[str], tasks: Optional[str],
               shifts: str, episodes: int, max_steps: Optional[int], out_dir: Optional[Path], seed: int,
               encoding: str, render_size: Optional[int], request_timeout: float, episode_budget: float,
-              startup_timeout: float, protocol: str = "liberopro") -> dict:
+              startup_timeout: float, protocol: str = "liberopro",
+              protocol_options: Optional[list[str]] = None) -> dict:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from submission_spec import PolicyError
 
@@ -67,6 +68,14 @@ def _evaluate(policy: Optional[str], policy_cmd: Optional[str], split: Optional[
         _fail("give exactly one of --policy URL or --policy-cmd \"CMD\"")
     if encoding not in ("msgpack", "json"):
         _fail(f"--encoding must be msgpack or json, not {encoding!r}")
+    from submission_spec.transports import PROTOCOLS, parse_protocol_options
+
+    if protocol not in PROTOCOLS:
+        _fail(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+    try:
+        options = parse_protocol_options(protocol_options)
+    except ValueError as exc:
+        _fail(str(exc))
     try:
         refs = parse_task_list(tasks) if tasks else None
         if split:
@@ -108,6 +117,7 @@ def _evaluate(policy: Optional[str], policy_cmd: Optional[str], split: Optional[
         try:
             summary = run_evaluation(
                 plans, out_dir, policy_url=policy, policy_cmd=policy_cmd, encoding=encoding, protocol=protocol,
+                protocol_options=options,
                 settings=RunSettings(max_steps=max_steps, episode_policy_budget_s=episode_budget),
                 render_size=render_size, request_timeout=request_timeout, startup_timeout=startup_timeout,
                 skipped=skipped, on_record=on_record,
@@ -136,6 +146,9 @@ def evaluate(
     seed: int = typer.Option(0, help="Seed of shift parameters and env seeds."),
     encoding: str = typer.Option("msgpack", help="Body encoding: msgpack or json."),
     protocol: str = typer.Option("liberopro", help="The policy's wire protocol: liberopro (our spec), openpi, openvla."),
+    protocol_option: Optional[list[str]] = typer.Option(
+        None, "--protocol-option", help="KEY=VALUE for the protocol's client, repeatable, e.g. chunk_length=10, "
+        "variant=oft, image_size=224 (see docs/adapters.md)."),
     render_size: Optional[int] = typer.Option(None, help="Render resolution (default: 128 if the policy asks <=128 px, else 256)."),
     request_timeout: float = typer.Option(30.0, help="Seconds for one policy request."),
     episode_budget: float = typer.Option(600.0, help="Seconds of policy time per episode."),
@@ -143,7 +156,7 @@ def evaluate(
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
     _evaluate(policy, policy_cmd, split, tasks, shifts, episodes, max_steps, out, seed, encoding,
-              render_size, request_timeout, episode_budget, startup_timeout, protocol)
+              render_size, request_timeout, episode_budget, startup_timeout, protocol, protocol_option)
 
 
 @app.command()
@@ -202,14 +215,19 @@ def shifts_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-read
 
 
 @app.command("serve-example")
-def serve_example(name: str = typer.Argument(..., help="zero or random")) -> None:
+def serve_example(
+    name: str = typer.Argument(..., help="zero or random"),
+    protocol: str = typer.Option("liberopro", help="Wire protocol to serve: liberopro, openpi or openvla."),
+) -> None:
     """Serve an example policy on $PORT (default 8000)."""
     from submission_spec.examples import EXAMPLES
     from submission_spec.server import serve
 
     if name not in EXAMPLES:
         _fail(f"unknown example {name!r}; choose one of {', '.join(EXAMPLES)}")
-    serve(EXAMPLES[name]())
+    if protocol not in ("liberopro", "openpi", "openvla"):
+        _fail(f"--protocol must be liberopro, openpi or openvla, not {protocol!r}")
+    serve(EXAMPLES[name](), protocol=protocol)
 
 
 @app.command("check-policy")

@@ -63,14 +63,16 @@ def run_evaluation(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    proc = PolicyProcess(policy_cmd, out_dir / "policy.log", startup_timeout=startup_timeout) if policy_cmd else None
+    options = {"connect_timeout": connect_timeout, "request_timeout": request_timeout, **(protocol_options or {})}
+    if protocol == "liberopro":
+        options["encoding"] = encoding
+    make_client("http://127.0.0.1:1", protocol, **options).close()  # bad protocol options fail before any start
+    proc = PolicyProcess(policy_cmd, out_dir / "policy.log", startup_timeout=startup_timeout,
+                         protocol=protocol, client_options=options) if policy_cmd else None
     with contextlib.ExitStack() as stack:
         if proc is not None:
             stack.enter_context(proc)
         url = proc.url if proc is not None else policy_url
-        options = {"connect_timeout": connect_timeout, "request_timeout": request_timeout, **(protocol_options or {})}
-        if protocol == "liberopro":
-            options["encoding"] = encoding
         client = stack.enter_context(make_client(url, protocol, **options))
         if proc is None:
             client.wait_healthy(startup_timeout)
@@ -100,6 +102,7 @@ def run_evaluation(
             "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "command": sys.argv,
             "policy": {"url": policy_url, "cmd": policy_cmd, "protocol": protocol, "encoding": encoding,
+                       "protocol_options": {k: "***" if k == "api_key" else v for k, v in (protocol_options or {}).items()},
                        "metadata": meta.model_dump(mode="json"),
                        "restarts": proc.restarts if proc else 0},
             "settings": asdict(settings),

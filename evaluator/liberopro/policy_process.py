@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from submission_spec import PolicyClient, PolicyError
+from submission_spec import PolicyError
+from submission_spec.transports import make_client
 
 
 def free_port() -> int:
@@ -43,13 +44,18 @@ class PolicyProcess:
         log_path: where its stdout and stderr go.
         startup_timeout: seconds to wait for ``GET /health`` to answer 200.
         max_restarts: how often :meth:`ensure_running` may restart a process that died.
+        protocol, client_options: the server's wire protocol and its client options
+            (:func:`submission_spec.transports.make_client`); health is probed the protocol's
+            way (``/health``, openpi's ``/healthz``, any HTTP answer for OpenVLA).
 
     Raises :class:`submission_spec.PolicyError` (``policy_connect_error``) from :meth:`start`
     when the server exits or stays unhealthy, with the tail of its log.
     """
 
-    def __init__(self, cmd: str, log_path: Path, startup_timeout: float = 120.0, max_restarts: int = 3) -> None:
+    def __init__(self, cmd: str, log_path: Path, startup_timeout: float = 120.0, max_restarts: int = 3,
+                 protocol: str = "liberopro", client_options: dict | None = None) -> None:
         self.cmd = cmd
+        self.protocol, self.client_options = protocol, dict(client_options or {})
         self.log_path = Path(log_path)
         self.startup_timeout = startup_timeout
         self.max_restarts = max_restarts
@@ -74,7 +80,7 @@ class PolicyProcess:
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
         log.close()
-        with PolicyClient(self.url) as client:
+        with make_client(self.url, self.protocol, **self.client_options) as client:
             end = time.monotonic() + self.startup_timeout
             while time.monotonic() < end:
                 if self.proc.poll() is not None:

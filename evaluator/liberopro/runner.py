@@ -80,29 +80,41 @@ class EpisodeRunner:
         settings: evaluator settings.
         before_episode: called before each episode (the CLI uses it to restart a dead policy
             process); may raise nothing.
+        scenes: a shared scene cache keyed by (task, cameras, render size); when given, the
+            runner leaves closing the scenes to its owner (tests share scenes across policies).
     """
 
     def __init__(self, client: PolicyClient, metadata: PolicyMetadata, settings: RunSettings,
-                 before_episode: Callable[[], None] | None = None) -> None:
+                 before_episode: Callable[[], None] | None = None,
+                 scenes: dict | None = None) -> None:
         self.client = client
         self.meta = metadata
         self.settings = settings
         self.before_episode = before_episode
-        self._scene: LiberoScene | None = None
+        self._shared = scenes is not None
+        self._scenes: dict = scenes if scenes is not None else {}
 
     def close(self) -> None:
-        if self._scene is not None:
-            self._scene.close()
-            self._scene = None
+        """Close the scenes this runner owns (none when the cache is shared)."""
+        if self._shared:
+            return
+        for scene in self._scenes.values():
+            scene.close()
+        self._scenes.clear()
 
     def scene_for(self, ref: TaskRef) -> LiberoScene:
-        """The scene of ``ref``, reusing the current one when the task is the same."""
-        if self._scene is not None and self._scene.task.ref == ref:
-            return self._scene
-        self.close()
+        """The scene of ``ref`` for this policy's cameras; an owned cache keeps one scene at a
+        time (a LIBERO scene holds 1.5-2.5 GB)."""
         cams = tuple(c.name for c in self.meta.cameras)
-        self._scene = LiberoScene(task_info(ref), cameras=cams, render_size=self.settings.render_size)
-        return self._scene
+        key = (ref, cams, self.settings.render_size)
+        if key not in self._scenes:
+            self.close()
+            self._scenes[key] = LiberoScene(task_info(ref), cameras=cams, render_size=self.settings.render_size)
+        return self._scenes[key]
+
+    def _drop_scene(self, ref: TaskRef) -> None:
+        for key in [k for k in self._scenes if k[0] == ref]:
+            self._scenes.pop(key).close()
 
     def run(self, plans: Iterable[EpisodePlan], on_record: Callable[[EpisodeRecord], None]) -> None:
         """Run ``plans`` grouped by task (order within a task kept); ``on_record`` gets each
@@ -207,7 +219,7 @@ class EpisodeRunner:
         except Exception as exc:  # an evaluator or simulator fault: record it, keep going
             log.exception("episode %s failed inside the evaluator", plan.instance.instance_id)
             reason, detail = "evaluator_error", f"{exc!r}\n{traceback.format_exc(limit=5)}"
-            self.close()  # a fresh scene for the next episode
+            self._drop_scene(ref)  # a fresh scene for the next episode
         return EpisodeRecord(
             instance_id=plan.instance.instance_id,
             case=plan.instance.case,

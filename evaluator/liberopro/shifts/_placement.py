@@ -19,6 +19,10 @@ import numpy as np
 
 from liberopro.semantics import TaskSemantics
 
+#: How far beyond the box spanned by the scene's objects and fixtures a moved entity may land (m):
+#: LIBERO lays every task out inside such a box; beyond it lie table edges and empty space the
+#: policies never saw used.
+WORKSPACE_MARGIN_M = 0.10
 #: Largest horizontal distance from the robot base at which a moved entity may land, unless it
 #: already stood further away (Panda reach is about 0.855 m).
 REACH_M = 0.80
@@ -133,16 +137,28 @@ def _over_ground(scene, xy: np.ndarray, group_bodies: set[int]) -> bool:
     return False
 
 
+def workspace_box(scene, start_xy: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(min xy, max xy) of the objects' and fixtures' positions before the move, widened by
+    :data:`WORKSPACE_MARGIN_M`."""
+    names = scene.object_names() + scene.fixture_names()
+    xy = np.array([start_xy.get(n, entity_pose(scene, n)[0][:2]) for n in names])
+    return xy.min(axis=0) - WORKSPACE_MARGIN_M, xy.max(axis=0) + WORKSPACE_MARGIN_M
+
+
 def workspace_problem(scene, group: list[str], start_xy: dict[str, np.ndarray]) -> str | None:
-    """None when every member stands over the ground (table or floor) and within reach of the
-    robot (:data:`REACH_M`, or no further than before), else why not."""
+    """None when every member stays inside the scene's workspace box, stands over the ground
+    (table or floor) and within reach of the robot (:data:`REACH_M`, or no further than
+    before), else why not."""
     bodies = {scene.root_body(n) for n in group}
     base = scene.body_pos(scene.robot_root())[:2]
+    lo, hi = workspace_box(scene, start_xy)
     for name in group:
+        now = entity_pose(scene, name)[0][:2]
+        if np.any(now < lo) or np.any(now > hi):
+            return f"{name} would leave the workspace"
         for pt in _footprint_points(scene, name):
             if not _over_ground(scene, pt, bodies):
                 return f"{name} would not stand on the table"
-        now = entity_pose(scene, name)[0][:2]
         if np.linalg.norm(now - base) > max(REACH_M, np.linalg.norm(start_xy[name] - base) + 1e-6):
             return f"{name} would be out of the robot's reach"
     return None

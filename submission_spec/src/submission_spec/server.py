@@ -168,15 +168,30 @@ def serve(
     host: str | None = None,
     port: int | None = None,
     log_level: str = "warning",
+    protocol: str = "liberopro",
 ) -> None:
     """Serve ``policy`` until SIGINT/SIGTERM.
 
     ``host`` defaults to env ``HOST`` or ``127.0.0.1`` (containers set ``HOST=0.0.0.0``);
-    ``port`` to env ``PORT`` or 8000. Blocks.
+    ``port`` to env ``PORT`` or 8000. Blocks. ``protocol``: ``liberopro`` (this spec),
+    ``openpi`` (openpi's websocket protocol, :mod:`submission_spec.adapters.openpi_server`) or
+    ``openvla`` (OpenVLA's REST ``/act``, :mod:`submission_spec.adapters.openvla_server`): the
+    same policy, another wire.
     """
     import uvicorn
 
-    app = create_app(policy, metadata)
+    if protocol == "openpi":
+        from submission_spec.adapters.openpi_server import serve_openpi
+
+        return serve_openpi(policy, metadata, host=host, port=port)
+    if protocol == "openvla":
+        from submission_spec.adapters.openvla_server import create_openvla_app
+
+        app = create_openvla_app(policy, metadata)
+    elif protocol == "liberopro":
+        app = create_app(policy, metadata)
+    else:
+        raise ValueError(f"unknown protocol {protocol!r}; serve liberopro, openpi or openvla")
     uvicorn.run(
         app,
         host=host or os.environ.get("HOST", "127.0.0.1"),

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Builds every LIBERO-Pro2.0 image OFFLINE: no container registry is needed or contacted.
+#
+#   1. base images from Debian packages with debootstrap + `docker import` (skipped when present):
+#        liberopro/base-python:bookworm  python3 + venv, iptables    (policies, api/worker)
+#        liberopro/base-sim:bookworm     + Mesa EGL/GL, glib         (the evaluator: MuJoCo on the CPU)
+#   2. a local wheelhouse (build/wheelhouse) of every locked dependency plus our own wheels
+#      (refreshed only when uv.lock or our sources change);
+#   3. `docker build --network none` of each image from that wheelhouse:
+#        liberopro/example-zero, liberopro/example-random   submission_spec/examples/*/Dockerfile
+#        liberopro/evaluator                                docker/evaluator.Dockerfile
+#        liberopro/platform (api and worker)                docker/platform.Dockerfile
+#
+# Usage: docker/build-images.sh [all|base|wheelhouse|examples|evaluator|platform]...  (default all)
+# Env:   DEBIAN_MIRROR (default http://deb.debian.org/debian), TAG (default latest),
+#        BASE_PYTHON / BASE_SIM to build FROM other base images (e.g. python:3.11-slim-bookworm
+#        where a registry is reachable; the sim base then needs libgl1 libegl1 libegl-mesa0
+#        libgl1-mesa-dri libglib2.0-0).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="$REPO/build"
+WHEELS="$BUILD/wheelhouse"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+TAG="${TAG:-latest}"
+BASE_PYTHON="${BASE_PYTHON:-liberopro/base-python:bookworm}"
+BASE_SIM="${BASE_SIM:-liberopro/base-sim:bookworm}"
+# iptables: the platform image's sandbox-firewall service (compose) installs the host rule with it.
+PY_PKGS="python3,python3-venv,iptables"
+SIM_PKGS="python3,python3-venv,libgl1,libegl1,libegl-mesa0,libgl1-mesa-dri,libglib2.0-0"
+
+log() { printf '[build-images %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+need() { command -v "$1" >/dev/null 2>&1 || { echo "missing: $1 ($2)" >&2; exit 1; }; }
+need docker "install docker.io and start dockerd: scripts/start-dockerd.sh"
+docker info >/dev/null 2>&1 || { echo "the Docker engine does not answer: run scripts/start-dockerd.sh" >&2; exit 1; }
+
+# ---------------------------------------------------------------- 1. base images
+base_image() {  # NAME PACKAGES
+  local name="$1" pkgs="$2" root
+  if docker image inspect "$name" >/dev/null 2>&1; then
+    log "$name present"
+    return
+  fi
+  need debootstrap "apt-get install debootstrap"
+  root="$(mktemp -d "$BUILD/rootfs.XXXXXX")"
+  mkdir -p "$BUILD/debs"
+  log "debootstrap $name ($pkgs)"
+  local t0=$SECONDS
+  debootstrap --variant=minbase --cache-dir="$BUILD/debs" --include="$pkgs" bookworm "$root" "$MIRROR" \
+    >"$BUILD/debootstrap.log" 2>&1 || { tail -30 "$BUILD/debootstrap.log" >&2; rm -rf "$root"; exit 1; }
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/usr/share/doc \
+         "$root"/usr/share/man "$root"/usr/share/locale
+  tar -C "$root" -c . | docker import \
+    -c 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    -c 'CMD ["/bin/bash"]' - "$name" >/dev/null
+  rm -rf "$root"
+  log "$name built in $((SECONDS - t0)) s"
+}
+
+build_bases() {
+  mkdir -p "$BUILD"
+  [ "$BASE_PYTHON" = "liberopro/base-python:bookworm" ] && base_image "$BASE_PYTHON" "$PY_PKGS"
+  [ "$BASE_SIM" = "liberopro/base-sim:bookworm" ] && base_image "$BASE_SIM" "$SIM_PKGS"
+  return 0
+}
+
+# ---------------------------------------------------------------- 2. wheelhouse
+wheelhouse() {
+  need uv "scripts/setup-system.sh installs it"
+  local stamp
+  stamp="$( (cat "$REPO/uv.lock" "$REPO/pyproject.toml" "$REPO/submission_spec/pyproject.toml";
+             find "$REPO/evaluator" "$REPO/platform" "$REPO/leaderboard" "$REPO/submission_spec/src" \
+               -name '*.py' -o -name '*.json' -o -name '*.ini' -o -name '*.mako' | sort | xargs cat) | sha256sum | cut -c1-16)"
+  if [ -f "$WHEELS/.stamp" ] && [ "$(cat "$WHEELS/.stamp")" = "$stamp" ]; then
+    log "wheelhouse up to date ($WHEELS)"
+    return
+  fi
+  local t0=$SECONDS
+  mkdir -p "$WHEELS"
+  rm -f "$WHEELS"/liberopro-*.whl "$WHEELS"/liberopro_*.whl
+  log "wheelhouse: exporting the lock"
+  (cd "$REPO" && uv export --frozen --no-dev --no-hashes --no-emit-project --no-emit-workspace \
+     --format requirements-txt -o "$WHEELS/requirements.txt" >/dev/null)
+  if [ ! -x "$BUILD/pip-env/bin/pip" ]; then
+    uv venv -q --python 3.11 "$BUILD/pip-env"
+    uv pip install -q --python "$BUILD/pip-env/bin/python" pip wheel setuptools
+  fi
+  # The images run Debian's python3 (3.11.2 on bookworm, Linux): keep the requirements whose
+  # markers hold THERE (e.g. async-timeout for python < 3.11.3), without the markers.
+  "$BUILD/pip-env/bin/python" - "$WHEELS/requirements.txt" "${TARGET_PYTHON:-3.11.2}" <<'PY'
+import sys
+from pip._vendor.packaging.requirements import Requirement
+path, version = sys.argv[1], sys.argv[2]
+env = {"python_full_version": version, "python_version": ".".join(version.split(".")[:2]),
+       "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+       "implementation_name": "cpython", "platform_python_implementation": "CPython",
+       "platform_machine": "x86_64"}
+out = []
+for line in open(path):
+    line = line.strip()
+    if not line or line.startswith(("#", "-")):
+        continue
+    req = Requirement(line)
+    if req.marker is None or req.marker.evaluate(env):
+        req.marker = None
+        out.append(str(req))
+open(path, "w").write("\n".join(out) + "\n")
+PY
+  log "wheelhouse: pip wheel (downloads from PyPI what is not there yet)"
+  "$BUILD/pip-env/bin/pip" wheel -q --disable-pip-version-check -r "$WHEELS/requirements.txt" -w "$WHEELS" \
+    2> >(grep -v 'is ignored: it is neither' >&2)
+  log "wheelhouse: our own wheels"
+  (cd "$REPO" && uv build -q --wheel --out-dir "$WHEELS" . && \
+   uv build -q --wheel --out-dir "$WHEELS" --package liberopro-submission-spec)
+  echo "$stamp" >"$WHEELS/.stamp"
+  log "wheelhouse ready in $((SECONDS - t0)) s: $(du -sh "$WHEELS" | cut -f1)"
+}
+
+# A build context holding only the wheels that REQS (pip requirement specifiers) need, so a small
+# image does not send the whole wheelhouse to the daemon.
+context_for() {  # DIR REQS...
+  local dir="$1"; shift
+  rm -rf "$dir"; mkdir -p "$dir/wheelhouse"
+  "$BUILD/pip-env/bin/pip" download -q --disable-pip-version-check --no-index --find-links "$WHEELS" \
+    -d "$dir/wheelhouse" "$@" 2> >(grep -v 'is ignored: it is neither' >&2)
+}
+
+build() {  # IMAGE DOCKERFILE CONTEXT BASE
+  local image="$1" file="$2" ctx="$3" base="$4" t0=$SECONDS
+  log "docker build $image (FROM $base)"
+  docker build -q --network none --build-arg "BASE_IMAGE=$base" -f "$file" -t "$image" "$ctx" >/dev/null
+  log "$image built in $((SECONDS - t0)) s: $(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}')"
+}
+
+build_examples() {
+  context_for "$BUILD/ctx-policy" "$WHEELS"/liberopro_submission_spec-*.whl
+  for name in zero random; do
+    build "liberopro/example-$name:$TAG" "$REPO/submission_spec/examples/$name/Dockerfile" \
+      "$BUILD/ctx-policy" "$BASE_PYTHON"
+  done
+}
+
+build_evaluator() {
+  # The evaluator needs the whole locked stack: the context is the wheelhouse (hard links).
+  rm -rf "$BUILD/ctx-evaluator"; mkdir -p "$BUILD/ctx-evaluator"
+  cp -al "$WHEELS" "$BUILD/ctx-evaluator/wheelhouse"
+  build "liberopro/evaluator:$TAG" "$REPO/docker/evaluator.Dockerfile" "$BUILD/ctx-evaluator" "$BASE_SIM"
+}
+
+build_platform() {
+  context_for "$BUILD/ctx-platform" "$WHEELS"/liberopro_submission_spec-*.whl \
+    fastapi uvicorn sqlalchemy alembic 'celery[redis]' docker 'psycopg[binary]' pydantic-settings \
+    python-multipart httpx typer rich msgpack pydantic numpy
+  cp "$WHEELS"/liberopro-*.whl "$BUILD/ctx-platform/wheelhouse/"
+  build "liberopro/platform:$TAG" "$REPO/docker/platform.Dockerfile" "$BUILD/ctx-platform" "$BASE_PYTHON"
+}
+
+targets=("$@")
+[ "${#targets[@]}" -eq 0 ] && targets=(all)
+T0=$SECONDS
+for t in "${targets[@]}"; do
+  case "$t" in
+    all) build_bases; wheelhouse; build_examples; build_evaluator; build_platform ;;
+    base) build_bases ;;
+    wheelhouse) wheelhouse ;;
+    examples) build_bases; wheelhouse; build_examples ;;
+    evaluator) build_bases; wheelhouse; build_evaluator ;;
+    platform) build_bases; wheelhouse; build_platform ;;
+    *) echo "unknown target $t (all|base|wheelhouse|examples|evaluator|platform)" >&2; exit 2 ;;
+  esac
+done
+log "done in $((SECONDS - T0)) s"

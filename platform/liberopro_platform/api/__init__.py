@@ -1,0 +1,1 @@
+"""Platform API (FastAPI): submissions, tokens, admin."""

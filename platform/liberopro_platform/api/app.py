@@ -1,0 +1,52 @@
+"""The FastAPI application: ``uvicorn liberopro_platform.api.app:app`` (or
+``python -m liberopro_platform api``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from liberopro_platform import __version__
+from liberopro_platform.api.routes import admin, submissions, tokens
+from liberopro_platform.config import Settings, get_settings
+from liberopro_platform.db import make_engine, make_sessionmaker
+from liberopro_platform.pipeline import Enqueue, Pipeline
+
+
+def create_app(settings: Settings | None = None, enqueue: Enqueue | None = None) -> FastAPI:
+    """The API for ``settings`` (default: from the environment); ``enqueue`` defaults to Celery
+    on ``settings.broker_url``."""
+    settings = settings or get_settings()
+    if enqueue is None:
+        from liberopro_platform.tasks import CeleryEnqueue, make_celery
+
+        enqueue = CeleryEnqueue(make_celery(settings), settings.queue)
+    sessions = make_sessionmaker(make_engine(settings.database_url))
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    app = FastAPI(
+        title="LIBERO-Pro2.0 submission platform", version=__version__,
+        description="Submit a policy image; the platform validates it, runs it in a sandbox against the "
+        "hidden LIBERO-Pro2.0 manifest and publishes the result. Authenticate with "
+        "'Authorization: Bearer <token>'; a 401 says why a token was refused.",
+    )
+    app.state.settings = settings
+    app.state.sessions = sessions
+    app.state.enqueue = enqueue
+    app.state.pipeline = Pipeline(settings, sessions, enqueue, worker="api")
+
+    @app.get("/health", tags=["health"], summary="Liveness")
+    def health() -> dict:
+        return {"ok": True, "version": __version__, "backend": settings.backend}
+
+    app.include_router(submissions.router)
+    app.include_router(tokens.router)
+    app.include_router(admin.router)
+    return app
+
+
+def __getattr__(name: str):
+    # ``uvicorn liberopro_platform.api.app:app`` builds the app on first access only.
+    if name == "app":
+        return create_app()
+    raise AttributeError(name)

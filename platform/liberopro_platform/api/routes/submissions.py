@@ -1,0 +1,205 @@
+"""Submissions: create (image reference or uploaded archive), status, logs, cancel."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, HTTPException, Request, UploadFile
+from fastapi.responses import PlainTextResponse
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from liberopro_platform.api.deps import CurrentUser, SessionDep
+from liberopro_platform.api.schemas import (
+    Check,
+    Event,
+    Progress,
+    SubmissionCreated,
+    SubmissionStatus,
+    SubmitRequest,
+)
+from liberopro_platform.models import (
+    ACTIVE_STATES,
+    Episode,
+    Result,
+    ShardState,
+    Submission,
+    Team,
+    User,
+    utcnow,
+)
+from liberopro_platform.pipeline import add_event, queue_position
+
+router = APIRouter(prefix="/submissions", tags=["submissions"])
+
+IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
+REPO_DIGEST = re.compile(r"^[a-z0-9][a-z0-9._\-/:]*@sha256:[0-9a-f]{64}$")
+PIN_FIX = ("pin the image: submit repo@sha256:<digest> (`docker inspect --format '{{index .RepoDigests 0}}' IMAGE`) "
+           "or its id sha256:<id> (`docker inspect --format '{{.Id}}' IMAGE`); `liberopro submit IMAGE` pins it for "
+           "you, and `liberopro submit IMAGE --upload` sends the image itself")
+
+
+def _error(status: int, error: str, message: str) -> HTTPException:
+    return HTTPException(status, detail={"error": error, "message": message})
+
+
+def _get_own(session: Session, user: User, submission_id: str) -> Submission:
+    sub = session.get(Submission, submission_id)
+    if sub is None or (sub.team_id != user.team_id and not user.is_admin):
+        raise _error(404, "not_found", f"no submission {submission_id} for team {user.team.name}")
+    return sub
+
+
+def check_limits(session: Session, request: Request, team: Team) -> None:
+    """429 when ``team`` is at its per-day or concurrent limit, saying when it can submit again."""
+    settings = request.app.state.settings
+    per_day = team.submissions_per_day if team.submissions_per_day is not None else settings.submissions_per_day
+    concurrent = team.max_concurrent if team.max_concurrent is not None else settings.max_concurrent
+    active = session.scalars(select(Submission.id).where(Submission.team_id == team.id,
+                                                         Submission.state.in_(ACTIVE_STATES))).all()
+    if len(active) >= concurrent:
+        raise _error(429, "too_many_active", f"team {team.name} already has {len(active)} submission(s) in progress "
+                     f"({', '.join(active)}); the limit is {concurrent} at a time: wait for it to finish or cancel it "
+                     "(`liberopro cancel ID`)")
+    since = utcnow() - dt.timedelta(days=1)
+    recent = session.scalars(select(Submission.created_at).where(Submission.team_id == team.id,
+                                                                 Submission.created_at > since)
+                             .order_by(Submission.created_at)).all()
+    if len(recent) >= per_day:
+        again = recent[0] + dt.timedelta(days=1)
+        raise _error(429, "daily_limit", f"team {team.name} has used its {per_day} submissions of the last 24 h; "
+                     f"the next one is possible at {again:%Y-%m-%d %H:%M} UTC")
+
+
+def _created(request: Request, session: Session, sub: Submission) -> SubmissionCreated:
+    session.flush()
+    add_event(session, sub, "submitted")
+    session.commit()
+    request.app.state.enqueue.validate(sub.id)
+    return SubmissionCreated(id=sub.id, state=sub.state, message=sub.message,
+                             queue_position=queue_position(session, sub),
+                             status_url=str(request.url_for("submission_status", submission_id=sub.id)))
+
+
+@router.post("", response_model=SubmissionCreated, status_code=201,
+             summary="Submit a policy image pinned by digest (or a command on a development platform)")
+def submit(body: SubmitRequest, request: Request, session: SessionDep,
+           user: CurrentUser) -> SubmissionCreated:
+    settings = request.app.state.settings
+    if (body.image is None) == (body.command is None):
+        raise _error(422, "bad_request", "give exactly one of image (pinned by digest) or command")
+    if body.command is not None:
+        if settings.backend != "local":
+            raise _error(422, "command_not_allowed", "this platform runs submissions in a Docker sandbox and "
+                         "accepts images only: submit an image (`liberopro submit IMAGE`)")
+        sub = Submission(team_id=user.team_id, user_id=user.id, source="command", policy_command=body.command,
+                         note=body.note)
+    else:
+        ref = body.image.strip()
+        if not (IMAGE_ID.match(ref) or REPO_DIGEST.match(ref)):
+            raise _error(422, "image_not_pinned", f"the image reference {ref!r} is not pinned by digest, so what "
+                         f"runs could differ from what you tested: {PIN_FIX}")
+        sub = Submission(team_id=user.team_id, user_id=user.id, source="reference", image_ref=ref,
+                         image_digest=ref if IMAGE_ID.match(ref) else None, note=body.note)
+    check_limits(session, request, user.team)
+    session.add(sub)
+    return _created(request, session, sub)
+
+
+@router.post("/upload", response_model=SubmissionCreated, status_code=201,
+             summary="Submit a `docker save` archive (air-gapped platforms)")
+def submit_upload(request: Request, file: Annotated[UploadFile, File(description="docker save IMAGE -o policy.tar")],
+                  session: SessionDep, user: CurrentUser, note: Annotated[str, Form()] = "") -> SubmissionCreated:
+    settings = request.app.state.settings
+    if settings.backend != "docker":
+        raise _error(422, "upload_not_allowed", "this development platform runs commands, not images")
+    check_limits(session, request, user.team)
+    head = file.file.read(512)
+    if len(head) < 512 or head[257:262] != b"ustar":
+        raise _error(422, "not_a_tar", "the upload is not a tar archive: create it with `docker save IMAGE -o policy.tar`")
+    sub = Submission(team_id=user.team_id, user_id=user.id, source="upload", note=note,
+                     image_ref=f"upload:{file.filename or 'archive.tar'}")
+    session.add(sub)
+    session.flush()
+    uploads = Path(settings.data_dir) / "uploads"
+    uploads.mkdir(parents=True, exist_ok=True)
+    dest = uploads / f"{sub.id}.tar"
+    size = len(head)
+    with dest.open("wb") as out:
+        out.write(head)
+        while chunk := file.file.read(1 << 20):
+            size += len(chunk)
+            if size > settings.max_upload_bytes:
+                out.close()
+                dest.unlink(missing_ok=True)
+                session.rollback()
+                raise _error(413, "upload_too_large", f"the archive exceeds the limit of "
+                             f"{settings.max_upload_bytes / 2**30:.1f} GiB: make the image smaller")
+            out.write(chunk)
+    sub.upload_path = str(dest.resolve())
+    return _created(request, session, sub)
+
+
+@router.get("", response_model=list[SubmissionStatus], summary="Your team's submissions, newest first")
+def list_submissions(request: Request, session: SessionDep, user: CurrentUser,
+                     limit: int = 50) -> list[SubmissionStatus]:
+    subs = session.scalars(select(Submission).where(Submission.team_id == user.team_id)
+                           .order_by(Submission.created_at.desc()).limit(min(limit, 200))).all()
+    return [status_of(request, session, s, with_events=False) for s in subs]
+
+
+@router.get("/{submission_id}", response_model=SubmissionStatus, name="submission_status",
+            summary="Stage, queue position, progress, and what failed with how to fix it")
+def get_submission(submission_id: str, request: Request, session: SessionDep,
+                   user: CurrentUser) -> SubmissionStatus:
+    return status_of(request, session, _get_own(session, user, submission_id))
+
+
+@router.get("/{submission_id}/logs", response_class=PlainTextResponse,
+            summary="The policy container's own output (truncated)")
+def get_logs(submission_id: str, session: SessionDep, user: CurrentUser) -> str:
+    sub = _get_own(session, user, submission_id)
+    return sub.policy_log or "(no output from the policy yet)\n"
+
+
+@router.post("/{submission_id}/cancel", response_model=SubmissionStatus, summary="Cancel a submission")
+def cancel(submission_id: str, request: Request, session: SessionDep,
+           user: CurrentUser) -> SubmissionStatus:
+    sub = _get_own(session, user, submission_id)
+    if sub.state not in ACTIVE_STATES:
+        raise _error(409, "already_final", f"submission {sub.id} is already {sub.state}; nothing to cancel")
+    request.app.state.pipeline.cancel(session, sub, by=user.name)
+    session.commit()
+    return status_of(request, session, sub)
+
+
+def status_of(request: Request, session: Session, sub: Submission, with_events: bool = True) -> SubmissionStatus:
+    """The submitter's view of ``sub``."""
+    shards = sub.shards
+    reasons = dict(session.execute(select(Episode.termination_reason, func.count())
+                                   .where(Episode.submission_id == sub.id)
+                                   .group_by(Episode.termination_reason)).all())
+    stuck = sub.stuck_reason
+    if sub.state in ACTIVE_STATES:
+        live = [s for s in request.app.state.pipeline.find_stuck(session) if s.submission_id == sub.id]
+        stuck = "; ".join(s.reason for s in live) or None
+    result = session.scalar(select(Result).where(Result.submission_id == sub.id))
+    report = sub.validation_report or {}
+    return SubmissionStatus(
+        id=sub.id, team=sub.team.name, state=sub.state, message=sub.message,
+        queue_position=queue_position(session, sub),
+        progress=Progress(episodes_done=sub.episodes_done, episodes_total=sub.episodes_total,
+                          shards_done=sum(s.state == ShardState.done.value for s in shards), shards_total=len(shards)),
+        failure_stage=sub.failure_stage, failure=sub.failure, fix=sub.fix, stuck_reason=stuck,
+        image_ref=sub.image_ref, image_digest=sub.image_digest, policy_name=sub.policy_name,
+        spec_version=sub.spec_version,
+        validation_checks=[Check(**{k: c.get(k, "") for k in ("name", "ok", "detail", "hint")})
+                           for c in report.get("checks", [])],
+        termination_reasons=reasons, created_at=sub.created_at, updated_at=sub.updated_at,
+        finished_at=sub.finished_at, result=result.summary if result is not None else None,
+        events=[Event(at=e.at, state=e.state, message=e.message) for e in sub.events
+                if not e.message.startswith("[admin]")] if with_events else [],
+    )

@@ -1,0 +1,250 @@
+"""``liberopro submit IMAGE``, ``liberopro status ID``, ``liberopro cancel ID``: the submitter's
+side of the platform, added to the ``liberopro`` CLI by :func:`register`.
+
+The API URL and token come from ``LIBEROPRO_API_URL`` / ``LIBEROPRO_TOKEN``, or from a config
+file (``LIBEROPRO_CONFIG``, default ``~/.config/liberopro/platform.toml``)::
+
+    api_url = "https://platform.example.org"
+    token = "lp_..."
+
+Every error the platform returns is printed with its reason and what to do (an expired token
+says that it expired, and when).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import typer
+
+DEFAULT_CONFIG = Path("~/.config/liberopro/platform.toml")
+FINAL = ("published", "failed", "cancelled")
+
+
+class PlatformError(Exception):
+    """A request the platform refused or could not answer; the message says what to do."""
+
+
+def load_client_config() -> tuple[str, str | None]:
+    """``(api_url, token)`` from the environment, else the config file."""
+    path = Path(os.environ.get("LIBEROPRO_CONFIG", str(DEFAULT_CONFIG))).expanduser()
+    conf: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            conf = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise PlatformError(f"{path} is not valid TOML: {exc}") from exc
+    url = os.environ.get("LIBEROPRO_API_URL") or conf.get("api_url")
+    token = os.environ.get("LIBEROPRO_TOKEN") or conf.get("token")
+    if not url:
+        raise PlatformError(f"no platform URL: set LIBEROPRO_API_URL or api_url in {path}")
+    return str(url).rstrip("/"), token
+
+
+class PlatformClient:
+    """A small HTTP client of the platform API that turns every refusal into :class:`PlatformError`."""
+
+    def __init__(self, url: str, token: str | None, timeout: float = 60.0, transport: Any = None) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        kwargs: dict[str, Any] = {"base_url": url, "headers": headers, "timeout": timeout}
+        if transport is not None:
+            kwargs["transport"] = transport
+        self.http = httpx.Client(**kwargs)
+        self.url = url
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        import httpx
+
+        try:
+            resp = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise PlatformError(f"cannot reach the platform at {self.url}: {exc!r}; check LIBEROPRO_API_URL") from exc
+        if resp.status_code >= 400:
+            raise PlatformError(_explain(resp))
+        ctype = resp.headers.get("content-type", "")
+        return resp.json() if ctype.startswith("application/json") else resp.text
+
+
+def _explain(resp: Any) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return f"HTTP {resp.status_code}: {resp.text[:500] or resp.reason_phrase}"
+    detail = body.get("detail") if isinstance(body, dict) else body
+    if isinstance(detail, dict) and detail.get("message"):
+        return f"HTTP {resp.status_code} ({detail.get('error', 'error')}): {detail['message']}"
+    if isinstance(detail, list):  # FastAPI validation errors
+        return f"HTTP {resp.status_code}: " + "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}"
+                                                         for d in detail)
+    return f"HTTP {resp.status_code}: {detail}"
+
+
+def pin_image(image: str) -> str:
+    """``image`` pinned by digest: kept when already pinned, else resolved on the local Docker
+    engine to its registry digest (``repo@sha256:...``) or its image id (``sha256:...``)."""
+    if image.startswith("sha256:") or "@sha256:" in image:
+        return image
+    try:
+        import docker
+
+        img = docker.from_env().images.get(image)
+    except Exception as exc:
+        raise PlatformError(f"{image} is not pinned by digest and could not be resolved on the local Docker engine "
+                            f"({exc}); give repo@sha256:<digest> or the image id sha256:<id>") from exc
+    digests = img.attrs.get("RepoDigests") or []
+    return digests[0] if digests else img.id
+
+
+def _save_image(image: str, dest: Path) -> int:
+    import docker
+
+    img = docker.from_env().images.get(image)
+    size = 0
+    with dest.open("wb") as fh:
+        for chunk in img.save(named=True):
+            fh.write(chunk)
+            size += len(chunk)
+    return size
+
+
+def format_status(st: dict[str, Any]) -> list[str]:
+    """The status as lines a person reads."""
+    lines = [f"submission {st['id']} (team {st['team']}): {st['state']}", f"  {st['message']}"]
+    if st.get("queue_position") is not None:
+        lines.append(f"  queue position: {st['queue_position']} submission(s) ahead")
+    p = st["progress"]
+    if p["episodes_total"]:
+        lines.append(f"  progress: {p['episodes_done']} of {p['episodes_total']} episodes, "
+                     f"{p['shards_done']} of {p['shards_total']} shards")
+    if st.get("image_digest"):
+        lines.append(f"  image: {st.get('image_ref')} -> {st['image_digest']}")
+    if st.get("policy_name"):
+        lines.append(f"  policy: {st['policy_name']} (spec {st.get('spec_version')})")
+    if st.get("stuck_reason"):
+        lines.append(f"  NOT MOVING: {st['stuck_reason']}")
+    if st.get("failure"):
+        lines.append(f"  what failed ({st.get('failure_stage')}): {st['failure']}")
+        lines.append(f"  how to fix it: {st.get('fix')}")
+    for c in st.get("validation_checks", []):
+        if not c["ok"]:
+            lines.append(f"  [FAIL] {c['name']}: {c['detail']}" + (f"\n         fix: {c['hint']}" if c.get("hint") else ""))
+    if st.get("termination_reasons"):
+        lines.append("  episodes ended by: " + ", ".join(f"{k} {v}" for k, v in sorted(st["termination_reasons"].items())))
+    return lines
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``submit``, ``status`` and ``cancel`` to the ``liberopro`` CLI."""
+
+    def fail(message: str) -> None:
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(2)
+
+    def client() -> PlatformClient:
+        try:
+            url, token = load_client_config()
+        except PlatformError as exc:
+            fail(str(exc))
+        return PlatformClient(url, token)
+
+    def show(st: dict[str, Any]) -> None:
+        for line in format_status(st):
+            typer.echo(line)
+
+    def watch(c: PlatformClient, sid: str, interval: float) -> dict[str, Any]:
+        last = None
+        while True:
+            st = c.request("GET", f"/submissions/{sid}")
+            line = (st["state"], st["message"])
+            if line != last:
+                typer.echo(f"[{time.strftime('%H:%M:%S')}] {st['state']}: {st['message']}")
+                last = line
+            if st["state"] in FINAL:
+                return st
+            time.sleep(interval)
+
+    @app.command("submit")
+    def submit(
+        image: str = typer.Argument(..., help="Image name, repo@sha256:<digest> or sha256:<id>."),
+        upload: bool = typer.Option(False, "--upload", help="Send the image itself (docker save) instead of a reference."),
+        note: str = typer.Option("", help="A note stored with the submission."),
+        wait: bool = typer.Option(False, "--wait", help="Follow the submission until it is final."),
+    ) -> None:
+        """Submit a policy image to the platform (pinned by digest, or uploaded)."""
+        c = client()
+        try:
+            if upload:
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = Path(tmp) / "policy.tar"
+                    try:
+                        size = _save_image(image, path)
+                    except Exception as exc:  # noqa: BLE001
+                        fail(f"could not export {image} with the local Docker engine: {exc}")
+                    typer.echo(f"uploading {image} ({size / 2**20:.0f} MiB)...", err=True)
+                    with path.open("rb") as fh:
+                        created = c.request("POST", "/submissions/upload", files={"file": ("policy.tar", fh)},
+                                            data={"note": note}, timeout=3600)
+            else:
+                created = c.request("POST", "/submissions", json={"image": pin_image(image), "note": note})
+        except PlatformError as exc:
+            fail(str(exc))
+        typer.echo(f"submitted: {created['id']} ({created['state']}; {created['queue_position']} ahead)")
+        typer.echo(f"follow it with: liberopro status {created['id']}")
+        if wait:
+            try:
+                show(watch(c, created["id"], 5.0))
+            except PlatformError as exc:
+                fail(str(exc))
+
+    @app.command("status")
+    def status(
+        submission_id: str | None = typer.Argument(None, help="Submission id (omit to list your team's)."),
+        logs: bool = typer.Option(False, "--logs", help="Also print the policy container's output."),
+        watch_: bool = typer.Option(False, "--watch", help="Follow until the submission is final."),
+        json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    ) -> None:
+        """Show a submission: stage, queue position, progress, what failed and how to fix it."""
+        import json
+
+        c = client()
+        try:
+            if submission_id is None:
+                for st in c.request("GET", "/submissions"):
+                    p = st["progress"]
+                    typer.echo(f"{st['id']}  {st['state']:<11} {p['episodes_done']}/{p['episodes_total']}  "
+                               f"{st['created_at'][:16]}  {st['message'][:80]}")
+                return
+            st = watch(c, submission_id, 5.0) if watch_ else c.request("GET", f"/submissions/{submission_id}")
+            if json_out:
+                typer.echo(json.dumps(st, indent=2))
+            else:
+                show(st)
+                if st.get("result"):
+                    from liberopro.cli import print_summary
+
+                    print_summary(st["result"])
+            if logs:
+                typer.echo("--- policy output ---")
+                sys.stdout.write(c.request("GET", f"/submissions/{submission_id}/logs"))
+        except PlatformError as exc:
+            fail(str(exc))
+
+    @app.command("cancel")
+    def cancel(submission_id: str = typer.Argument(..., help="Submission id.")) -> None:
+        """Cancel a submission; its running sandboxes are stopped and removed."""
+        c = client()
+        try:
+            show(c.request("POST", f"/submissions/{submission_id}/cancel"))
+        except PlatformError as exc:
+            fail(str(exc))

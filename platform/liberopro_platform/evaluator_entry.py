@@ -1,0 +1,219 @@
+"""The evaluator side of a sandbox: what runs inside the evaluator container (or in-process for
+the local backend).
+
+Two commands, both talking to the worker only through marked lines on stdout
+(``LIBEROPRO-EVENT {json}``); anything else the evaluator prints goes to stderr, which the
+worker keeps for admins and never shows to the submitter:
+
+``check URL``   the spec conformance check (validation): one ``conformance`` event.
+``run URL SHARD_JSON``   the shard's episodes: ``hello`` (evaluator and simulator versions),
+                ``metadata``, one ``episode`` per finished episode, then ``done`` or ``error``.
+
+The shard file holds only this shard's instances (a slice of the hidden manifest) and the
+``[instance_id, episode_index]`` pairs still to run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+MARK = "LIBEROPRO-EVENT "
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def stdout_emit(event: dict[str, Any]) -> None:
+    """Write one event line to stdout and flush it (the worker reads the stream live)."""
+    sys.stdout.write(MARK + json.dumps(event, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def parse_event(line: str) -> dict[str, Any] | None:
+    """The event on ``line``, or None for any other line."""
+    if not line.startswith(MARK):
+        return None
+    try:
+        value = json.loads(line[len(MARK):])
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class ShardSpec(BaseModel):
+    """What one shard run needs: its instances, the episodes to run, and the limits."""
+
+    model_config = ConfigDict(extra="forbid")
+    submission_id: str
+    shard_index: int
+    instances: list[dict[str, Any]]
+    episodes: list[tuple[str, int]]
+    seed: int = 0
+    max_steps: int | None = None
+    protocol: str = "liberopro"
+    connect_timeout_s: float = 5.0
+    request_timeout_s: float = 30.0
+    episode_budget_s: float = 600.0
+    startup_timeout_s: float = 120.0
+    restart_wait_s: float = 120.0
+    render_size: int | None = None
+
+
+class CheckSpec(BaseModel):
+    """Time limits of the validation check."""
+
+    protocol: str = "liberopro"
+    health_timeout_s: float = 120.0
+    request_timeout_s: float = 30.0
+    act_limit_s: float = 10.0
+
+
+class ShardStopped(Exception):
+    """The worker asked the shard to stop (cancel or time limit) between episodes."""
+
+
+# ---------------------------------------------------------------- validation
+def _adapter_check(url: str, spec: CheckSpec) -> dict[str, Any]:
+    """The conformance check's shape for a non-liberopro protocol, through its adapter:
+    health, metadata, reset, two acts with a synthetic observation."""
+    import numpy as np
+    from submission_spec.conformance import Check, ConformanceReport, synthetic_observation
+    from submission_spec.transports import make_client
+
+    from submission_spec import PolicyError
+
+    report = ConformanceReport(url=url)
+    add = report.checks.append
+    client = make_client(url, spec.protocol, request_timeout=spec.request_timeout_s)
+    try:
+        client.wait_healthy(spec.health_timeout_s)
+        add(Check("health", True, "the server answered"))
+        meta = client.metadata()
+        report.metadata = meta.model_dump(mode="json")
+        add(Check("metadata", True, f"{spec.protocol} adapter: {meta.policy_name}"))
+        episode_id = uuid.uuid4().hex
+        client.reset(episode_id, "put the bowl on the plate")
+        rng = np.random.default_rng(0)
+        for step in (0, 1):
+            t0 = time.perf_counter()
+            result = client.act(synthetic_observation(meta, episode_id, step, rng).to_message(), meta.chunk_length)
+            elapsed = time.perf_counter() - t0
+            add(Check(f"act (step {step})", elapsed <= spec.act_limit_s,
+                      f"chunk {result.actions.shape} in {elapsed * 1e3:.0f} ms",
+                      f"answer within {spec.act_limit_s:.0f} s per request"))
+    except PolicyError as exc:
+        add(Check("protocol", False, f"{exc.reason}: {exc.detail}",
+                  f"the server must speak the {spec.protocol} protocol its image label declares"))
+    finally:
+        client.close()
+    return report.to_dict()
+
+
+def check(url: str, spec: CheckSpec) -> dict[str, Any]:
+    """The conformance report of the policy at ``url`` as a dict (never raises for a policy fault)."""
+    if spec.protocol != "liberopro":
+        return _adapter_check(url, spec)
+    from submission_spec.conformance import check_policy
+
+    report = check_policy(url, health_timeout=spec.health_timeout_s, request_timeout=spec.request_timeout_s,
+                          act_latency_limit_s=spec.act_limit_s)
+    return report.to_dict()
+
+
+# ---------------------------------------------------------------- a shard
+def run_shard(url: str, spec: ShardSpec, emit: Emit, should_stop: Callable[[], bool] = lambda: False,
+              on_episode_start: Callable[[], None] | None = None) -> None:
+    """Run the shard's episodes against the policy at ``url``, emitting events. A policy failure
+    ends only its episode; a policy that is down (crashed and restarting) is waited for up to
+    ``restart_wait_s`` before the next episode (``on_episode_start`` may restart it first). Raises only for what stops the whole shard:
+    :class:`liberopro.stack.StackError`, :class:`submission_spec.PolicyError` before the first
+    episode (unreachable policy, bad metadata), :class:`ShardStopped`."""
+    from liberopro import EVALUATOR_VERSION
+    from liberopro.evaluation import auto_render_size
+    from liberopro.instances import Instance, plan_episodes
+    from liberopro.runner import EpisodeRunner, RunSettings
+    from liberopro.stack import check_stack
+    from submission_spec.transports import make_client
+
+    versions = check_stack()
+    emit({"type": "hello", "evaluator_version": EVALUATOR_VERSION, "stack": versions})
+    instances = {d["instance_id"]: Instance.model_validate(d) for d in spec.instances}
+    plans = []
+    for instance_id, episode_index in spec.episodes:
+        plans.append(plan_episodes([instances[instance_id]], episode_index + 1, spec.seed)[episode_index])
+    options: dict[str, Any] = {"connect_timeout": spec.connect_timeout_s, "request_timeout": spec.request_timeout_s}
+    client = make_client(url, spec.protocol, **options)
+    try:
+        client.wait_healthy(spec.startup_timeout_s)
+        meta = client.metadata()
+        emit({"type": "metadata", "metadata": meta.model_dump(mode="json")})
+        settings = RunSettings(max_steps=spec.max_steps, episode_policy_budget_s=spec.episode_budget_s)
+        settings.render_size = spec.render_size or auto_render_size(meta)
+        state = {"down": False}
+
+        def before_episode() -> None:
+            if should_stop():
+                raise ShardStopped("stop requested")
+            if on_episode_start is not None:
+                on_episode_start()
+            if client.health(timeout=2.0):
+                state["down"] = False
+                return
+            if state["down"]:
+                return  # it stayed down after a full wait: do not wait again for every episode
+            end = time.monotonic() + spec.restart_wait_s
+            while time.monotonic() < end:
+                if should_stop():
+                    raise ShardStopped("stop requested")
+                if client.health(timeout=2.0):
+                    return
+                time.sleep(0.5)
+            state["down"] = True
+
+        runner = EpisodeRunner(client, meta, settings, before_episode=before_episode)
+        try:
+            runner.run(plans, lambda r: emit({"type": "episode", "record": r.model_dump(mode="json")}))
+        finally:
+            runner.close()
+        emit({"type": "done", "episodes": len(plans)})
+    finally:
+        client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m liberopro_platform.evaluator_entry check URL CHECK_JSON`` or
+    ``... run URL SHARD_JSON_PATH``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) == 3 and args[0] == "check":
+        report = check(args[1], CheckSpec.model_validate_json(args[2]))
+        stdout_emit({"type": "conformance", "report": report})
+        return 0
+    if len(args) == 3 and args[0] == "run":
+        from liberopro.stack import StackError
+
+        from submission_spec import PolicyError
+
+        spec = ShardSpec.model_validate_json(Path(args[2]).read_text())
+        try:
+            run_shard(args[1], spec, stdout_emit)
+        except PolicyError as exc:
+            stdout_emit({"type": "error", "kind": "policy", "reason": exc.reason, "message": exc.detail})
+            return 3
+        except StackError as exc:
+            stdout_emit({"type": "error", "kind": "internal", "message": str(exc)})
+            return 4
+        return 0
+    print("usage: python -m liberopro_platform.evaluator_entry check URL CHECK_JSON | run URL SHARD_JSON",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

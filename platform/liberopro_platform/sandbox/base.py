@@ -1,0 +1,137 @@
+"""The sandbox interface: how the pipeline validates a policy and runs a shard, whatever runs
+them (Docker containers in production, child processes for development).
+
+A backend never raises for a policy's fault: it reports it in the outcome with a message for
+the submitter. It raises :class:`SandboxError` only for infrastructure faults (engine down,
+evaluator image missing), which the pipeline retries a bounded number of times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from liberopro_platform.evaluator_entry import ShardSpec
+
+#: Termination reasons the platform adds to the evaluator's (it sees the policy container die).
+POLICY_OUT_OF_MEMORY = "policy_out_of_memory"
+POLICY_CRASHED = "policy_crashed"
+
+#: Evaluator reasons that mean "the policy did not answer properly": the platform checks whether
+#: the policy process died during such an episode and then names the real cause.
+POLICY_TRANSPORT_FAILURES = ("policy_connect_error", "policy_http_error", "policy_timeout",
+                             "policy_bad_response", "policy_episode_timeout")
+
+
+class SandboxError(RuntimeError):
+    """An infrastructure fault (not the policy's): worth a retry."""
+
+
+@dataclass(frozen=True)
+class PolicySource:
+    """What to run for submission ``submission_id``: a pinned image id (Docker) or a shell
+    command (local backend), and the wire protocol it speaks."""
+
+    submission_id: str
+    image: str | None = None
+    command: str | None = None
+    protocol: str = "liberopro"
+
+
+@dataclass
+class PreparedImage:
+    """The result of resolving a submission's image: pinned digest, size, labels."""
+
+    digest: str
+    size: int
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ValidationOutcome:
+    """``ok`` when the policy started and passed the conformance check.
+
+    ``failure`` (what failed) and ``fix`` (what to do) are shown to the submitter, with
+    ``report`` (every conformance check) and ``policy_log`` (the policy's own output).
+    """
+
+    ok: bool
+    report: dict[str, Any] | None = None
+    failure: str | None = None
+    fix: str | None = None
+    metadata: dict[str, Any] | None = None
+    policy_log: str = ""
+
+
+ShardStatus = Literal["completed", "stopped", "timed_out", "policy_error", "infrastructure_error"]
+
+
+@dataclass
+class ShardOutcome:
+    """How a shard attempt ended. ``message`` is for the submitter when ``status`` is
+    ``policy_error``; ``internal`` (the evaluator's stderr tail, exit codes) is for admins."""
+
+    status: ShardStatus
+    message: str = ""
+    internal: str = ""
+    policy_log: str = ""
+
+
+class ShardCallbacks(Protocol):
+    """What a backend calls while a shard runs (the pipeline stores, the backend only reports)."""
+
+    def on_hello(self, info: dict[str, Any]) -> None:
+        """The evaluator's versions (``evaluator_version``, ``stack``)."""
+
+    def on_metadata(self, metadata: dict[str, Any]) -> None:
+        """The policy's ``/metadata``."""
+
+    def on_record(self, record: dict[str, Any]) -> None:
+        """One finished episode (an EpisodeRecord as a dict)."""
+
+    def heartbeat(self) -> None:
+        """Called at least every ``heartbeat_interval_s`` while the shard runs."""
+
+    def should_stop(self) -> bool:
+        """True when the shard must stop now (the submission was cancelled)."""
+
+
+class SandboxBackend(Protocol):
+    """Validates policies and runs shards. Implementations: :class:`~.docker_backend.DockerBackend`
+    and :class:`~.local_backend.LocalBackend`."""
+
+    name: str
+
+    def prepare(self, source: PolicySource, upload_path: str | None = None) -> PreparedImage | None:
+        """Make the image present (load an uploaded archive, pull a digest reference), pin it and
+        measure it. None for a backend without images. Raises :class:`PolicyRejected`."""
+
+    def validate(self, source: PolicySource, on_heartbeat: Callable[[], None]) -> ValidationOutcome:
+        """Start the policy alone in a sandbox and run the conformance check within the limits;
+        ``on_heartbeat`` is called at least every ``heartbeat_interval_s``."""
+
+    def run_shard(self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks,
+                  time_limit_s: float) -> ShardOutcome:
+        """Run ``spec``'s episodes in a fresh sandbox; removes everything it created on return."""
+
+    def sweep(self, worker: str | None = None) -> int:
+        """Remove leftover sandbox resources (of ``worker``, or all); returns how many."""
+
+
+class PolicyRejected(Exception):
+    """The submission cannot run at all (image absent, too large, unknown protocol):
+    ``failure`` and ``fix`` go to the submitter."""
+
+    def __init__(self, failure: str, fix: str) -> None:
+        super().__init__(failure)
+        self.failure = failure
+        self.fix = fix
+
+
+def truncate_log(text: str, limit: int) -> str:
+    """The last ``limit`` bytes of ``text`` (a policy log), marked when cut."""
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= limit:
+        return text
+    return "[... earlier output truncated ...]\n" + data[-limit:].decode("utf-8", errors="replace")

@@ -1,0 +1,562 @@
+"""The Docker sandbox: per validation or shard, an internal network holding only the policy
+container and an evaluator container.
+
+The policy container runs with a read-only root, a tmpfs /tmp, all capabilities dropped,
+no-new-privileges, a non-root user, memory/CPU/pids limits and no route out (the internal
+network plus the host rule of :mod:`.firewall`); optionally under gVisor (``runtime``) and with
+GPUs (``gpus``). The shard's slice of the hidden manifest goes into a volume mounted into the
+evaluator container only. The evaluator reports through marked stdout lines
+(:mod:`liberopro_platform.evaluator_entry`); its stderr is kept for admins only.
+
+Every container, volume and network carries ``org.liberopro.sandbox=1`` and the owning
+worker's name: :class:`_Sandbox` removes them on every return path, and :meth:`DockerBackend.sweep`
+removes what a killed worker left behind.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import queue
+import secrets
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from liberopro_platform.config import Settings
+from liberopro_platform.evaluator_entry import CheckSpec, ShardSpec, parse_event
+from liberopro_platform.sandbox import firewall
+from liberopro_platform.sandbox.base import (
+    POLICY_CRASHED,
+    POLICY_OUT_OF_MEMORY,
+    POLICY_TRANSPORT_FAILURES,
+    PolicyRejected,
+    PolicySource,
+    PreparedImage,
+    SandboxError,
+    ShardCallbacks,
+    ShardOutcome,
+    ValidationOutcome,
+    truncate_log,
+)
+
+log = logging.getLogger("liberopro_platform.sandbox.docker")
+
+LABEL = "org.liberopro.sandbox"
+LABEL_WORKER = "org.liberopro.worker"
+LABEL_SUBMISSION = "org.liberopro.submission"
+LABEL_ROLE = "org.liberopro.role"
+POLICY_HOST = "policy"
+SHARD_DIR = "/shard"
+
+LOCAL_RUN_HINT = ("reproduce it locally: `docker run --rm -p 8000:8000 --read-only --tmpfs /tmp "
+                  "--user 65534:65534 --cap-drop ALL --security-opt no-new-privileges IMAGE`, then "
+                  "`liberopro check-policy http://127.0.0.1:8000`")
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def _tar_one(name: str, data: bytes) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = 0o444
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class _PolicyWatch:
+    """Collects the policy container's ``die`` and ``oom`` events (a thread on the event stream)."""
+
+    def __init__(self, client, container_id: str) -> None:
+        self.deaths: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stream = client.events(decode=True, since=int(time.time()) - 1,
+                                     filters={"container": container_id, "type": "container"})
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        oom_pending = False
+        try:
+            for ev in self._stream:
+                action = ev.get("Action") or ev.get("status")
+                if action == "oom":
+                    oom_pending = True
+                elif action == "die":
+                    attrs = ev.get("Actor", {}).get("Attributes", {})
+                    with self._lock:
+                        self.deaths.append({"time": ev.get("timeNano", 0) / 1e9, "oom": oom_pending,
+                                            "exit_code": int(attrs.get("exitCode", -1))})
+                    oom_pending = False
+        except Exception as exc:  # noqa: BLE001 - the stream is closed when the sandbox goes away
+            log.debug("policy event stream ended: %r", exc)
+
+    def deaths_since(self, t0: float) -> list[dict[str, Any]]:
+        with self._lock:
+            return [d for d in self.deaths if d["time"] >= t0]
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        except Exception as exc:  # noqa: BLE001
+            log.debug("closing the event stream: %r", exc)
+
+
+class _Sandbox:
+    """One internal network and what runs on it; removed on exit whatever happened."""
+
+    def __init__(self, backend: DockerBackend, submission_id: str, role: str) -> None:
+        self.backend = backend
+        self.client = backend.client
+        self.labels = {LABEL: "1", LABEL_WORKER: backend.worker, LABEL_SUBMISSION: submission_id, LABEL_ROLE: role}
+        self.suffix = secrets.token_hex(5)
+        self.name = f"lp-{submission_id[:12]}-{role}-{self.suffix}"
+        self.containers: list = []
+        self.volumes: list = []
+        self.network = None
+
+    def __enter__(self) -> _Sandbox:  # noqa: PYI034
+        from docker.errors import DockerException
+
+        try:
+            self.network = self.client.networks.create(
+                self.name, driver="bridge", internal=True, labels=self.labels, check_duplicate=True,
+                options={"com.docker.network.bridge.name": f"{firewall.BRIDGE_PREFIX}{self.suffix}"},
+            )
+        except DockerException as exc:
+            raise SandboxError(f"could not create the sandbox network: {exc}") from exc
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for c in reversed(self.containers):
+            try:
+                c.remove(force=True, v=True)
+            except Exception as e:  # noqa: BLE001 - cleanup goes on; sweep() catches leftovers
+                log.warning("could not remove container %s: %s", c.name, e)
+        for v in self.volumes:
+            try:
+                v.remove(force=True)
+            except Exception as e:  # noqa: BLE001
+                log.warning("could not remove volume %s: %s", v.name, e)
+        if self.network is not None:
+            try:
+                self.network.remove()
+            except Exception as e:  # noqa: BLE001
+                log.warning("could not remove network %s: %s", self.name, e)
+
+    def start_policy(self, image: str, restarts: int) -> Any:
+        """Create and start the policy container with every restriction of the sandbox."""
+        s = self.backend.settings
+        kwargs: dict[str, Any] = {
+            "name": f"{self.name}-policy", "detach": True, "labels": {**self.labels, LABEL_ROLE: "policy"},
+            "user": s.policy_user, "read_only": True,
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={s.policy_tmpfs_size}"},
+            "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "init": True,
+            "mem_limit": s.policy_memory, "memswap_limit": s.policy_memory, "nano_cpus": int(s.policy_cpus * 1e9),
+            "pids_limit": s.policy_pids, "network": self.network.name,
+            "environment": {"PORT": str(s.policy_port), "HOST": "0.0.0.0", "HOME": "/tmp",
+                         "XDG_CACHE_HOME": "/tmp/.cache"},
+            "log_config": {"type": "json-file", "config": {"max-size": "10m", "max-file": "1"}},
+            "ulimits": [_ulimit("nofile", 4096)],
+        }
+        if restarts > 0:
+            kwargs["restart_policy"] = {"Name": "on-failure", "MaximumRetryCount": restarts}
+        if s.runtime:
+            kwargs["runtime"] = s.runtime
+        if s.gpus:
+            kwargs["device_requests"] = [_gpu_request(s.gpus)]
+        container = self._create(image, None, kwargs)
+        self._connect_alias(container)
+        container.start()
+        return container
+
+    def create_evaluator(self, command: list[str], volume: Any | None = None) -> Any:
+        """Create (not start) the evaluator container on the sandbox network."""
+        s = self.backend.settings
+        kwargs: dict[str, Any] = {
+            "name": f"{self.name}-evaluator", "detach": True, "labels": {**self.labels, LABEL_ROLE: "evaluator"},
+            "read_only": True, "tmpfs": {"/tmp": "rw,nosuid,nodev,size=2g"}, "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"], "init": True, "mem_limit": s.evaluator_memory,
+            "memswap_limit": s.evaluator_memory, "pids_limit": 4096, "network": self.network.name,
+            "environment": {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", "MUJOCO_GL": "egl"},
+            "log_config": {"type": "json-file", "config": {"max-size": "50m", "max-file": "1"}},
+        }
+        if s.evaluator_cpus:
+            kwargs["nano_cpus"] = int(s.evaluator_cpus * 1e9)
+        if volume is not None:
+            kwargs["volumes"] = {volume.name: {"bind": SHARD_DIR, "mode": "rw"}}
+        return self._create(s.evaluator_image, command, kwargs)
+
+    def volume(self) -> Any:
+        v = self.client.volumes.create(name=f"{self.name}-shard", labels=self.labels)
+        self.volumes.append(v)
+        return v
+
+    def _create(self, image: str, command: list[str] | None, kwargs: dict[str, Any]) -> Any:
+        from docker.errors import APIError, ImageNotFound
+
+        network = kwargs.pop("network")
+        try:
+            container = self.client.containers.create(image, command, network=network, **kwargs)
+        except ImageNotFound as exc:
+            raise SandboxError(f"image {image} is not on this Docker engine: build it with "
+                               "docker/build-images.sh") from exc
+        except APIError as exc:
+            raise SandboxError(f"could not create a container from {image}: {exc.explanation or exc}") from exc
+        self.containers.append(container)
+        return container
+
+    def _connect_alias(self, container: Any) -> None:
+        # `network=` at create time gives no alias; reconnect with the fixed host name.
+        self.network.disconnect(container)
+        self.network.connect(container, aliases=[POLICY_HOST])
+
+
+def _ulimit(name: str, value: int) -> Any:
+    from docker.types import Ulimit
+
+    return Ulimit(name=name, soft=value, hard=value)
+
+
+def _gpu_request(spec: str) -> Any:
+    from docker.types import DeviceRequest
+
+    spec = spec.strip()
+    if spec == "all":
+        return DeviceRequest(count=-1, capabilities=[["gpu"]])
+    if spec.isdigit():
+        return DeviceRequest(count=int(spec), capabilities=[["gpu"]])
+    return DeviceRequest(device_ids=[d.strip() for d in spec.split(",") if d.strip()], capabilities=[["gpu"]])
+
+
+def _state(container: Any) -> dict[str, Any]:
+    try:
+        container.reload()
+        return container.attrs.get("State", {})
+    except Exception:  # noqa: BLE001 - gone
+        return {"Status": "removed", "Running": False}
+
+
+def _logs(container: Any, stdout: bool = True, stderr: bool = True, tail: int | str = "all") -> str:
+    try:
+        return container.logs(stdout=stdout, stderr=stderr, tail=tail).decode("utf-8", errors="replace")
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+class DockerBackend:
+    """Runs policies and evaluators as sibling containers on one Docker engine."""
+
+    name = "docker"
+
+    def __init__(self, settings: Settings, worker: str) -> None:
+        from docker.errors import DockerException
+
+        import docker
+
+        self.settings = settings
+        self.worker = worker
+        try:
+            self.client = docker.from_env(timeout=300)
+            self.client.ping()
+        except DockerException as exc:
+            raise SandboxError(f"the Docker engine does not answer ({exc}): start dockerd "
+                               "(scripts/start-dockerd.sh) or mount /var/run/docker.sock into the worker") from exc
+        firewall.ensure(settings.sandbox_firewall)
+
+    # ------------------------------------------------------------ image
+    def prepare(self, source: PolicySource, upload_path: str | None = None) -> PreparedImage:
+        """Load or find the image, pin it to its id and check its size and protocol label."""
+        from docker.errors import APIError, ImageNotFound
+        from submission_spec.transports import PROTOCOL_LABEL, protocol_from_labels
+
+        s = self.settings
+        if upload_path is not None:
+            image_id = self._load_archive(upload_path)
+        else:
+            ref = source.image or ""
+            try:
+                image_id = self.client.images.get(ref).id
+            except ImageNotFound:
+                image_id = self._pull(ref)
+            except APIError as exc:
+                raise PolicyRejected(f"image reference {ref!r} was refused by the engine: {exc.explanation}",
+                                     "submit repo@sha256:<digest> or the image id sha256:<id>") from exc
+        image = self.client.images.get(image_id)
+        size = int(image.attrs.get("Size", 0))
+        if size > s.max_image_bytes:
+            raise PolicyRejected(f"the image is {_gib(size)} uncompressed; the limit is {_gib(s.max_image_bytes)}",
+                                 "make it smaller: a multi-stage build, no build caches, package caches or "
+                                 "checkpoints the policy does not load")
+        labels = image.labels or {}
+        try:
+            protocol_from_labels(labels)
+        except ValueError as exc:
+            raise PolicyRejected(f"the image label {PROTOCOL_LABEL}={labels.get(PROTOCOL_LABEL)!r} is not a "
+                                 f"protocol this platform speaks ({exc})",
+                                 f"set LABEL {PROTOCOL_LABEL}=liberopro (or openpi, openvla) in the Dockerfile") from exc
+        return PreparedImage(digest=image.id, size=size, labels=labels)
+
+    def _pull(self, ref: str) -> str:
+        from docker.errors import DockerException
+
+        fix = ("push the image to a registry this platform can reach and submit repo@sha256:<digest>, "
+               "or upload it: `liberopro submit IMAGE --upload` (sends `docker save IMAGE`)")
+        if "@sha256:" not in ref or not self.settings.allow_pull:
+            raise PolicyRejected(f"image {ref} is not on the platform's Docker engine", fix)
+        try:
+            return self.client.images.pull(ref).id
+        except DockerException as exc:
+            raise PolicyRejected(f"image {ref} is not on the platform and could not be pulled: {exc}", fix) from exc
+
+    def _load_archive(self, path: str) -> str:
+        from docker.errors import DockerException
+
+        fix = "create the archive with `docker save IMAGE -o policy.tar` (one image) and upload it again"
+        ids: set[str] = set()
+        try:
+            with open(path, "rb") as fh:
+                for chunk in self.client.api.load_image(fh):
+                    if "error" in chunk:
+                        raise PolicyRejected(f"the uploaded archive could not be loaded: {chunk['error']}", fix)
+                    text = chunk.get("stream", "")
+                    if "Loaded image ID:" in text:
+                        ids.add(text.split("Loaded image ID:")[1].strip())
+                    elif "Loaded image:" in text:
+                        ids.add(self.client.images.get(text.split("Loaded image:")[1].strip()).id)
+        except DockerException as exc:
+            raise PolicyRejected(f"the uploaded archive could not be loaded: {exc}", fix) from exc
+        if len(ids) != 1:
+            raise PolicyRejected(f"the uploaded archive holds {len(ids)} images; exactly one is needed", fix)
+        return ids.pop()
+
+    # ------------------------------------------------------------ validation
+    def validate(self, source: PolicySource, on_heartbeat: Callable[[], None]) -> ValidationOutcome:
+        """The policy alone in a sandbox, checked by the conformance checker in the evaluator
+        image, within ``validation_time_limit_s``."""
+        s = self.settings
+        spec = CheckSpec(protocol=source.protocol, health_timeout_s=s.validation_health_timeout_s,
+                         request_timeout_s=s.validation_request_timeout_s, act_limit_s=s.validation_act_limit_s)
+        with _Sandbox(self, source.submission_id, "validation") as sb:
+            policy = sb.start_policy(source.image, restarts=0)
+            url = f"http://{POLICY_HOST}:{s.policy_port}"
+            checker = sb.create_evaluator(["check", url, spec.model_dump_json()])
+            checker.start()
+            deadline = time.monotonic() + s.validation_time_limit_s
+            next_beat = 0.0
+            died: dict[str, Any] | None = None
+            timed_out = False
+            while True:
+                if time.monotonic() >= next_beat:
+                    on_heartbeat()
+                    next_beat = time.monotonic() + s.heartbeat_interval_s
+                if not _state(checker).get("Running"):
+                    break
+                pstate = _state(policy)
+                if not pstate.get("Running"):
+                    died = pstate
+                    break
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                time.sleep(0.3)
+            policy_log = truncate_log(_logs(policy), s.log_max_bytes)
+            if died is not None or timed_out:
+                checker.stop(timeout=2)
+            report = None
+            for line in _logs(checker, stderr=False).splitlines():
+                ev = parse_event(line)
+                if ev and ev.get("type") == "conformance":
+                    report = ev["report"]
+        if died is not None:
+            return ValidationOutcome(ok=False, policy_log=policy_log, report=report,
+                                     failure=self._death_text(died) + " before passing the conformance check",
+                                     fix=f"make the server start and stay up; {LOCAL_RUN_HINT}. Its output is in the log below")
+        if timed_out:
+            return ValidationOutcome(ok=False, policy_log=policy_log, report=report,
+                                     failure=f"validation did not finish within {s.validation_time_limit_s:.0f} s",
+                                     fix="answer /health, /metadata, /reset and /act promptly; " + LOCAL_RUN_HINT)
+        if report is None:
+            raise SandboxError("the conformance checker produced no report: "
+                               + _logs(checker, stdout=False, tail=30)[-2000:])
+        return _validation_outcome(report, policy_log)
+
+    def _death_text(self, state: dict[str, Any]) -> str:
+        if state.get("OOMKilled"):
+            return (f"the policy container was killed for using more than its memory limit "
+                    f"({self.settings.policy_memory})")
+        code = state.get("ExitCode")
+        return f"the policy container exited with code {code}"
+
+    # ------------------------------------------------------------ shard
+    def run_shard(self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks,
+                  time_limit_s: float) -> ShardOutcome:
+        """Run ``spec`` in a fresh sandbox: policy (restarted on a crash up to
+        ``policy_restarts`` times) + evaluator with the shard file on its own volume."""
+        s = self.settings
+        with _Sandbox(self, spec.submission_id, f"shard{spec.shard_index}") as sb:
+            volume = sb.volume()
+            policy = sb.start_policy(source.image, restarts=s.policy_restarts)
+            watch = _PolicyWatch(self.client, policy.id)
+            try:
+                url = f"http://{POLICY_HOST}:{s.policy_port}"
+                evaluator = sb.create_evaluator(["run", url, f"{SHARD_DIR}/shard.json"], volume=volume)
+                if not evaluator.put_archive(SHARD_DIR, _tar_one("shard.json", spec.model_dump_json().encode())):
+                    raise SandboxError("could not copy the shard file into the evaluator's volume")
+                evaluator.start()
+                return self._follow(evaluator, policy, watch, callbacks, time_limit_s)
+            finally:
+                watch.close()
+
+    def _follow(self, evaluator: Any, policy: Any, watch: _PolicyWatch, callbacks: ShardCallbacks,
+                time_limit_s: float) -> ShardOutcome:
+        s = self.settings
+        lines: queue.Queue = queue.Queue()
+
+        def read() -> None:
+            buf = b""
+            try:
+                for chunk in evaluator.logs(stream=True, follow=True, stdout=True, stderr=False):
+                    buf += chunk
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        lines.put(line.decode("utf-8", errors="replace"))
+            except Exception as exc:  # noqa: BLE001
+                lines.put(exc)
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        deadline = time.monotonic() + time_limit_s
+        next_beat = next_stop_check = 0.0
+        last_record_at = time.time()
+        restarts_seen = 0
+        finished: dict[str, Any] | None = None
+        status = None
+        while True:
+            if time.monotonic() >= next_beat:
+                callbacks.heartbeat()
+                next_beat = time.monotonic() + s.heartbeat_interval_s
+            if time.monotonic() >= next_stop_check:
+                next_stop_check = time.monotonic() + 2.0
+                if callbacks.should_stop():
+                    status = "stopped"
+                    break
+            if time.monotonic() > deadline:
+                status = "timed_out"
+                break
+            try:
+                item = lines.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if item is None or isinstance(item, Exception):
+                break
+            ev = parse_event(item)
+            if ev is None:
+                continue
+            kind = ev.get("type")
+            if kind == "hello":
+                callbacks.on_hello({k: ev.get(k) for k in ("evaluator_version", "stack")})
+            elif kind == "metadata":
+                callbacks.on_metadata(ev["metadata"])
+            elif kind == "episode":
+                record = ev["record"]
+                if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES:
+                    restarts_seen = self._name_policy_death(record, policy, watch, last_record_at, restarts_seen)
+                callbacks.on_record(record)
+                last_record_at = time.time()
+            elif kind in ("done", "error"):
+                finished = ev
+        if status is not None:
+            evaluator.stop(timeout=3)
+        exit_code = evaluator.wait(timeout=60).get("StatusCode") if status is None else None
+        policy_log = truncate_log(_logs(policy), s.log_max_bytes)
+        internal = _logs(evaluator, stdout=False, tail=40)[-4000:]
+        if status == "stopped":
+            return ShardOutcome("stopped", "the submission was cancelled", internal, policy_log)
+        if status == "timed_out":
+            return ShardOutcome("timed_out", f"the shard did not finish within its time limit ({time_limit_s:.0f} s)",
+                                internal, policy_log)
+        if finished and finished["type"] == "done":
+            return ShardOutcome("completed", "", internal, policy_log)
+        if finished and finished.get("kind") == "policy":
+            pstate = _state(policy)
+            cause = f"{self._death_text(pstate)}; " if not pstate.get("Running") else ""
+            return ShardOutcome("policy_error", f"{cause}the evaluator could not use the policy: "
+                                f"{finished.get('reason')}: {finished.get('message')}", internal, policy_log)
+        detail = finished.get("message") if finished else f"evaluator exited with code {exit_code}"
+        ev_state = _state(evaluator)
+        if ev_state.get("OOMKilled"):
+            detail = f"the evaluator ran out of memory ({s.evaluator_memory}); " + detail
+        return ShardOutcome("infrastructure_error", "internal evaluator error", f"{detail}\n{internal}", policy_log)
+
+    def _name_policy_death(self, record: dict[str, Any], policy: Any, watch: _PolicyWatch, since: float,
+                           restarts_seen: int) -> int:
+        """If the policy container died during this episode, say so in the record (OOM or crash)."""
+        state = _state(policy)
+        restarts = int(policy.attrs.get("RestartCount", 0)) if state.get("Status") != "removed" else restarts_seen
+        died = (not state.get("Running")) or state.get("Restarting") or restarts > restarts_seen
+        if not died:
+            return restarts_seen
+        end = time.monotonic() + 5.0
+        deaths = watch.deaths_since(since - 1.0)
+        while not deaths and time.monotonic() < end:
+            time.sleep(0.1)
+            deaths = watch.deaths_since(since - 1.0)
+        death = deaths[-1] if deaths else {"oom": bool(state.get("OOMKilled")), "exit_code": state.get("ExitCode")}
+        original = f"{record['termination_reason']}: {record.get('detail') or ''}".strip()
+        if death["oom"]:
+            record["termination_reason"] = POLICY_OUT_OF_MEMORY
+            record["detail"] = (f"the policy container was killed for exceeding its memory limit "
+                                f"({self.settings.policy_memory}); the evaluator saw {original}")
+        else:
+            record["termination_reason"] = POLICY_CRASHED
+            record["detail"] = (f"the policy container exited with code {death['exit_code']} during the "
+                                f"episode; the evaluator saw {original}")
+        return max(restarts, restarts_seen)
+
+    # ------------------------------------------------------------ cleanup
+    def sweep(self, worker: str | None = None) -> int:
+        """Remove sandbox containers, volumes and networks (of ``worker``, or all of them)."""
+        filters = {"label": [f"{LABEL}=1"] + ([f"{LABEL_WORKER}={worker}"] if worker else [])}
+        n = 0
+        for c in self.client.containers.list(all=True, filters=filters):
+            try:
+                c.remove(force=True, v=True)
+                n += 1
+            except Exception as e:  # noqa: BLE001
+                log.warning("sweep: container %s: %s", c.name, e)
+        for v in self.client.volumes.list(filters=filters):
+            try:
+                v.remove(force=True)
+                n += 1
+            except Exception as e:  # noqa: BLE001
+                log.warning("sweep: volume %s: %s", v.name, e)
+        for net in self.client.networks.list(filters=filters):
+            try:
+                net.remove()
+                n += 1
+            except Exception as e:  # noqa: BLE001
+                log.warning("sweep: network %s: %s", net.name, e)
+        if n:
+            log.info("sweep removed %d sandbox resources%s", n, f" of {worker}" if worker else "")
+        return n
+
+
+def _validation_outcome(report: dict[str, Any], policy_log: str) -> ValidationOutcome:
+    """Turn a conformance report into what the submitter reads."""
+    if report.get("ok"):
+        return ValidationOutcome(ok=True, report=report, metadata=report.get("metadata"), policy_log=policy_log)
+    failed = [c for c in report.get("checks", []) if not c.get("ok")]
+    failure = "the policy failed the conformance check: " + "; ".join(
+        f"{c['name']}: {c.get('detail') or 'failed'}" for c in failed) if failed else "the conformance check ran no check"
+    hints = [c["hint"] for c in failed if c.get("hint")]
+    fix = (hints[0] + "; " if hints else "") + LOCAL_RUN_HINT
+    return ValidationOutcome(ok=False, report=report, failure=failure, fix=fix,
+                             metadata=report.get("metadata"), policy_log=policy_log)
+

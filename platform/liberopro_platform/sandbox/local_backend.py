@@ -1,0 +1,141 @@
+"""The local backend, for development: the policy is a child process started from a shell
+command (:class:`liberopro.policy_process.PolicyProcess`) and the evaluator runs inside the
+worker process. Same interface as the Docker sandbox, NO isolation: never use it for
+untrusted submissions (the API accepts command submissions only when this backend is set).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from liberopro_platform.config import Settings
+from liberopro_platform.evaluator_entry import CheckSpec, ShardSpec, ShardStopped, check, run_shard
+from liberopro_platform.sandbox.base import (
+    POLICY_CRASHED,
+    POLICY_TRANSPORT_FAILURES,
+    PolicyRejected,
+    PolicySource,
+    ShardCallbacks,
+    ShardOutcome,
+    ValidationOutcome,
+    truncate_log,
+)
+from liberopro_platform.sandbox.docker_backend import _validation_outcome
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+class LocalBackend:
+    """Policy as a child process, evaluator in-process."""
+
+    name = "local"
+
+    def __init__(self, settings: Settings, worker: str) -> None:
+        self.settings = settings
+        self.worker = worker
+        self.logs = Path(settings.data_dir) / "local-logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+
+    def prepare(self, source: PolicySource, upload_path: str | None = None) -> None:
+        """Only command submissions run here."""
+        if not source.command:
+            raise PolicyRejected("this platform runs the local (development) backend, which runs policy "
+                                 "commands, not images", "ask the platform's admin to use the docker backend")
+
+    def validate(self, source: PolicySource, on_heartbeat: Callable[[], None]) -> ValidationOutcome:
+        """Start the command and run the conformance check against it."""
+        from liberopro.policy_process import PolicyProcess
+
+        from submission_spec import PolicyError
+
+        s = self.settings
+        log_path = self.logs / f"{source.submission_id}-validation.log"
+        log_path.unlink(missing_ok=True)
+        on_heartbeat()
+        try:
+            with PolicyProcess(source.command or "", log_path, startup_timeout=s.validation_health_timeout_s) as proc:
+                report = check(proc.url, CheckSpec(protocol=source.protocol, health_timeout_s=s.validation_health_timeout_s,
+                                                   request_timeout_s=s.validation_request_timeout_s,
+                                                   act_limit_s=s.validation_act_limit_s))
+        except PolicyError as exc:
+            return ValidationOutcome(ok=False, failure=exc.detail.split("; last output")[0],
+                                     fix="make the command start a server on $PORT that answers GET /health",
+                                     policy_log=truncate_log(_read(log_path), s.log_max_bytes))
+        return _validation_outcome(report, truncate_log(_read(log_path), s.log_max_bytes))
+
+    def run_shard(self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks,
+                  time_limit_s: float) -> ShardOutcome:
+        """Run the shard in this process against the command's server."""
+        from liberopro.policy_process import PolicyProcess
+
+        from submission_spec import PolicyError
+
+        s = self.settings
+        log_path = self.logs / f"{spec.submission_id}-shard{spec.shard_index}.log"
+        deadline = time.monotonic() + time_limit_s
+        stop = threading.Event()
+        flags = {"stopped": False, "timed_out": False}
+
+        def beat() -> None:
+            while not stop.wait(s.heartbeat_interval_s):
+                callbacks.heartbeat()
+
+        def should_stop() -> bool:
+            if callbacks.should_stop():
+                flags["stopped"] = True
+            elif time.monotonic() > deadline:
+                flags["timed_out"] = True
+            return flags["stopped"] or flags["timed_out"]
+
+        proc = PolicyProcess(source.command or "", log_path, startup_timeout=spec.startup_timeout_s,
+                             max_restarts=s.policy_restarts)
+
+        def emit(event: dict[str, Any]) -> None:
+            kind = event.get("type")
+            if kind == "hello":
+                callbacks.on_hello({k: event.get(k) for k in ("evaluator_version", "stack")})
+            elif kind == "metadata":
+                callbacks.on_metadata(event["metadata"])
+            elif kind == "episode":
+                record = event["record"]
+                dead = proc.proc is None or proc.proc.poll() is not None
+                if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES and dead:
+                    code = proc.proc.returncode if proc.proc is not None else None
+                    record["detail"] = (f"the policy process exited with code {code} during the episode; "
+                                        f"the evaluator saw {record['termination_reason']}: {record.get('detail')}")
+                    record["termination_reason"] = POLICY_CRASHED
+                callbacks.on_record(record)
+
+        callbacks.heartbeat()
+        beater = threading.Thread(target=beat, daemon=True)
+        beater.start()
+        try:
+            with proc:
+                run_shard(proc.url, spec, emit, should_stop, on_episode_start=proc.ensure_running)
+            return ShardOutcome("completed", policy_log=truncate_log(_read(log_path), s.log_max_bytes))
+        except ShardStopped:
+            status = "timed_out" if flags["timed_out"] else "stopped"
+            message = (f"the shard did not finish within its time limit ({time_limit_s:.0f} s)"
+                       if status == "timed_out" else "the submission was cancelled")
+            return ShardOutcome(status, message, policy_log=truncate_log(_read(log_path), s.log_max_bytes))
+        except PolicyError as exc:
+            return ShardOutcome("policy_error", f"the evaluator could not use the policy: {exc.reason}: {exc.detail}",
+                                policy_log=truncate_log(_read(log_path), s.log_max_bytes))
+        except Exception as exc:  # noqa: BLE001 - the evaluator's own failure, for admins
+            return ShardOutcome("infrastructure_error", "internal evaluator error", repr(exc),
+                                truncate_log(_read(log_path), s.log_max_bytes))
+        finally:
+            stop.set()
+
+    def sweep(self, worker: str | None = None) -> int:
+        """Child processes die with their PolicyProcess (atexit, process group): nothing to sweep."""
+        return 0
