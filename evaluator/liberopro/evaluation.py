@@ -104,7 +104,7 @@ def run_evaluation(
             "policy": {"url": policy_url, "cmd": policy_cmd, "protocol": protocol, "encoding": encoding,
                        "protocol_options": {k: "***" if k == "api_key" else v for k, v in (protocol_options or {}).items()},
                        "metadata": meta.model_dump(mode="json"),
-                       "restarts": proc.restarts if proc else 0},
+                       "restarts": proc.restarts if proc else 0, "pids": proc.pids if proc else []},
             "settings": asdict(settings),
             "instances": len(instances),
             "skipped_pairs": skipped or [],

@@ -62,6 +62,7 @@ class PolicyProcess:
         self.restarts = 0
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
+        self.pids: list[int] = []  # every process started, restarts included
         atexit.register(self.stop)
 
     @property
@@ -80,6 +81,7 @@ class PolicyProcess:
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
         log.close()
+        self.pids.append(self.proc.pid)
         with make_client(self.url, self.protocol, **self.client_options) as client:
             end = time.monotonic() + self.startup_timeout
             while time.monotonic() < end:

@@ -97,9 +97,13 @@ def parse_task_list(text: str) -> list[TaskRef]:
 
 @functools.lru_cache(maxsize=None)
 def _suite(name: str):
+    import contextlib
+    import io
+
     from libero.libero import benchmark
 
-    return benchmark.get_benchmark_dict()[name](task_order_index=0)
+    with contextlib.redirect_stdout(io.StringIO()):  # LIBERO prints "[info] Applying task order ..."
+        return benchmark.get_benchmark_dict()[name](task_order_index=0)
 
 
 @functools.lru_cache(maxsize=None)
