@@ -65,29 +65,28 @@ build_bases() {
 }
 
 # ---------------------------------------------------------------- 2. wheelhouse
+WHEELHOUSE_DONE=""
 wheelhouse() {
+  [ -n "$WHEELHOUSE_DONE" ] && return
+  WHEELHOUSE_DONE=1
   need uv "scripts/setup-system.sh installs it"
-  local stamp
-  stamp="$( (cat "$REPO/uv.lock" "$REPO/pyproject.toml" "$REPO/submission_spec/pyproject.toml";
-             find "$REPO/evaluator" "$REPO/platform" "$REPO/leaderboard" "$REPO/submission_spec/src" \
-               -name '*.py' -o -name '*.json' -o -name '*.ini' -o -name '*.mako' | sort | xargs cat) | sha256sum | cut -c1-16)"
-  if [ -f "$WHEELS/.stamp" ] && [ "$(cat "$WHEELS/.stamp")" = "$stamp" ]; then
-    log "wheelhouse up to date ($WHEELS)"
-    return
-  fi
-  local t0=$SECONDS
+  local deps_stamp src_stamp t0=$SECONDS
+  deps_stamp="$(cat "$REPO/uv.lock" "$REPO/pyproject.toml" "$REPO/submission_spec/pyproject.toml" | sha256sum | cut -c1-16)"
+  src_stamp="$( (cd "$REPO" && find evaluator platform leaderboard submission_spec/src -type f \
+                  \( -name '*.py' -o -name '*.json' -o -name '*.mako' -o -name '*.txt' \) | sort | xargs cat) \
+                | sha256sum | cut -c1-16)"
   mkdir -p "$WHEELS"
-  rm -f "$WHEELS"/liberopro-*.whl "$WHEELS"/liberopro_*.whl
-  log "wheelhouse: exporting the lock"
-  (cd "$REPO" && uv export --frozen --no-dev --no-hashes --no-emit-project --no-emit-workspace \
-     --format requirements-txt -o "$WHEELS/requirements.txt" >/dev/null)
-  if [ ! -x "$BUILD/pip-env/bin/pip" ]; then
-    uv venv -q --python 3.11 "$BUILD/pip-env"
-    uv pip install -q --python "$BUILD/pip-env/bin/python" pip wheel setuptools
-  fi
-  # The images run Debian's python3 (3.11.2 on bookworm, Linux): keep the requirements whose
-  # markers hold THERE (e.g. async-timeout for python < 3.11.3), without the markers.
-  "$BUILD/pip-env/bin/python" - "$WHEELS/requirements.txt" "${TARGET_PYTHON:-3.11.2}" <<'PY'
+  if [ "$(cat "$WHEELS/.deps-stamp" 2>/dev/null)" != "$deps_stamp" ]; then
+    log "wheelhouse: exporting the lock"
+    (cd "$REPO" && uv export --frozen --no-dev --no-hashes --no-emit-project --no-emit-workspace \
+       --format requirements-txt -o "$WHEELS/requirements.txt" >/dev/null)
+    if [ ! -x "$BUILD/pip-env/bin/pip" ]; then
+      uv venv -q --python 3.11 "$BUILD/pip-env"
+      uv pip install -q --python "$BUILD/pip-env/bin/python" pip wheel setuptools
+    fi
+    # The images run Debian's python3 (3.11.2 on bookworm, Linux): keep the requirements whose
+    # markers hold THERE (e.g. async-timeout for python < 3.11.3), without the markers.
+    "$BUILD/pip-env/bin/python" - "$WHEELS/requirements.txt" "${TARGET_PYTHON:-3.11.2}" <<'PY'
 import sys
 from pip._vendor.packaging.requirements import Requirement
 path, version = sys.argv[1], sys.argv[2]
@@ -106,34 +105,51 @@ for line in open(path):
         out.append(str(req))
 open(path, "w").write("\n".join(out) + "\n")
 PY
-  log "wheelhouse: pip wheel (downloads from PyPI what is not there yet)"
-  "$BUILD/pip-env/bin/pip" wheel -q --disable-pip-version-check -r "$WHEELS/requirements.txt" -w "$WHEELS" \
-    2> >(grep -v 'is ignored: it is neither' >&2)
-  log "wheelhouse: our own wheels"
-  (cd "$REPO" && uv build -q --wheel --out-dir "$WHEELS" . && \
-   uv build -q --wheel --out-dir "$WHEELS" --package liberopro-submission-spec)
-  echo "$stamp" >"$WHEELS/.stamp"
+    log "wheelhouse: pip wheel (downloads from PyPI what is not there yet)"
+    "$BUILD/pip-env/bin/pip" wheel -q --disable-pip-version-check -r "$WHEELS/requirements.txt" -w "$WHEELS" \
+      2> >(grep -v 'is ignored: it is neither' >&2)
+    echo "$deps_stamp" >"$WHEELS/.deps-stamp"
+  fi
+  if [ "$(cat "$WHEELS/.src-stamp" 2>/dev/null)" != "$src_stamp" ] || ! ls "$WHEELS"/liberopro-*.whl >/dev/null 2>&1; then
+    log "wheelhouse: our own wheels"
+    rm -f "$WHEELS"/liberopro-*.whl "$WHEELS"/liberopro_*.whl
+    (cd "$REPO" && uv build -q --wheel --out-dir "$WHEELS" . && \
+     uv build -q --wheel --out-dir "$WHEELS" --package liberopro-submission-spec)
+    echo "$src_stamp" >"$WHEELS/.src-stamp"
+  fi
   log "wheelhouse ready in $((SECONDS - t0)) s: $(du -sh "$WHEELS" | cut -f1)"
 }
 
-# A build context holding only the wheels that REQS (pip requirement specifiers) need, so a small
-# image does not send the whole wheelhouse to the daemon.
+# Build contexts: wheelhouse/ holds third-party wheels (a cached docker layer while uv.lock is
+# unchanged) and ours/ our own wheels (which change with every commit).
+split_ours() {  # DIR: move our wheels from DIR/wheelhouse to DIR/ours
+  mkdir -p "$1/ours"
+  cp -l "$WHEELS"/liberopro-*.whl "$WHEELS"/liberopro_submission_spec-*.whl "$1/ours/"
+  rm -f "$1/wheelhouse"/liberopro-*.whl "$1/wheelhouse"/liberopro_*.whl
+}
+
+# A context holding only the wheels that REQS (pip requirement specifiers) need, so a small image
+# does not send the whole wheelhouse to the daemon. Resolved by the base image's own python
+# (environment markers such as python_full_version < '3.11.3' then hold as in the image).
 context_for() {  # DIR REQS...
   local dir="$1"; shift
   rm -rf "$dir"; mkdir -p "$dir/wheelhouse"
-  "$BUILD/pip-env/bin/pip" download -q --disable-pip-version-check --no-index --find-links "$WHEELS" \
-    -d "$dir/wheelhouse" "$@" 2> >(grep -v 'is ignored: it is neither' >&2)
+  docker run --rm --network none -v "$WHEELS:/wheelhouse:ro" -v "$dir/wheelhouse:/out" "$BASE_PYTHON" \
+    sh -c 'python3 -m venv /tmp/v && /tmp/v/bin/pip download -q --disable-pip-version-check --no-index \
+           --find-links /wheelhouse -d /out "$@"' sh "$@"
+  split_ours "$dir"
 }
 
 build() {  # IMAGE DOCKERFILE CONTEXT BASE
   local image="$1" file="$2" ctx="$3" base="$4" t0=$SECONDS
   log "docker build $image (FROM $base)"
-  docker build -q --network none --build-arg "BASE_IMAGE=$base" -f "$file" -t "$image" "$ctx" >/dev/null
+  docker build -q --network none --build-arg "BASE_IMAGE=$base" -f "$file" -t "$image" "$ctx" >/dev/null \
+    2> >(grep -v -E 'DEPRECATED|buildx|docs.docker.com|^[[:space:]]*$' >&2)
   log "$image built in $((SECONDS - t0)) s: $(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}')"
 }
 
 build_examples() {
-  context_for "$BUILD/ctx-policy" "$WHEELS"/liberopro_submission_spec-*.whl
+  context_for "$BUILD/ctx-policy" liberopro-submission-spec
   for name in zero random; do
     build "liberopro/example-$name:$TAG" "$REPO/submission_spec/examples/$name/Dockerfile" \
       "$BUILD/ctx-policy" "$BASE_PYTHON"
@@ -141,17 +157,18 @@ build_examples() {
 }
 
 build_evaluator() {
-  # The evaluator needs the whole locked stack: the context is the wheelhouse (hard links).
+  # The evaluator needs the whole locked stack: every wheel of the wheelhouse (hard links).
   rm -rf "$BUILD/ctx-evaluator"; mkdir -p "$BUILD/ctx-evaluator"
   cp -al "$WHEELS" "$BUILD/ctx-evaluator/wheelhouse"
+  rm -f "$BUILD/ctx-evaluator/wheelhouse"/.*stamp
+  split_ours "$BUILD/ctx-evaluator"
   build "liberopro/evaluator:$TAG" "$REPO/docker/evaluator.Dockerfile" "$BUILD/ctx-evaluator" "$BASE_SIM"
 }
 
 build_platform() {
-  context_for "$BUILD/ctx-platform" "$WHEELS"/liberopro_submission_spec-*.whl \
+  context_for "$BUILD/ctx-platform" liberopro-submission-spec \
     fastapi uvicorn sqlalchemy alembic 'celery[redis]' docker 'psycopg[binary]' pydantic-settings \
     python-multipart httpx typer rich msgpack pydantic numpy
-  cp "$WHEELS"/liberopro-*.whl "$BUILD/ctx-platform/wheelhouse/"
   build "liberopro/platform:$TAG" "$REPO/docker/platform.Dockerfile" "$BUILD/ctx-platform" "$BASE_PYTHON"
 }
 

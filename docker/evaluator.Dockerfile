@@ -1,22 +1,30 @@
 # The LIBERO-Pro2.0 evaluator: the pinned simulation stack (MuJoCo on Mesa EGL), the evaluator
 # and the platform's evaluator entry point. Runs inside a sandbox next to a policy container:
 #   python -m liberopro_platform.evaluator_entry check URL CHECK_JSON | run URL SHARD_JSON
-# Built offline by docker/build-images.sh (context: wheelhouse/ = every locked wheel + ours).
+# Built offline by docker/build-images.sh. Context: wheelhouse/ (every locked third-party wheel and
+# requirements.txt) and ours/ (the liberopro and liberopro-submission-spec wheels).
 # BASE_IMAGE needs python3, venv, libgl1 libegl1 libegl-mesa0 libgl1-mesa-dri libglib2.0-0.
 ARG BASE_IMAGE=liberopro/base-sim:bookworm
 
-FROM ${BASE_IMAGE} AS build
+FROM ${BASE_IMAGE} AS deps
 COPY wheelhouse/ /wheelhouse/
 RUN python3 -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheelhouse -r /wheelhouse/requirements.txt \
- && /opt/venv/bin/pip install --no-cache-dir --no-index --no-deps /wheelhouse/liberopro_submission_spec-*.whl /wheelhouse/liberopro-*.whl \
- && /opt/venv/bin/pip uninstall -y -q pip
+ && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheelhouse -r /wheelhouse/requirements.txt
 
 FROM ${BASE_IMAGE}
-COPY --from=build /opt/venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 MUJOCO_GL=egl PYOPENGL_PLATFORM=egl HOME=/tmp
-RUN useradd --uid 10001 --no-create-home --home-dir /tmp evaluator 2>/dev/null \
- || echo 'evaluator:x:10001:10001::/tmp:/usr/sbin/nologin' >> /etc/passwd
+# The third-party stack (a cached layer while uv.lock is unchanged), then our own wheels.
+COPY --from=deps /opt/venv /opt/venv
+COPY ours/ /tmp/ours/
+RUN /opt/venv/bin/pip install --no-cache-dir --no-index --no-deps /tmp/ours/*.whl \
+ && /opt/venv/bin/pip uninstall -y -q pip && rm -rf /tmp/ours
+# Compile robosuite's numba functions once, here (each sandbox copies this cache to its /tmp).
+RUN MUJOCO_GL=egl PYOPENGL_PLATFORM=egl NUMBA_CACHE_DIR=/opt/numba-cache HOME=/tmp \
+    /opt/venv/bin/python -m liberopro_platform.evaluator_entry warmup >/dev/null 2>&1 \
+ && chmod -R a+rX /opt/numba-cache \
+ && (useradd --uid 10001 --no-create-home --home-dir /tmp evaluator 2>/dev/null \
+     || echo 'evaluator:x:10001:10001::/tmp:/usr/sbin/nologin' >> /etc/passwd)
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 MUJOCO_GL=egl PYOPENGL_PLATFORM=egl HOME=/tmp \
+    NUMBA_CACHE_DIR=/tmp/numba-cache LIBEROPRO_NUMBA_CACHE_SEED=/opt/numba-cache
 USER 10001:10001
 WORKDIR /tmp
 ENTRYPOINT ["python", "-m", "liberopro_platform.evaluator_entry"]

@@ -187,10 +187,44 @@ def run_shard(url: str, spec: ShardSpec, emit: Emit, should_stop: Callable[[], b
         client.close()
 
 
+def warmup() -> None:
+    """Build one small LIBERO scene and step it, so that robosuite's numba functions are compiled
+    into ``NUMBA_CACHE_DIR`` (the evaluator image does this at build time: without it every
+    sandbox spends ~30 s compiling before its first episode)."""
+    import numpy as np
+    from liberopro.sim import LiberoScene
+    from liberopro.tasks import TaskRef, task_info
+
+    info = task_info(TaskRef("libero_goal", 0))
+    scene = LiberoScene(info, cameras=("agentview",), render_size=64)
+    try:
+        scene.start_episode(info.init_states()[0], 0)
+        scene.settle()
+        for _ in range(3):
+            scene.step(np.array([0.1, 0, 0, 0, 0, 0, -1.0]))
+        scene.frame()
+    finally:
+        scene.close()
+
+
+def seed_numba_cache() -> None:
+    """Copy the image's pre-compiled numba cache (``LIBEROPRO_NUMBA_CACHE_SEED``) to the writable
+    ``NUMBA_CACHE_DIR`` once (the container's root file system is read-only)."""
+    import os
+    import shutil
+
+    seed, target = os.environ.get("LIBEROPRO_NUMBA_CACHE_SEED"), os.environ.get("NUMBA_CACHE_DIR")
+    if seed and target and os.path.isdir(seed) and not os.path.exists(target):
+        shutil.copytree(seed, target)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m liberopro_platform.evaluator_entry check URL CHECK_JSON`` or
-    ``... run URL SHARD_JSON_PATH``."""
+    """``python -m liberopro_platform.evaluator_entry check URL CHECK_JSON``,
+    ``... run URL SHARD_JSON_PATH`` or ``... warmup``."""
     args = sys.argv[1:] if argv is None else argv
+    if args == ["warmup"]:
+        warmup()
+        return 0
     if len(args) == 3 and args[0] == "check":
         report = check(args[1], CheckSpec.model_validate_json(args[2]))
         stdout_emit({"type": "conformance", "report": report})

@@ -222,13 +222,14 @@ class Pipeline:
             sub = s.get(Submission, submission_id, with_for_update=True)
             if sub.state != S.validating.value or sub.shards:
                 return
-            for i, pairs in enumerate(shards):
-                s.add(Shard(submission_id=sub.id, index=i, plan=pairs, episodes_total=len(pairs)))
+            rows = [Shard(submission_id=sub.id, index=i, plan=pairs, episodes_total=len(pairs))
+                    for i, pairs in enumerate(shards)]
+            s.add_all(rows)
             total = sum(len(p) for p in shards)
             set_state(s, sub, S.running, f"running: 0 of {total} episodes done ({len(shards)} shards)",
                       manifest_sha256=manifest.sha256, episodes_total=total, episodes_done=0, attempts=0)
             s.flush()
-            shard_ids = [sh.id for sh in sub.shards]
+            shard_ids = [sh.id for sh in rows]
         for shard_id in shard_ids:
             self.enqueue.run_shard(shard_id)
 

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 14:40:43.481190
+Create Date: 2026-11-30 14:53:24.505409
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ def upgrade() -> None:
     sa.Column('policy_command', sa.Text(), nullable=True),
     sa.Column('image_digest', sa.String(length=100), nullable=True),
     sa.Column('image_size', sa.BigInteger(), nullable=True),
+    sa.Column('protocol', sa.String(length=20), nullable=False),
     sa.Column('note', sa.Text(), nullable=False),
     sa.Column('policy_name', sa.String(length=200), nullable=True),
     sa.Column('spec_version', sa.String(length=20), nullable=True),

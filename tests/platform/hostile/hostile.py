@@ -1,0 +1,145 @@
+"""A deliberately hostile policy server; $BEHAVIOR picks the misbehaviour.
+
+egress        tries to reach the internet, the API, Redis and PostgreSQL, prints each outcome
+              ("EGRESS <name> <target>: blocked (...)" or "...: CONNECTED"), then serves like
+              the zero policy
+forkbomb      forks until the pids limit stops it, prints how far it got, and never serves
+memory        serves; from step 2 of an episode allocates memory until the OOM killer ends it
+slow          serves; from step 2 answers /act after 5 s
+crash         serves; exits with code 3 at step 2 of every episode
+never_healthy listens on $PORT but answers /health with 503 forever
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import sys
+import time
+
+BEHAVIOR = os.environ.get("BEHAVIOR", "")
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def sandbox_gateway() -> str | None:
+    """The host's address on this container's network (first host of the on-link subnet)."""
+    try:
+        with open("/proc/net/route") as fh:
+            for line in fh.readlines()[1:]:
+                f = line.split()
+                dest, mask = int(f[1], 16), int(f[7], 16)
+                if dest and mask:
+                    parts = socket.inet_ntoa(struct.pack("<I", dest)).split(".")
+                    parts[3] = str(int(parts[3]) + 1)
+                    return ".".join(parts)
+    except OSError:
+        return None
+    return None
+
+
+def try_connect(name: str, host: str, port: int) -> None:
+    target = f"{host}:{port}"
+    try:
+        with socket.create_connection((host, port), timeout=2.0):
+            log(f"EGRESS {name} {target}: CONNECTED")
+    except OSError as exc:
+        log(f"EGRESS {name} {target}: blocked ({exc.__class__.__name__}: {exc})")
+
+
+def egress() -> None:
+    gw = sandbox_gateway()
+    log(f"EGRESS sandbox gateway: {gw}")
+    targets = [("internet", "pypi.org", 443)]
+    for item in filter(None, os.environ.get("EGRESS_TARGETS", "").split(",")):
+        name, host, port = item.split(":")
+        targets.append((name, gw if host == "GATEWAY" and gw else host, int(port)))
+    for name, host in (("api", "api"), ("redis", "redis"), ("postgres", "postgres")):
+        targets.append((name, host, {"api": 8000, "redis": 6379, "postgres": 5432}[name]))
+    import threading
+
+    threads = [threading.Thread(target=try_connect, args=t) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    log("EGRESS done")
+
+
+def forkbomb() -> None:
+    n = 0
+    while True:
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            log(f"FORKBOMB fork failed after {n} forks: {exc}")
+            break
+        if pid == 0:
+            while True:  # every child keeps trying too
+                try:
+                    if os.fork() == 0:
+                        continue
+                except OSError:
+                    time.sleep(0.05)
+        n += 1
+    while True:
+        time.sleep(1)
+
+
+def never_healthy() -> None:
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(503)
+            self.end_headers()
+            self.wfile.write(b"still loading")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    log("NEVER_HEALTHY serving 503 forever")
+    HTTPServer(("0.0.0.0", int(os.environ.get("PORT", "8000"))), Handler).serve_forever()
+
+
+def serve_misbehaving() -> None:
+    from submission_spec.server import serve
+
+    from submission_spec.examples import ZeroPolicy
+
+    class Hostile(ZeroPolicy):
+        def act(self, observation):
+            if observation.step >= 2:
+                if BEHAVIOR == "memory":
+                    log("MEMORY allocating until killed")
+                    hog = []
+                    while True:
+                        hog.append(bytearray(32 * 2**20))
+                if BEHAVIOR == "slow":
+                    time.sleep(5.0)
+                if BEHAVIOR == "crash":
+                    log("CRASH exiting with code 3")
+                    os._exit(3)
+            return super().act(observation)
+
+    serve(Hostile())
+
+
+if __name__ == "__main__":
+    log(f"hostile policy: {BEHAVIOR}")
+    if BEHAVIOR == "egress":
+        import threading
+
+        threading.Thread(target=egress, daemon=True).start()  # probe while serving
+        serve_misbehaving()
+    elif BEHAVIOR == "forkbomb":
+        forkbomb()
+    elif BEHAVIOR == "never_healthy":
+        never_healthy()
+    elif BEHAVIOR in ("memory", "slow", "crash"):
+        serve_misbehaving()
+    else:
+        sys.exit(f"unknown BEHAVIOR {BEHAVIOR!r}")

@@ -1,0 +1,145 @@
+"""Helpers of the platform tests (processes, servers, polling); fixtures are in conftest.py."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_IMAGE = "liberopro/example-zero:latest"
+WORKER_NAME = "lptest-worker@platform-tests"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sandbox_leftovers(docker_client) -> list[str]:
+    """Names of sandbox containers, volumes and networks still on the engine."""
+    f = {"label": ["org.liberopro.sandbox=1"]}
+    return ([c.name for c in docker_client.containers.list(all=True, filters=f)]
+            + [v.name for v in docker_client.volumes.list(filters=f)]
+            + [n.name for n in docker_client.networks.list(filters=f)])
+
+
+class WorkerProcess:
+    """A real ``celery worker`` process (solo pool) with the platform settings."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, name: str = WORKER_NAME) -> None:
+        self.env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+        self.log_path = log_path
+        self.name = name
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> WorkerProcess:
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "liberopro_platform.tasks", "worker", "-Q", self.env["LIBEROPRO_QUEUE"],
+             "-n", self.name, "--pool=solo", "--without-mingle", "--without-gossip", "--without-heartbeat",
+             "--loglevel=INFO"],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(REPO))
+        log.close()
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            text = self.log_path.read_bytes()[offset:].decode(errors="replace")
+            if "recovery:" in text:
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{text[-3000:]}")
+            time.sleep(0.2)
+        raise RuntimeError(f"worker not ready within {timeout} s:\n{self.log_path.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def tail(self, n: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-n:]
+
+
+class ApiServer:
+    """The API on a real socket bound to 0.0.0.0 (so the egress test can show a sandbox cannot
+    reach a host service that listens on every interface)."""
+
+    def __init__(self, app, port: int) -> None:
+        import uvicorn
+
+        self.port = port
+        self.server = uvicorn.Server(uvicorn.Config(app, host="0.0.0.0", port=port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ApiServer:  # noqa: PYI034
+        self.thread.start()
+        end = time.monotonic() + 15
+        while not self.server.started:
+            if time.monotonic() > end:
+                raise RuntimeError("API server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+class Canary:
+    """A TCP listener on 0.0.0.0 that counts connections (a sandbox must never reach it)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.connections: list[str] = []
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", port))
+        self.sock.listen(16)
+        self.sock.settimeout(0.5)
+        self.stop = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            with contextlib.suppress(OSError):
+                conn, addr = self.sock.accept()
+                self.connections.append(addr[0])
+                conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+def wait_final(http, submission_id: str, timeout: float, worker: WorkerProcess | None = None) -> dict:
+    """Poll the submission until it is published, failed or cancelled."""
+    end = time.monotonic() + timeout
+    st = {}
+    while time.monotonic() < end:
+        st = http.get(f"/submissions/{submission_id}").json()
+        if st["state"] in ("published", "failed", "cancelled"):
+            return st
+        time.sleep(1.0)
+    detail = worker.tail() if worker else ""
+    raise AssertionError(f"submission {submission_id} not final within {timeout} s: {st}\n{detail}")

@@ -1,0 +1,95 @@
+"""``liberopro submit / status / cancel`` against the API on a real socket (PostgreSQL behind it;
+the queue is a recorder)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+
+import pytest
+from lp_helpers import ApiServer, free_port
+from typer.testing import CliRunner
+
+IMAGE_ID = "sha256:" + "cd" * 32
+
+
+class Recorder:
+    def validate(self, submission_id, countdown=0):
+        pass
+
+    def run_shard(self, shard_id, countdown=0):
+        pass
+
+    def aggregate(self, submission_id, countdown=0):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(migrated_pg, tmp_path_factory):
+    from liberopro_platform.api.app import create_app
+    from liberopro_platform.config import Settings
+
+    settings = Settings(database_url=migrated_pg, data_dir=tmp_path_factory.mktemp("cli-data"), max_concurrent=5)
+    app = create_app(settings, enqueue=Recorder())
+    with ApiServer(app, free_port()) as s:
+        yield s, app
+
+
+@pytest.fixture
+def token(server) -> tuple[str, str]:
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Team, User
+    from liberopro_platform.security import issue_token
+
+    with transaction(server[1].state.sessions) as s:
+        team = Team(name=f"cli-{secrets.token_hex(3)}")
+        s.add(team)
+        s.flush()
+        user = User(name=f"cli-{secrets.token_hex(3)}", team_id=team.id)
+        s.add(user)
+        s.flush()
+        row, tok = issue_token(s, user, 1)
+        return tok, row.id
+
+
+def run(args: list[str], env: dict[str, str]):
+    from liberopro.cli import app
+
+    return CliRunner().invoke(app, args, env=env)
+
+
+def test_submit_status_cancel_from_the_command_line(server, token, tmp_path):
+    api, _ = server
+    env = {"LIBEROPRO_API_URL": api.url, "LIBEROPRO_TOKEN": token[0], "LIBEROPRO_CONFIG": str(tmp_path / "none.toml")}
+    r = run(["submit", IMAGE_ID], env)
+    assert r.exit_code == 0, r.output
+    sid = r.output.split("submitted: ")[1].split()[0]
+    r = run(["status", sid], env)
+    assert r.exit_code == 0 and f"submission {sid}" in r.output and "queued" in r.output
+    r = run(["status"], env)
+    assert sid in r.output
+    r = run(["cancel", sid], env)
+    assert r.exit_code == 0 and "cancelled" in r.output
+    r = run(["cancel", sid], env)
+    assert r.exit_code == 2 and "already cancelled" in r.output
+
+
+def test_config_file_and_the_reason_for_a_refused_token(server, token, tmp_path):
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import ApiToken, utcnow
+
+    api, app = server
+    conf = tmp_path / "platform.toml"
+    conf.write_text(f'api_url = "{api.url}"\ntoken = "{token[0]}"\n')
+    env = {"LIBEROPRO_CONFIG": str(conf)}
+    r = run(["status"], env)
+    assert r.exit_code == 0, r.output
+    with transaction(app.state.sessions) as s:
+        s.get(ApiToken, token[1]).expires_at = utcnow() - dt.timedelta(minutes=1)
+    r = run(["status"], env)
+    assert r.exit_code == 2
+    assert "token_expired" in r.output and "expired on" in r.output and "None" not in r.output
+    r = run(["submit", "team/policy:latest"], {**env, "DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert r.exit_code == 2 and "not pinned by digest" in r.output
+    r = run(["status"], {"LIBEROPRO_CONFIG": str(tmp_path / "missing.toml")})
+    assert r.exit_code == 2 and "LIBEROPRO_API_URL" in r.output

@@ -1,0 +1,226 @@
+"""The whole pipeline on real Redis, PostgreSQL, Celery and Docker: an example policy image to a
+published result; a worker killed mid-shard; hostile images contained while the worker goes on.
+
+Shared scene: one Celery worker (solo pool) with a 2-instance manifest (libero_goal task 0,
+nominal and S12), 2 episodes per instance, 2 episodes per shard, 5 policy steps per episode.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+
+import pytest
+from lp_helpers import EXAMPLE_IMAGE, sandbox_leftovers, wait_final
+from sqlalchemy import func, select
+
+pytestmark = pytest.mark.docker
+
+TIMINGS: dict[str, float] = {}
+
+
+def _sessions(settings):
+    from liberopro_platform.db import make_engine, make_sessionmaker
+
+    return make_sessionmaker(make_engine(settings.database_url))
+
+
+def submit(http, image: str) -> str:
+    r = http.post("/submissions", json={"image": image, "note": "platform test"})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def episodes_of(settings, submission_id: str) -> dict[tuple[str, int], dict]:
+    from liberopro_platform.models import Episode
+
+    with _sessions(settings)() as s:
+        rows = s.scalars(select(Episode).where(Episode.submission_id == submission_id)).all()
+        keys = [(r.instance_id, r.episode_index) for r in rows]
+        assert len(keys) == len(set(keys)), f"duplicate episodes: {keys}"
+        return {(r.instance_id, r.episode_index): r.record for r in rows}
+
+
+def outcome(record: dict) -> tuple:
+    from liberopro.results import EpisodeRecord
+
+    return EpisodeRecord.model_validate(record).outcome_key()
+
+
+def wait_no_leftovers(docker_client, timeout: float = 30.0) -> list[str]:
+    end = time.monotonic() + timeout
+    left = sandbox_leftovers(docker_client)
+    while left and time.monotonic() < end:
+        time.sleep(0.5)
+        left = sandbox_leftovers(docker_client)
+    return left
+
+
+@pytest.fixture(scope="module")
+def reference_run(http, worker, platform_images, platform_settings):
+    """The example policy submitted once and run uninterrupted: (status, episodes)."""
+    t0 = time.monotonic()
+    sid = submit(http, platform_images[EXAMPLE_IMAGE])
+    st = wait_final(http, sid, 600, worker)
+    TIMINGS["example submission, submit to published (s)"] = round(time.monotonic() - t0, 1)
+    return st, episodes_of(platform_settings, sid)
+
+
+def test_example_policy_image_goes_through_the_whole_pipeline(reference_run, http, platform_images, platform_settings,
+                                                               manifest_path, docker_client):
+    from liberopro_platform.models import Result, Shard
+
+    st, episodes = reference_run
+    assert st["state"] == "published", st
+    assert st["progress"] == {"episodes_done": 4, "episodes_total": 4, "shards_done": 2, "shards_total": 2}
+    assert st["queue_position"] is None and st["failure"] is None
+    assert [c["ok"] for c in st["validation_checks"]] and all(c["ok"] for c in st["validation_checks"])
+    assert set(st["termination_reasons"]) <= {"horizon", "success"}, st["termination_reasons"]
+    assert len(episodes) == 4
+    # The published row keeps everything the leaderboard needs, and it is traceable.
+    with _sessions(platform_settings)() as s:
+        result = s.scalar(select(Result).where(Result.submission_id == st["id"]))
+        shards = s.scalars(select(Shard).where(Shard.submission_id == st["id"])).all()
+        assert result is not None and not result.hidden
+        assert result.image_digest == platform_images[EXAMPLE_IMAGE]
+        assert result.policy_name == "example-zero"
+        assert result.spec_version.startswith("1")
+        assert result.evaluator_version and result.stack["mujoco"] == "2.3.7"
+        assert result.team_name == st["team"]
+        summary = result.summary
+        assert summary["submission_id"] == st["id"] and summary["stack"]["mujoco"] == "2.3.7"
+        assert {c["case"] for c in summary["cases"]} == {"nominal", "S12"}
+        assert summary["episodes"]["total"] == 4
+        assert all(sh.state == "done" and sh.attempts == 1 for sh in shards)
+    assert st["result"] == summary
+    # Submitter-visible logs: the policy's own output only, no evaluator events or instance data.
+    logs = http.get(f"/submissions/{st['id']}/logs").text
+    assert "=== validation ===" in logs and "=== shard 0, attempt 1 ===" in logs
+    assert "LIBEROPRO-EVENT" not in logs
+    for line in manifest_path.read_text().splitlines():
+        assert re.search(r'"instance_id":"([^"]+)"', line).group(1) not in logs
+    assert wait_no_leftovers(docker_client) == []
+
+
+def test_worker_killed_mid_shard_completes_without_duplicates(reference_run, http, worker, platform_images,
+                                                              platform_settings, docker_client):
+    """SIGKILL the worker while a shard runs; a restarted worker sweeps the orphaned sandbox,
+    reruns only the missing episodes, and the result equals the uninterrupted run."""
+    from liberopro_platform.models import Episode
+
+    ref_status, ref_episodes = reference_run
+    sid = submit(http, platform_images[EXAMPLE_IMAGE])
+    sessions = _sessions(platform_settings)
+    end = time.monotonic() + 300
+    stored = 0
+    while time.monotonic() < end:
+        with sessions() as s:
+            stored = s.scalar(select(func.count()).select_from(Episode).where(Episode.submission_id == sid))
+        if stored >= 1:
+            break
+        time.sleep(0.2)
+    assert 1 <= stored < 4, f"no episode stored in time: {worker.tail()}"
+    worker.kill()
+    orphans = sandbox_leftovers(docker_client)
+    assert any(sid in name for name in orphans), f"expected the killed worker's sandbox to remain: {orphans}"
+    t0 = time.monotonic()
+    worker.start()
+    assert not any(sid in name for name in sandbox_leftovers(docker_client) if name in orphans), \
+        "the restarted worker did not sweep its predecessor's sandbox"
+    st = wait_final(http, sid, 600, worker)
+    TIMINGS["recovery after SIGKILL, restart to published (s)"] = round(time.monotonic() - t0, 1)
+    assert st["state"] == "published", st
+    episodes = episodes_of(platform_settings, sid)  # asserts no duplicates
+    assert set(episodes) == set(ref_episodes)
+    assert {k: outcome(v) for k, v in episodes.items()} == {k: outcome(v) for k, v in ref_episodes.items()}
+    strip = ("submission_id", "started", "finished", "policy")
+    assert {k: v for k, v in st["result"].items() if k not in strip} == \
+        {k: v for k, v in ref_status["result"].items() if k not in strip}
+    events = [e["message"] for e in http.get(f"/submissions/{sid}").json()["events"]]
+    assert any("restarted; requeued" in m for m in events), events
+    assert wait_no_leftovers(docker_client) == []
+
+
+# ---------------------------------------------------------------- hostile images
+def run_hostile(http, worker, hostile_images, behavior: str) -> tuple[dict, str]:
+    t0 = time.monotonic()
+    sid = submit(http, hostile_images[behavior])
+    st = wait_final(http, sid, 600, worker)
+    TIMINGS[f"hostile {behavior}, submit to final (s)"] = round(time.monotonic() - t0, 1)
+    assert worker.proc.poll() is None, "the worker died"
+    return st, http.get(f"/submissions/{sid}/logs").text
+
+
+def test_hostile_egress_is_refused_everywhere(http, worker, hostile_images, canary, egress_ports, docker_client):
+    st, logs = run_hostile(http, worker, hostile_images, "egress")
+    assert st["state"] == "published", st  # contained, and the evaluation went on
+    attempts = [ln for ln in logs.splitlines() if ln.startswith("EGRESS ") and ":" in ln and "gateway" not in ln]
+    names = {ln.split()[1] for ln in attempts}
+    assert {"internet", "api", "canary", "redis", "postgres", "docker0"} <= names, logs
+    assert attempts and all("blocked" in ln for ln in attempts), "\n".join(attempts)
+    assert "CONNECTED" not in logs
+    assert canary.connections == [], canary.connections
+    # Positive control: the canary and the API do accept connections from the host itself.
+    with socket.create_connection(("127.0.0.1", egress_ports["canary"]), timeout=2):
+        pass
+    time.sleep(0.6)
+    assert canary.connections == ["127.0.0.1"]
+    assert http.get("/health").status_code == 200
+    assert wait_no_leftovers(docker_client) == []
+
+
+def test_hostile_fork_bomb_hits_the_pids_limit(http, worker, hostile_images, platform_settings, docker_client):
+    st, logs = run_hostile(http, worker, hostile_images, "forkbomb")
+    assert st["state"] == "failed" and st["failure_stage"] == "validation", st
+    assert "/health" in st["failure"] and st["fix"]
+    m = re.search(r"FORKBOMB fork failed after (\d+) forks: (.*)", logs)
+    assert m, logs
+    assert int(m.group(1)) < platform_settings.policy_pids
+    assert "Resource temporarily unavailable" in m.group(2)
+    assert wait_no_leftovers(docker_client) == []
+
+
+def test_hostile_memory_bomb_ends_its_episodes_with_oom(http, worker, hostile_images, docker_client):
+    st, logs = run_hostile(http, worker, hostile_images, "memory")
+    assert st["state"] == "published", st
+    assert st["termination_reasons"] == {"policy_out_of_memory": 4}, st["termination_reasons"]
+    assert "MEMORY allocating until killed" in logs
+    assert wait_no_leftovers(docker_client) == []
+
+
+def test_hostile_never_healthy_fails_validation_with_a_message(http, worker, hostile_images, docker_client):
+    st, logs = run_hostile(http, worker, hostile_images, "never_healthy")
+    assert st["state"] == "failed" and st["failure_stage"] == "validation", st
+    assert "/health" in st["failure"], st["failure"]
+    assert "GET /health" in st["fix"] and "docker run" in st["fix"]
+    assert [c["name"] for c in st["validation_checks"] if not c["ok"]] == ["health"]
+    assert "NEVER_HEALTHY" in logs
+    assert wait_no_leftovers(docker_client) == []
+
+
+def test_hostile_slow_policy_times_out(http, worker, hostile_images, docker_client):
+    st, _ = run_hostile(http, worker, hostile_images, "slow")
+    assert st["state"] == "published", st
+    assert set(st["termination_reasons"]) == {"policy_timeout"}, st["termination_reasons"]
+    assert wait_no_leftovers(docker_client) == []
+
+
+def test_hostile_crash_mid_episode_ends_only_that_episode(http, worker, hostile_images, platform_settings,
+                                                          docker_client):
+    st, logs = run_hostile(http, worker, hostile_images, "crash")
+    assert st["state"] == "published", st
+    # Every episode reaches step 2 and crashes there: each is recorded with the cause, and the
+    # next episode runs against the restarted container.
+    assert st["termination_reasons"] == {"policy_crashed": 4}, st["termination_reasons"]
+    records = episodes_of(platform_settings, st["id"]).values()
+    assert all("exited with code 3" in r["detail"] and r["steps"] == 2 for r in records), list(records)
+    assert logs.count("CRASH exiting with code 3") >= 2
+    assert wait_no_leftovers(docker_client) == []
+
+
+def test_worker_goes_on_after_the_hostile_images(http, worker, platform_images, docker_client):
+    st = wait_final(http, submit(http, platform_images[EXAMPLE_IMAGE]), 600, worker)
+    assert st["state"] == "published", st
+    assert wait_no_leftovers(docker_client) == []
+    print("\nplatform timings:", TIMINGS)

@@ -1,0 +1,190 @@
+"""Pipeline rules on a real PostgreSQL database, without a sandbox: shard planning, idempotent
+episode storage, stuck detection with reasons, crash recovery's requeue, migrations."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+
+import pytest
+from sqlalchemy import func, select
+
+from liberopro_platform.manifest import ManifestError, load_manifest, plan_shards
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, object]] = []
+
+    def validate(self, submission_id, countdown=0):
+        self.sent.append(("validate", submission_id))
+
+    def run_shard(self, shard_id, countdown=0):
+        self.sent.append(("run_shard", shard_id))
+
+    def aggregate(self, submission_id, countdown=0):
+        self.sent.append(("aggregate", submission_id))
+
+
+class SweepCounter:
+    """Stands in for a sandbox backend where only ``sweep`` is exercised."""
+
+    name = "counter"
+
+    def __init__(self) -> None:
+        self.swept: list[str | None] = []
+
+    def sweep(self, worker=None):
+        self.swept.append(worker)
+        return 3
+
+
+@pytest.fixture
+def pipeline(migrated_pg, tmp_path):
+    from liberopro_platform.config import Settings
+    from liberopro_platform.db import make_engine, make_sessionmaker
+    from liberopro_platform.pipeline import Pipeline
+
+    settings = Settings(database_url=migrated_pg, data_dir=tmp_path, heartbeat_stale_s=60, queue_stale_s=600,
+                        max_stage_attempts=2)
+    return Pipeline(settings, make_sessionmaker(make_engine(migrated_pg)), Recorder(), "w1@test", SweepCounter())
+
+
+def make_submission(pipeline, state="running", shards=((["i1", 0], ["i1", 1]),), **fields):
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Shard, Submission, Team, User
+
+    with transaction(pipeline.sessions) as s:
+        team = Team(name=f"t-{secrets.token_hex(3)}")
+        s.add(team)
+        s.flush()
+        user = User(name=f"u-{secrets.token_hex(3)}", team_id=team.id)
+        s.add(user)
+        s.flush()
+        sub = Submission(team_id=team.id, user_id=user.id, source="reference", image_ref="sha256:" + "1" * 64,
+                         state=state, episodes_total=sum(len(p) for p in shards), **fields)
+        s.add(sub)
+        s.flush()
+        for i, plan in enumerate(shards):
+            s.add(Shard(submission_id=sub.id, index=i, plan=[list(p) for p in plan], episodes_total=len(plan)))
+        return sub.id
+
+
+def record(instance_id: str, episode: int, reason: str = "horizon") -> dict:
+    return {"instance_id": instance_id, "episode_index": episode, "success": False, "termination_reason": reason}
+
+
+def test_manifest_is_checked_and_cut_into_task_grouped_shards(tmp_path):
+    lines = [{"instance_id": f"i{k}", "suite": suite, "task_index": t, "shifts": []}
+             for k, (suite, t) in enumerate([("libero_10", 3), ("libero_goal", 0), ("libero_10", 3), ("libero_goal", 1)])]
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    m = load_manifest(path)
+    assert len(m.instances) == 4 and len(m.sha256) == 64
+    shards = plan_shards(m, episodes_per_instance=3, episodes_per_shard=4)
+    flat = [tuple(p) for sh in shards for p in sh]
+    assert len(flat) == 12 and len(set(flat)) == 12 and [len(s) for s in shards] == [4, 4, 4]
+    assert [p[0] for p in flat[:6]] == ["i0"] * 3 + ["i2"] * 3  # libero_10:3 first, its episodes together
+    assert plan_shards(m, 3, 4) == shards
+    path.write_text(path.read_text() + json.dumps(lines[0]) + "\n")
+    with pytest.raises(ManifestError, match="appears twice"):
+        load_manifest(path)
+    with pytest.raises(ManifestError, match="LIBEROPRO_MANIFEST_PATH"):
+        load_manifest(None)
+
+
+def test_episodes_are_stored_once_per_submission_instance_and_episode(pipeline):
+    from liberopro_platform.models import Episode, Submission
+
+    sid = make_submission(pipeline)
+    with pipeline.sessions() as s:
+        shard_id = s.get(Submission, sid).shards[0].id
+    assert pipeline.store_episode(shard_id, sid, record("i1", 0)) is True
+    assert pipeline.store_episode(shard_id, sid, record("i1", 0, "policy_timeout")) is False
+    assert pipeline.store_episode(shard_id, sid, record("i1", 1)) is True
+    with pipeline.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(Episode).where(Episode.submission_id == sid)) == 2
+        first = s.scalar(select(Episode).where(Episode.submission_id == sid, Episode.episode_index == 0))
+        assert first.termination_reason == "horizon"  # the first record stands
+        assert s.get(Submission, sid).episodes_done == 2
+
+
+def test_stuck_submissions_are_found_with_a_reason_and_requeued(pipeline):
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Shard, Submission, utcnow
+
+    old = utcnow() - dt.timedelta(minutes=10)
+    sid = make_submission(pipeline)
+    with transaction(pipeline.sessions) as s:
+        sh = s.get(Submission, sid).shards[0]
+        sh.state, sh.worker, sh.heartbeat_at = "running", "w9@gone", old
+        shard_id = sh.id
+    with pipeline.sessions() as s:
+        stuck = [x for x in pipeline.find_stuck(s) if x.submission_id == sid]
+    assert len(stuck) == 1 and stuck[0].action == "requeue_shard"
+    assert "w9@gone" in stuck[0].reason and "stopped reporting" in stuck[0].reason
+    pipeline.sweep_stuck()
+    assert ("run_shard", shard_id) in pipeline.enqueue.sent
+    with pipeline.sessions() as s:
+        sub = s.get(Submission, sid)
+        assert s.get(Shard, shard_id).state == "queued" and "stopped reporting" in sub.stuck_reason
+        assert any(e.message.startswith("stuck:") for e in sub.events)
+
+    vid = make_submission(pipeline, state="validating", shards=(), worker="w8@gone", heartbeat_at=old)
+    with pipeline.sessions() as s:
+        assert [x.action for x in pipeline.find_stuck(s) if x.submission_id == vid] == ["requeue_validation"]
+    ancient = utcnow() - dt.timedelta(days=5)
+    aid = make_submission(pipeline, state="running", created_at=ancient, state_since=ancient)
+    pipeline.sweep_stuck()
+    with pipeline.sessions() as s:
+        sub = s.get(Submission, aid)
+        assert sub.state == "failed" and "total time limit" in sub.failure
+
+
+def test_a_restarted_worker_requeues_what_it_held(pipeline):
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Submission
+
+    sid = make_submission(pipeline)
+    vid = make_submission(pipeline, state="validating", shards=(), worker="w1@test")
+    with transaction(pipeline.sessions) as s:
+        sh = s.get(Submission, sid).shards[0]
+        sh.state, sh.worker = "running", "w1@test"
+        shard_id = sh.id
+    result = pipeline.recover()
+    assert result["swept"] == 3 and pipeline.backend.swept == ["w1@test"]
+    assert ("run_shard", shard_id) in pipeline.enqueue.sent and ("validate", vid) in pipeline.enqueue.sent
+    with pipeline.sessions() as s:
+        assert s.get(Submission, vid).state == "queued"
+        assert s.get(Submission, sid).shards[0].state == "queued"
+
+
+def test_shard_attempts_are_bounded(pipeline):
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Submission
+
+    sid = make_submission(pipeline)
+    with transaction(pipeline.sessions) as s:
+        sh = s.get(Submission, sid).shards[0]
+        sh.attempts, sh.last_error = 2, "the shard did not finish within its time limit (10 s)"
+        shard_id = sh.id
+    pipeline.run_shard(shard_id)
+    with pipeline.sessions() as s:
+        sub = s.get(Submission, sid)
+        assert sub.state == "failed" and sub.failure_stage == "evaluation"
+        assert "attempted 2 times" in sub.failure and "time limit" in sub.failure and sub.fix
+
+
+def test_migrations_match_the_models(migrated_pg):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import create_engine
+
+    from liberopro_platform.models import Base
+
+    engine = create_engine(migrated_pg)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    engine.dispose()
+    assert diff == [], f"models changed without a migration: {diff}"
