@@ -16,7 +16,9 @@ Every client offers the same methods (``health``, ``wait_healthy``, ``metadata``
 codes, so the episode runner does not know which protocol is behind it.
 
 A submitted image declares its protocol with the label :data:`PROTOCOL_LABEL`
-(``LABEL org.liberopro.protocol="openpi"``); no label means ``liberopro``.
+(``LABEL org.liberopro.protocol="openpi"``); no label means ``liberopro``. Options for its
+client may travel as labels ``org.liberopro.protocol-option.KEY=VALUE``
+(:func:`protocol_options_from_labels`).
 """
 
 from __future__ import annotations
@@ -86,6 +88,18 @@ def parse_protocol_options(items: list[str] | None) -> dict[str, str]:
             raise ValueError(f"protocol option {key!r} given twice")
         out[key] = value.strip()
     return out
+
+
+#: Prefix of image labels carrying protocol options: ``org.liberopro.protocol-option.chunk_length=10``.
+PROTOCOL_OPTION_LABEL_PREFIX = "org.liberopro.protocol-option."
+
+
+def protocol_options_from_labels(labels: dict[str, str] | None) -> dict[str, str]:
+    """Protocol options an image declares with labels
+    ``org.liberopro.protocol-option.KEY=VALUE`` (strings, as from the CLI)."""
+    n = len(PROTOCOL_OPTION_LABEL_PREFIX)
+    return {k[n:].replace("-", "_"): v for k, v in (labels or {}).items()
+            if k.startswith(PROTOCOL_OPTION_LABEL_PREFIX) and len(k) > n}
 
 
 def protocol_from_labels(labels: dict[str, str] | None) -> str:

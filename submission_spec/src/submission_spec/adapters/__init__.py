@@ -13,7 +13,12 @@ sizes, orientation, state layout, gripper, chunking) and how to change them are 
 """
 
 from submission_spec.adapters.openpi import OPENPI_LIBERO_DEFAULTS, OpenPIClient, OpenPIOptions
-from submission_spec.adapters.openvla import OFT_DEFAULTS, OPENVLA_DEFAULTS, OpenVLAClient, OpenVLAOptions
+from submission_spec.adapters.openvla import (
+    OFT_DEFAULTS,
+    OPENVLA_DEFAULTS,
+    OpenVLAClient,
+    OpenVLAOptions,
+)
 
 __all__ = [
     "OFT_DEFAULTS", "OPENPI_LIBERO_DEFAULTS", "OPENVLA_DEFAULTS", "OpenPIClient", "OpenPIOptions",

@@ -58,7 +58,7 @@ closed otherwise -> ``policy_connect_error``; no answer in time -> ``policy_time
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import numpy as np
@@ -207,14 +207,14 @@ class OpenPIClient:
         if ws is not None:
             try:
                 ws.close()
-            except Exception:  # closing a broken socket may raise; it is gone either way
+            except Exception:  # noqa: BLE001, S110  (closing a broken socket may raise; it is gone either way)
                 pass
 
     def close(self) -> None:
         self._disconnect()
         self._http.close()
 
-    def __enter__(self) -> "OpenPIClient":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -339,7 +339,7 @@ class OpenPIClient:
             ws.recv(timeout=1.0)
         except ConnectionClosed as exc:
             return exc.rcvd.code if exc.rcvd is not None else None
-        except Exception:
+        except Exception:  # noqa: BLE001  (any other failure: the code is unknown)
             return None
         return None
 

@@ -38,8 +38,9 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Self
 
 import numpy as np
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -47,7 +48,13 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from submission_spec.adapters import msgpack_numpy
-from submission_spec.adapters._common import ECHO_FLAG, EPISODE_KEY, METADATA_KEY, STEP_KEY, split_state
+from submission_spec.adapters._common import (
+    ECHO_FLAG,
+    EPISODE_KEY,
+    METADATA_KEY,
+    STEP_KEY,
+    split_state,
+)
 from submission_spec.models import PolicyMetadata
 from submission_spec.policy import Observation, Policy, as_action_chunk, as_policy
 
@@ -87,7 +94,7 @@ class OpenPIPolicyServer:
                  max_message_bytes: int = 64 * 1024 * 1024) -> None:
         self.policy = as_policy(policy, metadata)
         self.host = host or os.environ.get("HOST", "127.0.0.1")
-        self.port = int(port if port is not None else os.environ.get("PORT", 8000))
+        self.port = int(port if port is not None else os.environ.get("PORT", "8000"))
         self.keys = keys or OpenPIKeys()
         self.max_message_bytes = max_message_bytes
         self._lock = threading.Lock()
@@ -118,14 +125,14 @@ class OpenPIPolicyServer:
             proprio = split_state(np.asarray(req[self.keys.state]), list(meta.state_fields))
         prompt = req.get(self.keys.prompt, "")
         if not isinstance(prompt, str):
-            raise ValueError(f"request key {self.keys.prompt!r} must be a string")
+            raise TypeError(f"request key {self.keys.prompt!r} must be a string")
         return Observation(episode_id=episode_id, step=step, instruction=prompt, images=images, proprio=proprio)
 
     def _infer(self, req: dict[str, Any], conn_state: dict[str, Any]) -> dict[str, Any]:
         episode_id = req.get(EPISODE_KEY, conn_state["episode_id"])
         step = req.get(STEP_KEY, conn_state["requests"])
         if not isinstance(episode_id, str) or not isinstance(step, int):
-            raise ValueError(f"{EPISODE_KEY} must be a string and {STEP_KEY} an int")
+            raise TypeError(f"{EPISODE_KEY} must be a string and {STEP_KEY} an int")
         obs = self.observation(req, episode_id, step)
         with self._lock:
             if conn_state["reset_for"] != episode_id:
@@ -151,10 +158,10 @@ class OpenPIPolicyServer:
                 return
             try:
                 if isinstance(message, str):
-                    raise ValueError("expected a binary msgpack frame, got a text frame")
+                    raise TypeError("expected a binary msgpack frame, got a text frame")
                 req = msgpack_numpy.unpackb(message)
                 if not isinstance(req, dict):
-                    raise ValueError(f"request must be a msgpack map, got {type(req).__name__}")
+                    raise TypeError(f"request must be a msgpack map, got {type(req).__name__}")
                 answer = await asyncio.to_thread(self._infer, req, conn_state)
                 conn_state["requests"] += 1
                 await ws.send(msgpack_numpy.packb(answer))
@@ -195,7 +202,7 @@ class OpenPIPolicyServer:
         except KeyboardInterrupt:
             pass
 
-    def start(self) -> "OpenPIPolicyServer":
+    def start(self) -> Self:
         """Serve in a daemon thread (tests, benchmarks); returns once listening."""
         started = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run_until_closed(started)), daemon=True)
@@ -222,7 +229,7 @@ class OpenPIPolicyServer:
     def url(self) -> str:
         return f"ws://{self.host}:{self.port}"
 
-    def __enter__(self) -> "OpenPIPolicyServer":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -59,7 +59,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import httpx
 import numpy as np
@@ -210,7 +210,7 @@ class OpenVLAClient:
     def close(self) -> None:
         self._client.close()
 
-    def __enter__(self) -> "OpenVLAClient":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -27,7 +27,8 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, Request
@@ -64,7 +65,7 @@ def create_openvla_app(policy: Policy | Callable[[Observation], np.ndarray],
         proprio = split_state(np.asarray(payload["state"]), list(meta.state_fields)) if meta.state_fields else {}
         instruction = payload.get("instruction")
         if not isinstance(instruction, str):
-            raise ValueError("payload key 'instruction' must be a string")
+            raise TypeError("payload key 'instruction' must be a string")
         echo = EPISODE_KEY in payload
         if echo:
             if payload[EPISODE_KEY] != state["episode_id"]:
@@ -73,7 +74,7 @@ def create_openvla_app(policy: Policy | Callable[[Observation], np.ndarray],
             state.update(episode_id=uuid.uuid4().hex, requests=0, reset=False)
         episode_id, step = state["episode_id"], payload.get(STEP_KEY, state["requests"])
         if not isinstance(episode_id, str) or not isinstance(step, int):
-            raise ValueError(f"{EPISODE_KEY} must be a string and {STEP_KEY} an int")
+            raise TypeError(f"{EPISODE_KEY} must be a string and {STEP_KEY} an int")
         return Observation(episode_id=episode_id, step=step, instruction=instruction, images=images,
                            proprio=proprio), echo
 
@@ -105,7 +106,7 @@ def create_openvla_app(policy: Policy | Callable[[Observation], np.ndarray],
             if double:
                 payload = json_numpy.loads(payload["encoded"])
             if not isinstance(payload, dict):
-                raise ValueError("payload must be a JSON object")
+                raise TypeError("payload must be a JSON object")
             obs, echo, chunk, infer_ms = await run_in_threadpool(handle, payload)
             if echo:
                 answer: Any = {"actions": chunk, EPISODE_KEY: obs.episode_id, STEP_KEY: obs.step,
