@@ -23,8 +23,6 @@ import numpy as np
 import pytest
 from openpi_client import msgpack_numpy as openpi_msgpack
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
-
-from submission_spec import PolicyError, PolicyMetadata
 from submission_spec.adapters import json_numpy as our_json_numpy
 from submission_spec.adapters import msgpack_numpy as our_msgpack
 from submission_spec.adapters.openpi import OpenPIClient
@@ -32,7 +30,6 @@ from submission_spec.adapters.openpi_server import OpenPIPolicyServer
 from submission_spec.adapters.openvla import OpenVLAClient
 from submission_spec.adapters.openvla_server import create_openvla_app
 from submission_spec.conformance import synthetic_observation
-from submission_spec.examples import RandomPolicy
 from submission_spec.models import CameraSpec
 from submission_spec.transports import (
     PROTOCOL_LABEL,
@@ -40,12 +37,35 @@ from submission_spec.transports import (
     make_client,
     parse_protocol_options,
     protocol_from_labels,
+    protocol_options_from_labels,
 )
-from tests.evaluator.policies import Recorder
+
+from submission_spec import PolicyError, PolicyMetadata
+from submission_spec.examples import RandomPolicy
 from tests.test_adapters_peers import OBS_LOG, OpenPIReferenceServer
 
 PEERS = Path(__file__).with_name("test_adapters_peers.py")
 DTYPES = ["uint8", "int32", "int64", "float32", "float64", "bool"]
+
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:connect\\(\\) must be used as a context manager:DeprecationWarning")  # inside openpi-client
+
+
+class Recorder:
+    """A policy that records its resets and observations and answers with ``fn(obs)``."""
+
+    def __init__(self, meta: PolicyMetadata, fn) -> None:
+        self.metadata, self.fn = meta, fn
+        self.resets: list[tuple[str, str]] = []
+        self.observations: list = []
+
+    def reset(self, episode_id: str, instruction: str) -> None:
+        self.resets.append((episode_id, instruction))
+
+    def act(self, observation):
+        self.observations.append(observation)
+        return self.fn(observation)
 
 
 def _obs(meta: PolicyMetadata, step: int = 0, episode: str = "ep1", seed: int = 0):
@@ -258,21 +278,23 @@ def test_openpi_bad_answers_are_named(openpi_peer, prompt, reason):
 
 def test_openpi_chunk_longer_than_declared_and_missing_actions():
     with OpenPIReferenceServer(infer=lambda obs: {"action": np.zeros((10, 7))}) as peer:
-        with OpenPIClient(peer.url, cameras="agentview", state_fields="") as client:
-            meta = client.metadata()
-            assert [c.name for c in meta.cameras] == ["agentview"] and meta.state_fields == []
-            client.reset("e", "x")
-            with pytest.raises(PolicyError, match="no 'actions'") as err:
-                client.act(_obs(meta), meta.chunk_length)
-            assert err.value.reason == "policy_bad_response"
+        client = OpenPIClient(peer.url, cameras="agentview", state_fields="")
+        meta = client.metadata()
+        assert [c.name for c in meta.cameras] == ["agentview"] and meta.state_fields == []
+        client.reset("e", "x")
+        with pytest.raises(PolicyError, match="no 'actions'") as err:
+            client.act(_obs(meta), meta.chunk_length)
+        assert err.value.reason == "policy_bad_response"
+        client.close()
     with OpenPIReferenceServer(infer=lambda obs: {"actions": np.zeros((50, 7))}) as peer:
-        with OpenPIClient(peer.url, chunk_length="10", state_fields="") as client:
-            meta = client.metadata()
-            assert (meta.chunk_length, meta.replan_steps) == (10, 5)
-            client.reset("e", "x")
-            with pytest.raises(PolicyError, match="chunk_length") as err:
-                client.act(_obs(meta), meta.chunk_length)
-            assert err.value.reason == "policy_bad_action_shape"
+        client = OpenPIClient(peer.url, chunk_length="10", state_fields="")
+        meta = client.metadata()
+        assert (meta.chunk_length, meta.replan_steps) == (10, 5)
+        client.reset("e", "x")
+        with pytest.raises(PolicyError, match="chunk_length") as err:
+            client.act(_obs(meta), meta.chunk_length)
+        assert err.value.reason == "policy_bad_action_shape"
+        client.close()
 
 
 def test_openpi_lost_server_is_a_connect_error_and_reconnects_when_back():
@@ -302,12 +324,13 @@ def test_openpi_echo_mismatch_is_caught():
                 "liberopro/step": obs["liberopro/step"] + 1}
 
     with OpenPIReferenceServer(infer=wrong_step, metadata={"liberopro/echo": True}) as peer:
-        with OpenPIClient(peer.url, state_fields="", cameras="agentview") as client:
-            meta = client.metadata()
-            client.reset("e", "x")
-            with pytest.raises(PolicyError) as err:
-                client.act(_obs(meta, 3), meta.chunk_length)
-            assert err.value.reason == "policy_step_mismatch"
+        client = OpenPIClient(peer.url, state_fields="", cameras="agentview")
+        meta = client.metadata()
+        client.reset("e", "x")
+        with pytest.raises(PolicyError) as err:
+            client.act(_obs(meta, 3), meta.chunk_length)
+        assert err.value.reason == "policy_step_mismatch"
+        client.close()
 
 
 def test_our_openpi_client_and_server_carry_the_policys_conventions_and_echo():
@@ -481,3 +504,6 @@ def test_make_client_options_and_labels():
     assert protocol_from_labels({}) == "liberopro"
     with pytest.raises(ValueError):
         protocol_from_labels({PROTOCOL_LABEL: "ros"})
+    labels = {PROTOCOL_LABEL: "openvla", "org.liberopro.protocol-option.variant": "oft",
+              "org.liberopro.protocol-option.unnorm-key": "libero_goal", "maintainer": "x"}
+    assert protocol_options_from_labels(labels) == {"variant": "oft", "unnorm_key": "libero_goal"}

@@ -23,7 +23,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable, Dict  # noqa: UP035  (deploy.py's own annotation)
+from collections.abc import Callable
+from typing import Any, Self
 
 import numpy as np
 
@@ -87,7 +88,7 @@ class OpenPIReferenceServer:
                 await websocket.send(packer.pack(action))
             except websockets.ConnectionClosed:
                 break
-            except Exception:
+            except Exception:  # noqa: BLE001  (openpi's behaviour: any failure goes to the client)
                 await websocket.send(traceback.format_exc())
                 await websocket.close(code=websockets.frames.CloseCode.INTERNAL_ERROR,
                                       reason="Internal server error. Traceback included in previous frame.")
@@ -113,7 +114,7 @@ class OpenPIReferenceServer:
             except asyncio.CancelledError:
                 pass
 
-    def __enter__(self) -> "OpenPIReferenceServer":
+    def __enter__(self) -> Self:
         started = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self.run(started)), daemon=True)
         self._thread.start()
@@ -175,13 +176,14 @@ def openvla_main(variant: str) -> None:
     json_numpy.patch()
     import json
     import logging
+
     import uvicorn
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
 
     seen: dict[str, Any] = {}
 
-    def predict_action(payload: Dict[str, Any]) -> Any:
+    def predict_action(payload: dict[str, Any]) -> Any:
         try:
             if double_encode := "encoded" in payload:
                 assert len(payload.keys()) == 1, "Only uses encoded payload!"
@@ -193,7 +195,7 @@ def openvla_main(variant: str) -> None:
                 return JSONResponse(json_numpy.dumps(action))
             return JSONResponse(action)
         except:  # noqa: E722  (deploy.py's own handling)
-            logging.error(traceback.format_exc())
+            logging.getLogger("deploy").error(traceback.format_exc())
             return "error"
 
     app = FastAPI()
