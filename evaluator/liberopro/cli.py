@@ -6,7 +6,6 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -18,7 +17,7 @@ console = Console(stderr=True)
 out = Console()
 
 #: The main job's embedded defaults (``liberopro demo``): the zero policy on two real tasks,
-#: nominal, two static and two runtime shifts, one episode each, 40 policy steps.
+#: nominal, two static and two runtime shifts, one episode each, 50 policy steps.
 DEMO_TASKS = "libero_goal:8,libero_spatial:5"
 DEMO_SHIFTS = "nominal,S01,S12,D01,D10"
 
@@ -49,13 +48,19 @@ def print_summary(summary: dict) -> None:
               f"evaluator {summary['evaluator_version']}")
 
 
-def _evaluate(policy: Optional[str], policy_cmd: Optional[str], split: Optional[str], tasks: Optional[str],
-              shifts: str, episodes: int, max_steps: Optional[int], out_dir: Optional[Path], seed: int,
-              encoding: str, render_size: Optional[int], request_timeout: float, episode_budget: float,
+def _evaluate(policy: str | None, policy_cmd: str | None, split: str | None, tasks: str | None,
+              shifts: str, episodes: int, max_steps: int | None, out_dir: Path | None, seed: int,
+              encoding: str, render_size: int | None, request_timeout: float, episode_budget: float,
               startup_timeout: float, protocol: str = "liberopro",
-              protocol_options: Optional[list[str]] = None) -> dict:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-    from submission_spec import PolicyError
+              protocol_options: list[str] | None = None) -> dict:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from liberopro.evaluation import run_evaluation
     from liberopro.instances import make_instance, parse_cases, plan_episodes
@@ -63,6 +68,7 @@ def _evaluate(policy: Optional[str], policy_cmd: Optional[str], split: Optional[
     from liberopro.split import split_tasks
     from liberopro.stack import StackError
     from liberopro.tasks import parse_task_list
+    from submission_spec import PolicyError
 
     if (policy is None) == (policy_cmd is None):
         _fail("give exactly one of --policy URL or --policy-cmd \"CMD\"")
@@ -135,21 +141,21 @@ def _evaluate(policy: Optional[str], policy_cmd: Optional[str], split: Optional[
 
 @app.command()
 def evaluate(
-    policy: Optional[str] = typer.Option(None, "--policy", help="URL of a running policy server."),
-    policy_cmd: Optional[str] = typer.Option(None, "--policy-cmd", help="Command that starts a policy server on $PORT."),
-    split: Optional[str] = typer.Option(None, help="train (32 tasks), eval (8) or all (40)."),
-    tasks: Optional[str] = typer.Option(None, help="e.g. libero_goal:0,libero_10:3 (a bare suite means its 10 tasks)."),
+    policy: str | None = typer.Option(None, "--policy", help="URL of a running policy server."),
+    policy_cmd: str | None = typer.Option(None, "--policy-cmd", help="Command that starts a policy server on $PORT."),
+    split: str | None = typer.Option(None, help="train (32 tasks), eval (8) or all (40)."),
+    tasks: str | None = typer.Option(None, help="e.g. libero_goal:0,libero_10:3 (a bare suite means its 10 tasks)."),
     shifts: str = typer.Option("nominal", help="Cases: nominal and shift ids, e.g. nominal,S01,D01."),
     episodes: int = typer.Option(1, help="Episodes per task and case (init states 0..N-1)."),
-    max_steps: Optional[int] = typer.Option(None, help="Cap on the suite horizon (policy steps)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default runs/<timestamp>)."),
+    max_steps: int | None = typer.Option(None, help="Cap on the suite horizon (policy steps)."),
+    out: Path | None = typer.Option(None, "--out", help="Output directory (default runs/<timestamp>)."),
     seed: int = typer.Option(0, help="Seed of shift parameters and env seeds."),
     encoding: str = typer.Option("msgpack", help="Body encoding: msgpack or json."),
     protocol: str = typer.Option("liberopro", help="The policy's wire protocol: liberopro (our spec), openpi, openvla."),
-    protocol_option: Optional[list[str]] = typer.Option(
+    protocol_option: list[str] | None = typer.Option(
         None, "--protocol-option", help="KEY=VALUE for the protocol's client, repeatable, e.g. chunk_length=10, "
         "variant=oft, image_size=224 (see docs/adapters.md)."),
-    render_size: Optional[int] = typer.Option(None, help="Render resolution (default: 128 if the policy asks <=128 px, else 256)."),
+    render_size: int | None = typer.Option(None, help="Render resolution (default: 128 if the policy asks <=128 px, else 256)."),
     request_timeout: float = typer.Option(30.0, help="Seconds for one policy request."),
     episode_budget: float = typer.Option(600.0, help="Seconds of policy time per episode."),
     startup_timeout: float = typer.Option(120.0, help="Seconds for the policy to answer /health."),
@@ -162,7 +168,7 @@ def evaluate(
 @app.command()
 def demo(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory."),
-    max_steps: int = typer.Option(40, help="Policy steps per episode."),
+    max_steps: int = typer.Option(50, help="Policy steps per episode (runtime shifts fall back to firing at step 40)."),
 ) -> None:
     """The main job on embedded defaults: the example zero policy, started as a child process, on
     two real tasks, nominal and four shifts (two static, two runtime)."""
@@ -220,8 +226,9 @@ def serve_example(
     protocol: str = typer.Option("liberopro", help="Wire protocol to serve: liberopro, openpi or openvla."),
 ) -> None:
     """Serve an example policy on $PORT (default 8000)."""
-    from submission_spec.examples import EXAMPLES
     from submission_spec.server import serve
+
+    from submission_spec.examples import EXAMPLES
 
     if name not in EXAMPLES:
         _fail(f"unknown example {name!r}; choose one of {', '.join(EXAMPLES)}")

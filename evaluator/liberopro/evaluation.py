@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from submission_spec import PolicyMetadata
 from submission_spec.transports import make_client
 
 from liberopro import EVALUATOR_VERSION
@@ -22,6 +22,7 @@ from liberopro.policy_process import PolicyProcess
 from liberopro.results import EpisodeRecord, ResultsWriter
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.stack import check_stack
+from submission_spec import PolicyMetadata
 
 
 def auto_render_size(meta: PolicyMetadata) -> int:
@@ -62,7 +63,7 @@ def run_evaluation(
     versions = check_stack()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     options = {"connect_timeout": connect_timeout, "request_timeout": request_timeout, **(protocol_options or {})}
     if protocol == "liberopro":
         options["encoding"] = encoding
@@ -99,7 +100,7 @@ def run_evaluation(
             "evaluator_version": EVALUATOR_VERSION,
             "stack": versions,
             "started": started,
-            "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "command": sys.argv,
             "policy": {"url": policy_url, "cmd": policy_cmd, "protocol": protocol, "encoding": encoding,
                        "protocol_options": {k: "***" if k == "api_key" else v for k, v in (protocol_options or {}).items()},

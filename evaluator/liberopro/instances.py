@@ -65,7 +65,7 @@ class EpisodePlan:
     seed: int
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def semantics_of(ref: TaskRef) -> TaskSemantics:
     """Task roles from the BDDL file alone (no simulator)."""
     from libero.libero.envs import bddl_utils

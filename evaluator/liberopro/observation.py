@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-from submission_spec import NDArray, ObservationMessage, PolicyMetadata
 from submission_spec.models import PROPRIO_FIELDS, ProprioValue
 
 from liberopro.sim import RawFrame
+from submission_spec import NDArray, ObservationMessage, PolicyMetadata
 
 
 def orient(img: np.ndarray, orientation: str) -> np.ndarray:

@@ -18,8 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from submission_spec import PolicyError
 from submission_spec.transports import make_client
+
+from submission_spec import PolicyError
 
 
 def free_port() -> int:
@@ -117,7 +118,7 @@ class PolicyProcess:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
-    def __enter__(self) -> "PolicyProcess":
+    def __enter__(self) -> PolicyProcess:
         self.start()
         return self
 

@@ -39,6 +39,7 @@ class EpisodeRecord(BaseModel):
     ``shift_invalid``): such an episode is reported but counts in no success rate.
     ``shifts`` lists each shift with id, name, category, kind, params, what was applied
     (measured), and for runtime shifts ``fired_at_step`` and ``fired_by`` (phase or fallback).
+    ``wall_s`` is the whole episode (reset, settle, loop); ``loop_s`` the policy loop alone.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -63,10 +64,11 @@ class EpisodeRecord(BaseModel):
     latency: LatencyStats = Field(default_factory=LatencyStats)
     episode_id: str
     wall_s: float
+    loop_s: float = 0.0
 
     def outcome_key(self) -> tuple:
         """Everything that must be identical when the same episode is run again."""
-        d = self.model_dump(exclude={"latency", "episode_id", "wall_s"})
+        d = self.model_dump(exclude={"latency", "episode_id", "wall_s", "loop_s"})
         return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in d.items()))
 
 

@@ -17,11 +17,10 @@ import logging
 import time
 import traceback
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 import numpy as np
-from submission_spec import PolicyClient, PolicyError, PolicyMetadata
 
 from liberopro.instances import EpisodePlan, semantics_of
 from liberopro.observation import to_libero_action, to_message
@@ -29,8 +28,9 @@ from liberopro.phases import PhaseTracker
 from liberopro.results import EpisodeRecord, LatencyStats
 from liberopro.shifts import RuntimeShift, Shift, ShiftInvalid, get_shift
 from liberopro.shifts.base import EpisodeContext, stable_seed
-from liberopro.sim import LiberoScene
+from liberopro.sim import LiberoScene, SceneVariant
 from liberopro.tasks import TaskRef, task_info
+from submission_spec import PolicyClient, PolicyError, PolicyMetadata
 
 log = logging.getLogger("liberopro.runner")
 
@@ -102,15 +102,26 @@ class EpisodeRunner:
             scene.close()
         self._scenes.clear()
 
-    def scene_for(self, ref: TaskRef) -> LiberoScene:
-        """The scene of ``ref`` for this policy's cameras; an owned cache keeps one scene at a
-        time (a LIBERO scene holds 1.5-2.5 GB)."""
+    def scene_for(self, ref: TaskRef, variant: SceneVariant = SceneVariant()) -> LiberoScene:
+        """The scene of ``ref`` (in ``variant``) for this policy's cameras; an owned cache keeps
+        one scene at a time (a LIBERO scene holds 1.5-2.5 GB)."""
         cams = tuple(c.name for c in self.meta.cameras)
-        key = (ref, cams, self.settings.render_size)
+        key = (ref, cams, self.settings.render_size, variant)
         if key not in self._scenes:
             self.close()
-            self._scenes[key] = LiberoScene(task_info(ref), cameras=cams, render_size=self.settings.render_size)
+            self._scenes[key] = LiberoScene(task_info(ref), cameras=cams, render_size=self.settings.render_size,
+                                            variant=variant)
         return self._scenes[key]
+
+    @staticmethod
+    def variant_of(shifts: list[Shift]) -> SceneVariant:
+        """The scene variant an instance's shifts need together."""
+        variant = SceneVariant()
+        for s in shifts:
+            v = type(s).scene_variant(s.params)
+            if v is not None:
+                variant = variant.merged(v)
+        return variant
 
     def _drop_scene(self, ref: TaskRef) -> None:
         for key in [k for k in self._scenes if k[0] == ref]:
@@ -143,22 +154,24 @@ class EpisodeRunner:
         success = False
         reason, detail, valid = "horizon", None, True
         tracker: PhaseTracker | None = None
+        loop_s = 0.0
         instruction = info.instruction
         try:
-            scene = self.scene_for(ref)
+            scene = self.scene_for(ref, self.variant_of(shifts))
             contexts = [
                 EpisodeContext(scene=scene, sem=sem, rng=np.random.default_rng(stable_seed(plan.seed, s.id, i)))
                 for i, s in enumerate(shifts)
             ]
+            layers = list(zip(shifts, contexts, strict=True))
             scene.start_episode(info.init_states()[plan.init_state_index], plan.seed)
-            for s, ctx in zip(shifts, contexts):
+            for s, ctx in layers:
                 if s.kind == "static":
                     s.on_episode_start(ctx)
             scene.settle()
-            moved = [s.on_settled(ctx) for s, ctx in zip(shifts, contexts) if s.kind == "static"]
+            moved = [s.on_settled(ctx) for s, ctx in layers if s.kind == "static"]
             if any(moved):
                 scene.settle()
-            for s, ctx in zip(shifts, contexts):
+            for s, ctx in layers:
                 if s.kind == "static":
                     s.verify(ctx)
             tracker = PhaseTracker(scene, sem)
@@ -172,18 +185,19 @@ class EpisodeRunner:
             replan = self.settings.replan_steps or self.meta.replan_steps
             chunk: list[np.ndarray] = []
             last_action = np.array([0, 0, 0, 0, 0, 0, -1.0])
+            t_loop = time.perf_counter()
             for t in range(horizon):
-                for s, ctx in zip(shifts, contexts):
+                for s, ctx in layers:
                     if isinstance(s, RuntimeShift):
                         why = s.should_fire(t, tracker.reached)
                         if why is not None:
                             s.fired_at, s.fired_by = t, why
                             s.fire(ctx, t)
                 frame = scene.frame()
-                for s, ctx in zip(shifts, contexts):
+                for s, ctx in layers:
                     frame = s.observe(frame, t, ctx)
                 action = None
-                for s, ctx in zip(shifts, contexts):
+                for s, ctx in layers:
                     ctx.last_action = last_action
                     action = s.override(ctx, t)
                     if action is not None:
@@ -201,7 +215,7 @@ class EpisodeRunner:
                             latency.server.append(result.server_ms)
                         chunk = list(result.actions[:replan])
                     action = to_libero_action(chunk.pop(0), self.meta)
-                    for s, ctx in zip(shifts, contexts):
+                    for s, ctx in layers:
                         action = s.execute(action, t, ctx)
                 last_action = action
                 done = scene.step(action)
@@ -210,7 +224,8 @@ class EpisodeRunner:
                 if done:
                     success, reason = True, "success"
                     break
-            for s, ctx in zip(shifts, contexts):
+            loop_s = time.perf_counter() - t_loop
+            for s, ctx in layers:
                 s.on_episode_end(ctx)
         except PolicyError as exc:
             reason, detail = exc.reason, exc.detail
@@ -241,6 +256,7 @@ class EpisodeRunner:
             latency=latency.stats(),
             episode_id=episode_id,
             wall_s=round(time.perf_counter() - t_start, 3),
+            loop_s=round(loop_s, 3),
         )
 
     @staticmethod

@@ -49,7 +49,7 @@ class RawFrame:
     images: dict[str, np.ndarray]
     proprio: dict[str, np.ndarray]
 
-    def copy(self) -> "RawFrame":
+    def copy(self) -> RawFrame:
         return RawFrame({k: v.copy() for k, v in self.images.items()},
                         {k: v.copy() for k, v in self.proprio.items()})
 
@@ -67,6 +67,46 @@ def proprio_from_obs(obs: dict) -> dict[str, np.ndarray]:
     }
 
 
+@dataclass(frozen=True)
+class PropSpec:
+    """An extra body a shift needs in the scene (an obstacle, an occluder, a look-alike).
+
+    Props are static bodies (no joint), so LIBERO's init states (qpos/qvel vectors) still fit
+    the model; they are parked out of sight at every episode start and moved in by the shift
+    through ``model.body_pos``/``body_quat``.
+
+    Attributes:
+        name: body name, unique in the scene (``liberopro_prop_<what>``).
+        kind: ``box``, ``cylinder``, or ``clone:<object>`` (a static copy of a scene object's
+            geoms, for look-alikes).
+        size: MuJoCo geom size (half-extents for a box; radius, half-height for a cylinder);
+            ignored for clones.
+        rgba: colour.
+        collide: whether it has collisions (occluders near the camera may not need them).
+    """
+
+    name: str
+    kind: str
+    size: tuple[float, ...] = ()
+    rgba: tuple[float, float, float, float] = (0.5, 0.5, 0.5, 1.0)
+    collide: bool = True
+
+
+@dataclass(frozen=True)
+class SceneVariant:
+    """How a scene's model differs from the task's own: extra props, objects of another
+    category under the same BDDL name (S06). Hashable: scenes are cached per variant. The
+    empty variant is the task's own scene."""
+
+    props: tuple[PropSpec, ...] = ()
+    object_swaps: tuple[tuple[str, str], ...] = ()
+
+    def merged(self, other: SceneVariant) -> SceneVariant:
+        props = tuple(dict.fromkeys(self.props + other.props))
+        swaps = tuple(dict.fromkeys(self.object_swaps + other.object_swaps))
+        return SceneVariant(props=props, object_swaps=swaps)
+
+
 class LiberoScene:
     """One LIBERO task environment, reused across its episodes.
 
@@ -75,15 +115,18 @@ class LiberoScene:
         cameras: spec camera names to render every step (``agentview``, ``wrist``).
         render_size: square render resolution in pixels (LIBERO's evaluation renders 256).
         hard_reset: rebuild the MuJoCo model at every reset (LIBERO's default; slow on CPU).
+        variant: model changes some shifts need (see :class:`SceneVariant`).
 
     Raises ``RuntimeError`` if the environment cannot be built (missing assets, no EGL).
     """
 
     def __init__(self, task: TaskInfo, cameras: tuple[str, ...] = ("agentview", "wrist"),
-                 render_size: int = 256, hard_reset: bool = False) -> None:
+                 render_size: int = 256, hard_reset: bool = False,
+                 variant: SceneVariant = SceneVariant()) -> None:
         from libero.libero.envs import OffScreenRenderEnv
 
         self.task = task
+        self.variant = variant
         self.cameras = tuple(cameras)
         self.render_size = render_size
         self.hard_reset = hard_reset

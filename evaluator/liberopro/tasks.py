@@ -95,7 +95,7 @@ def parse_task_list(text: str) -> list[TaskRef]:
     return list(dict.fromkeys(refs))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _suite(name: str):
     import contextlib
     import io
@@ -106,7 +106,7 @@ def _suite(name: str):
         return benchmark.get_benchmark_dict()[name](task_order_index=0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def task_info(ref: TaskRef) -> TaskInfo:
     """Look the task up in LIBERO."""
     from libero.libero import get_libero_path

@@ -7,7 +7,7 @@ scene the test holds): fine in tests, never a leaderboard entry.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -5,14 +5,13 @@ records; and the soft reset the evaluator uses gives the same episode as LIBERO'
 from __future__ import annotations
 
 import numpy as np
-
-from submission_spec import PolicyClient, create_app
-from submission_spec.examples import RandomPolicy
-
 from liberopro.instances import make_instance, plan_episodes
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.sim import LiberoScene
 from liberopro.tasks import TaskRef, task_info
+
+from submission_spec import PolicyClient, create_app
+from submission_spec.examples import RandomPolicy
 
 TASK = TaskRef("libero_goal", 1)
 
@@ -36,7 +35,9 @@ def test_same_instances_in_different_orders_give_identical_results(serve_app):
     finally:
         for s in list(first.values()) + list(second.values()):
             s.close()
-    key = lambda r: (r.instance_id, r.episode_index)  # noqa: E731
+    def key(r):
+        return r.instance_id, r.episode_index
+
     assert sorted(map(key, a)) == sorted(map(key, b))
     by_a = {key(r): r.outcome_key() for r in a}
     by_b = {key(r): r.outcome_key() for r in b}

@@ -12,13 +12,12 @@ import asyncio
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-
-from submission_spec import NDArray, PolicyClient
+from liberopro.instances import EpisodePlan, Instance
+from liberopro.runner import EpisodeRunner, RunSettings
 from submission_spec.codec import decode, encode, encoding_of
 from submission_spec.models import ActResponse, ObservationMessage
 
-from liberopro.instances import EpisodePlan, Instance
-from liberopro.runner import EpisodeRunner, RunSettings
+from submission_spec import NDArray, PolicyClient
 
 from .policies import metadata
 

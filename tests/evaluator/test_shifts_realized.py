@@ -11,12 +11,11 @@ import math
 
 import numpy as np
 import pytest
-
-from submission_spec import PolicyClient, create_app
-
 from liberopro.instances import EpisodePlan, Instance, ShiftSpec, make_instance, semantics_of
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.tasks import TaskRef
+
+from submission_spec import PolicyClient, create_app
 
 from .policies import Recorder, metadata, sweep, toward
 

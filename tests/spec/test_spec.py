@@ -9,13 +9,13 @@ import msgpack
 import numpy as np
 import pytest
 from pydantic import ValidationError
-
-from submission_spec import NDArray, PolicyClient, PolicyError, PolicyMetadata, create_app
 from submission_spec.codec import decode, encode
 from submission_spec.conformance import check_policy, synthetic_observation
-from submission_spec.examples import RandomPolicy, ZeroPolicy
 from submission_spec.models import ActResponse, CameraSpec, ObservationMessage
 from submission_spec.openapi import OPENAPI_PATH, render
+
+from submission_spec import NDArray, PolicyClient, PolicyError, PolicyMetadata, create_app
+from submission_spec.examples import RandomPolicy, ZeroPolicy
 
 
 def test_committed_openapi_matches_the_models():
@@ -81,9 +81,8 @@ def test_sdk_server_and_client_round_trip(serve_app, encoding):
 
 def test_act_before_reset_is_refused_with_a_reason(serve_app):
     url = serve_app(create_app(ZeroPolicy()))
-    with PolicyClient(url) as client:
-        with pytest.raises(PolicyError) as info:
-            client.act(_obs(ZeroPolicy().metadata, episode="never-reset"), 1)
+    with PolicyClient(url) as client, pytest.raises(PolicyError) as info:
+        client.act(_obs(ZeroPolicy().metadata, episode="never-reset"), 1)
     assert info.value.reason == "policy_http_error" and "409" in info.value.detail
 
 

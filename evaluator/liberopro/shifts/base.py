@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from liberopro.phases import Phase
     from liberopro.semantics import TaskSemantics
-    from liberopro.sim import LiberoScene, RawFrame
+    from liberopro.sim import LiberoScene, RawFrame, SceneVariant
     from liberopro.tasks import TaskRef
 
 Category = Literal["Condition", "Environment", "Observation", "Execution", "Robot", "Language"]
@@ -73,8 +73,8 @@ class EpisodeContext:
     a shift never draws from numpy's global RNG, which LIBERO reseeds.
     """
 
-    scene: "LiberoScene"
-    sem: "TaskSemantics"
+    scene: LiberoScene
+    sem: TaskSemantics
     rng: np.random.Generator
     phases: Any = None  # PhaseTracker, once the policy loop has started
     last_action: np.ndarray = field(default_factory=lambda: np.array([0, 0, 0, 0, 0, 0, -1.0]))
@@ -114,14 +114,19 @@ class Shift:
 
     # ----------------------------------------------------------------- catalog side
     @classmethod
-    def applicable(cls, ref: "TaskRef", sem: "TaskSemantics") -> str | None:
+    def applicable(cls, ref: TaskRef, sem: TaskSemantics) -> str | None:
         """None when the shift applies to the task, else the reason it does not."""
         return None
 
     @classmethod
-    def sample_params(cls, rng: np.random.Generator, ref: "TaskRef", sem: "TaskSemantics") -> ShiftParams:
+    def sample_params(cls, rng: np.random.Generator, ref: TaskRef, sem: TaskSemantics) -> ShiftParams:
         """Draw parameters within the default magnitudes."""
         raise NotImplementedError
+
+    @classmethod
+    def scene_variant(cls, params: ShiftParams) -> SceneVariant | None:
+        """Model changes this shift needs (props, object swaps); None for the task's own scene."""
+        return None
 
     @classmethod
     def default_params(cls) -> dict[str, Any]:
@@ -142,7 +147,7 @@ class Shift:
     def instruction(self, text: str, step: int) -> str:
         return text
 
-    def observe(self, frame: "RawFrame", step: int, ctx: EpisodeContext) -> "RawFrame":
+    def observe(self, frame: RawFrame, step: int, ctx: EpisodeContext) -> RawFrame:
         return frame
 
     def override(self, ctx: EpisodeContext, step: int) -> np.ndarray | None:
@@ -180,7 +185,7 @@ class RuntimeShift(Shift):
     def trigger(self) -> str:
         return self.params.trigger  # type: ignore[attr-defined]
 
-    def should_fire(self, step: int, reached: dict["Phase", int]) -> Literal["phase", "fallback"] | None:
+    def should_fire(self, step: int, reached: dict[Phase, int]) -> Literal["phase", "fallback"] | None:
         """Why the shift fires at ``step`` (None: not yet, or already fired)."""
         if self.fired_at is not None:
             return None
