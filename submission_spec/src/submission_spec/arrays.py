@@ -20,7 +20,14 @@ import math
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
 
 #: dtype names allowed on the wire, mapped to little-endian numpy dtypes.
 WIRE_DTYPES: dict[str, np.dtype] = {
@@ -86,7 +93,7 @@ class NDArray(BaseModel):
     data: WireBytes
 
     @model_validator(mode="after")
-    def _check_size(self) -> "NDArray":
+    def _check_size(self) -> NDArray:
         if any(d < 0 for d in self.shape):
             raise ValueError(f"array shape {self.shape} has a negative dimension")
         expected = math.prod(self.shape) * WIRE_DTYPES[self.dtype].itemsize
@@ -100,7 +107,7 @@ class NDArray(BaseModel):
         return self
 
     @classmethod
-    def from_numpy(cls, array: np.ndarray) -> "NDArray":
+    def from_numpy(cls, array: np.ndarray) -> NDArray:
         """Wrap ``array``; raises ``TypeError`` for a dtype outside :data:`WIRE_DTYPES`."""
         array = np.asarray(array)
         name = array.dtype.name

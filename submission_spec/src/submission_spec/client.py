@@ -114,7 +114,7 @@ class PolicyClient:
     def close(self) -> None:
         self._client.close()
 
-    def __enter__(self) -> "PolicyClient":
+    def __enter__(self) -> PolicyClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -136,7 +136,7 @@ class PolicyMetadata(_Model):
     replan_steps: Annotated[int, Field(ge=1, le=1000)] = 1
 
     @model_validator(mode="after")
-    def _check(self) -> "PolicyMetadata":
+    def _check(self) -> PolicyMetadata:
         if self.replan_steps > self.chunk_length:
             raise ValueError(
                 f"replan_steps ({self.replan_steps}) exceeds chunk_length ({self.chunk_length}): "

@@ -4,8 +4,9 @@ action chunk. :func:`submission_spec.server.serve` turns it into a conforming HT
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -45,7 +46,7 @@ class Observation:
         return np.concatenate([np.asarray(self.proprio[f], dtype=np.float64) for f in fields])
 
     @classmethod
-    def from_message(cls, msg: ObservationMessage) -> "Observation":
+    def from_message(cls, msg: ObservationMessage) -> Observation:
         return cls(
             episode_id=msg.episode_id,
             step=msg.step,

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from fastapi import FastAPI, Request
