@@ -222,11 +222,22 @@ class OpenPIClient:
 
     # ------------------------------------------------------------------ client methods
     def health(self, timeout: float = 2.0) -> bool:
-        """True when ``GET /healthz`` answers 200 within ``timeout`` seconds."""
+        """True when ``GET /healthz`` answers 200 within ``timeout`` seconds, or, for servers
+        older than openpi's ``/healthz`` (they answer it with a failed handshake, e.g. 426),
+        when a websocket handshake and the metadata frame succeed."""
         try:
-            return self._http.get(http_url(self.url) + "/healthz", timeout=timeout).status_code == 200
+            status = self._http.get(http_url(self.url) + "/healthz", timeout=timeout).status_code
         except httpx.HTTPError:
             return False
+        if status == 200:
+            return True
+        if self._ws is not None:
+            return True
+        try:
+            self._connect(timeout)
+        except PolicyError:
+            return False
+        return True
 
     def wait_healthy(self, timeout: float, poll: float = 0.2) -> None:
         """Poll ``/healthz``; ``policy_connect_error`` after ``timeout`` seconds."""
@@ -235,7 +246,8 @@ class OpenPIClient:
             if self.health(timeout=min(2.0, max(0.1, end - time.monotonic()))):
                 return
             time.sleep(poll)
-        raise PolicyError("policy_connect_error", f"{http_url(self.url)}/healthz did not answer 200 within {timeout:.0f} s")
+        raise PolicyError("policy_connect_error", f"{http_url(self.url)}/healthz did not answer 200 within {timeout:.0f} s "
+                          "and no openpi websocket handshake succeeded (is the server up, and does it speak openpi?)")
 
     def metadata(self) -> PolicyMetadata:
         """The conventions to evaluate with: openpi's LIBERO defaults, else what a LIBERO-Pro2.0

@@ -230,7 +230,8 @@ class OpenVLAClient:
             if self.health(timeout=min(2.0, max(0.1, end - time.monotonic()))):
                 return
             time.sleep(poll)
-        raise PolicyError("policy_connect_error", f"{self.base_url}{self.options.health_path} did not answer within {timeout:.0f} s")
+        raise PolicyError("policy_connect_error", f"{self.base_url}{self.options.health_path} did not answer HTTP "
+                          f"within {timeout:.0f} s (is the server up?)")
 
     def metadata(self) -> PolicyMetadata:
         """The variant's defaults, else what a LIBERO-Pro2.0 SDK server advertises on
