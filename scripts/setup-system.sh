@@ -2,14 +2,14 @@
 # Installs what LIBERO-Pro2.0 needs from the OS on a fresh Debian/Ubuntu machine, and uv.
 # Usage: scripts/setup-system.sh [--with-test-deps]
 #   always: Mesa EGL (headless MuJoCo rendering on the CPU), ffmpeg, curl, uv
-#   --with-test-deps: also the Docker engine (docker.io), debootstrap, Chromium (browser tests)
+#   --with-test-deps: also the Docker engine (docker.io), Compose v1 (docker-compose), debootstrap, Chromium (browser tests)
 set -euo pipefail
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 base_pkgs=(libegl1 libegl-mesa0 libgl1-mesa-dri libglib2.0-0 ca-certificates curl git)
-test_pkgs=(docker.io debootstrap chromium iptables)
+test_pkgs=(docker.io docker-compose debootstrap chromium iptables)
 
 want=("${base_pkgs[@]}")
 if [ "${1:-}" = "--with-test-deps" ]; then want+=("${test_pkgs[@]}"); fi
