@@ -58,7 +58,7 @@ class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {dt.datetime: UTCDateTime(), dict[str, Any]: JSON, list[Any]: JSON}
 
 
-class SubmissionState(str, enum.Enum):
+class SubmissionState(enum.StrEnum):
     """Where a submission is. ``published``, ``failed`` and ``cancelled`` are final."""
 
     queued = "queued"            # accepted, waiting for a worker to validate it
@@ -78,7 +78,7 @@ FINAL_STATES = tuple(s.value for s in SubmissionState if s.final)
 ACTIVE_STATES = tuple(s.value for s in SubmissionState if not s.final)
 
 
-class ShardState(str, enum.Enum):
+class ShardState(enum.StrEnum):
     """Where a shard is. ``done``, ``failed`` and ``cancelled`` are final."""
 
     queued = "queued"

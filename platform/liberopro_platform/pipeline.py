@@ -175,7 +175,7 @@ class Pipeline:
             if sub.state != S.validating.value:
                 return  # cancelled meanwhile
             sub.validation_report = outcome.report
-            sub.policy_log = "=== validation ===\n" + outcome.policy_log
+            sub.policy_log = "=== validation ===\n" + (outcome.policy_log or "(no output)\n")
             if outcome.metadata:
                 sub.policy_metadata = outcome.metadata
                 sub.policy_name = outcome.metadata.get("policy_name")
@@ -311,9 +311,8 @@ class Pipeline:
             shard = s.get(Shard, shard_id, with_for_update=True)
             sub = shard.submission
             header = f"=== shard {shard.index}, attempt {shard.attempts} ===\n"
-            if outcome.policy_log:
-                sub.policy_log = truncate_log(sub.policy_log + "\n" + header + outcome.policy_log,
-                                              st.log_max_bytes * 4)
+            sub.policy_log = truncate_log(sub.policy_log + "\n" + header + (outcome.policy_log or "(no output)\n"),
+                                          st.log_max_bytes * 4)
             stored = self._stored_pairs(s, sub.id, shard)
             if outcome.status == "completed" and stored >= shard.episodes_total:
                 shard.state, shard.finished_at, shard.last_error = ShardState.done.value, self._now(), None

@@ -147,7 +147,7 @@ def platform_env(migrated_pg, redis_url, manifest_path, tmp_path_factory) -> dic
         "LIBEROPRO_QUEUE": f"lptest-{secrets.token_hex(3)}",
         "LIBEROPRO_DATA_DIR": str(data),
         "LIBEROPRO_MANIFEST_PATH": str(manifest_path),
-        "LIBEROPRO_EPISODES_PER_INSTANCE": "2",
+        "LIBEROPRO_EPISODES_PER_INSTANCE": "1",
         "LIBEROPRO_EPISODES_PER_SHARD": "2",
         "LIBEROPRO_MAX_STEPS": "5",
         "LIBEROPRO_EVALUATOR_IMAGE": EVALUATOR_IMAGE,

@@ -93,3 +93,30 @@ def test_config_file_and_the_reason_for_a_refused_token(server, token, tmp_path)
     assert r.exit_code == 2 and "not pinned by digest" in r.output
     r = run(["status"], {"LIBEROPRO_CONFIG": str(tmp_path / "missing.toml")})
     assert r.exit_code == 2 and "LIBEROPRO_API_URL" in r.output
+
+
+def test_admin_bootstrap_on_the_sqlite_default(tmp_path):
+    """`python -m liberopro_platform db-upgrade` and `create-user` on SQLite (the default
+    database), then the printed token works against the API."""
+    import os
+    import subprocess
+    import sys
+
+    from fastapi.testclient import TestClient
+    from liberopro_platform.api.app import create_app
+    from liberopro_platform.config import Settings
+
+    url = f"sqlite:///{tmp_path}/platform.db"
+    env = {**os.environ, "LIBEROPRO_DATABASE_URL": url, "LIBEROPRO_DATA_DIR": str(tmp_path)}
+    cmd = [sys.executable, "-m", "liberopro_platform"]
+    up = subprocess.run([*cmd, "db-upgrade"], env=env, capture_output=True, text=True, check=False)
+    assert up.returncode == 0, up.stderr
+    made = subprocess.run([*cmd, "create-user", "root", "--team", "ops", "--admin"], env=env, capture_output=True,
+                          text=True, check=False)
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip().splitlines()[-1]
+    assert token.startswith("lp_")
+    with TestClient(create_app(Settings(database_url=url, data_dir=tmp_path), enqueue=Recorder())) as c:
+        me = c.get("/me", headers={"Authorization": f"Bearer {token}"})
+        assert me.json() == {"user": "root", "team": "ops", "is_admin": True}
+        assert c.get("/admin/stuck", headers={"Authorization": f"Bearer {token}"}).json() == []

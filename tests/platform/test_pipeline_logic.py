@@ -8,9 +8,8 @@ import json
 import secrets
 
 import pytest
-from sqlalchemy import func, select
-
 from liberopro_platform.manifest import ManifestError, load_manifest, plan_shards
+from sqlalchemy import func, select
 
 
 class Recorder:
@@ -179,9 +178,8 @@ def test_shard_attempts_are_bounded(pipeline):
 def test_migrations_match_the_models(migrated_pg):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
-    from sqlalchemy import create_engine
-
     from liberopro_platform.models import Base
+    from sqlalchemy import create_engine
 
     engine = create_engine(migrated_pg)
     with engine.connect() as conn:

@@ -49,7 +49,8 @@ def current_user(request: Request, session: SessionDep) -> User:
         session.rollback()
         desc = exc.message.replace('"', "'")
         raise HTTPException(401, detail={"error": f"token_{exc.reason}", "message": exc.message},
-                            headers={"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{desc}"'})
+                            headers={"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{desc}"'}
+                            ) from None
     session.commit()  # last_used_at
     return auth.user
 

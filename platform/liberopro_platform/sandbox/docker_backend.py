@@ -151,7 +151,13 @@ class _Sandbox:
                 log.warning("could not remove network %s: %s", self.name, e)
 
     def start_policy(self, image: str, restarts: int) -> Any:
-        """Create and start the policy container with every restriction of the sandbox."""
+        """Create and start the policy container (see :meth:`create_policy`)."""
+        container = self.create_policy(image, restarts)
+        container.start()
+        return container
+
+    def create_policy(self, image: str, restarts: int) -> Any:
+        """Create the policy container with every restriction of the sandbox (not started)."""
         s = self.backend.settings
         kwargs: dict[str, Any] = {
             "name": f"{self.name}-policy", "detach": True, "labels": {**self.labels, LABEL_ROLE: "policy"},
@@ -173,7 +179,6 @@ class _Sandbox:
             kwargs["device_requests"] = [_gpu_request(s.gpus)]
         container = self._create(image, None, kwargs)
         self._connect_alias(container)
-        container.start()
         return container
 
     def create_evaluator(self, command: list[str], volume: Any | None = None) -> Any:
