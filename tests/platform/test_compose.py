@@ -38,3 +38,51 @@ def test_compose_file_validates_and_publishes_only_the_api():
         assert set(services[name]["networks"]) == {"backend"}
     assert services["sandbox-firewall"]["network_mode"] == "host"
     assert services["worker"]["environment"]["LIBEROPRO_SANDBOX_FIREWALL"] == "external"
+
+
+@pytest.mark.docker
+def test_platform_image_serves_the_api_and_installs_the_firewall(docker_client):
+    """The api/worker image (docker/platform.Dockerfile): its API answers, it holds what the
+    worker imports, and its firewall command works in the host's network namespace (compose's
+    sandbox-firewall service)."""
+    import time
+
+    import httpx
+    from docker.errors import ImageNotFound
+    from lp_helpers import free_port
+
+    image = "liberopro/platform:latest"
+    try:
+        docker_client.images.get(image)
+    except ImageNotFound:
+        pytest.fail(f"image {image} is missing: run docker/build-images.sh platform")
+    out = docker_client.containers.run(image, ["python", "-c", "import liberopro_platform.tasks, "
+                                               "liberopro_platform.sandbox.docker_backend; "
+                                               "from liberopro.results import summarize; print('imports ok')"],
+                                       network_mode="none", remove=True)
+    assert b"imports ok" in out
+    fw = docker_client.containers.run(image, ["python", "-m", "liberopro_platform", "firewall"], network_mode="host",
+                                      cap_add=["NET_ADMIN", "NET_RAW"], user="root", remove=True)
+    assert b"sandbox firewall rule" in fw
+    port = free_port()
+    api = docker_client.containers.run(
+        image, ["sh", "-c", f"python -m liberopro_platform db-upgrade && python -m liberopro_platform api "
+                            f"--host 127.0.0.1 --port {port}"],
+        network_mode="host", detach=True, environment={"LIBEROPRO_DATABASE_URL": "sqlite:////data/platform.db"},
+        labels={"org.liberopro.test": "1"})
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                if r.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the platform image's API did not answer: {api.logs()[-2000:]!r}")
+        assert r.json()["ok"] is True
+        assert httpx.get(f"http://127.0.0.1:{port}/me", timeout=5).json()["detail"]["error"] == "token_missing"
+    finally:
+        api.remove(force=True)
