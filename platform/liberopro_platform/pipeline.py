@@ -167,8 +167,9 @@ class Pipeline:
             with transaction(self.sessions) as s:
                 fail(s, s.get(Submission, submission_id), "validation", exc.failure, exc.fix)
             return
-        except SandboxError as exc:
-            self._validation_infrastructure_error(submission_id, str(exc))
+        except Exception as exc:  # noqa: BLE001 - an infrastructure fault: bounded retries
+            log.exception("validation of %s failed", submission_id)
+            self._validation_infrastructure_error(submission_id, f"{exc.__class__.__name__}: {exc}")
             return
         with transaction(self.sessions) as s:
             sub = s.get(Submission, submission_id, with_for_update=True)
@@ -185,9 +186,11 @@ class Pipeline:
                 return
         self.plan(submission_id)
 
-    def _beat_submission(self, submission_id: str) -> None:
+    def _beat_submission(self, submission_id: str) -> bool:
+        """Heartbeat of a validation; False when the submission was cancelled (stop now)."""
         with transaction(self.sessions) as s:
             s.execute(update(Submission).where(Submission.id == submission_id).values(heartbeat_at=self._now()))
+            return s.scalar(select(Submission.state).where(Submission.id == submission_id)) == S.validating.value
 
     def _validation_infrastructure_error(self, submission_id: str, detail: str) -> None:
         log.warning("validation of %s: infrastructure error: %s", submission_id, detail)
@@ -300,8 +303,9 @@ class Pipeline:
         callbacks = _ShardCallbacks(self, shard_id, source.submission_id)
         try:
             outcome = self.backend.run_shard(source, spec, callbacks, st.shard_time_limit_s(len(remaining)))
-        except SandboxError as exc:
-            outcome = ShardOutcome("infrastructure_error", "internal sandbox error", str(exc))
+        except Exception as exc:  # noqa: BLE001 - an infrastructure fault: bounded retries
+            log.exception("shard %s failed", shard_id)
+            outcome = ShardOutcome("infrastructure_error", "internal sandbox error", f"{exc.__class__.__name__}: {exc}")
         self._after_shard(shard_id, outcome)
 
     def _after_shard(self, shard_id: int, outcome: ShardOutcome) -> None:

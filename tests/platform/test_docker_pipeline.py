@@ -203,6 +203,19 @@ def test_hostile_never_healthy_fails_validation_with_a_message(http, worker, hos
     assert wait_no_leftovers(docker_client) == []
 
 
+def test_cancel_during_validation_stops_the_sandbox(http, worker, hostile_images, docker_client):
+    sid = submit(http, hostile_images["never_healthy"])
+    end = time.monotonic() + 120
+    while time.monotonic() < end and not any(sid in n for n in sandbox_leftovers(docker_client)):
+        time.sleep(0.2)
+    assert http.get(f"/submissions/{sid}").json()["state"] == "validating"
+    t0 = time.monotonic()
+    assert http.post(f"/submissions/{sid}/cancel").json()["state"] == "cancelled"
+    assert wait_no_leftovers(docker_client, 30) == []
+    TIMINGS["cancel during validation, sandbox gone after (s)"] = round(time.monotonic() - t0, 1)
+    assert http.get(f"/submissions/{sid}").json()["state"] == "cancelled"
+
+
 def test_hostile_slow_policy_times_out(http, worker, hostile_images, docker_client):
     st, _ = run_hostile(http, worker, hostile_images, "slow")
     assert st["state"] == "published", st

@@ -107,9 +107,9 @@ class SandboxBackend(Protocol):
         """Make the image present (load an uploaded archive, pull a digest reference), pin it and
         measure it. None for a backend without images. Raises :class:`PolicyRejected`."""
 
-    def validate(self, source: PolicySource, on_heartbeat: Callable[[], None]) -> ValidationOutcome:
+    def validate(self, source: PolicySource, on_heartbeat: Callable[[], bool | None]) -> ValidationOutcome:
         """Start the policy alone in a sandbox and run the conformance check within the limits;
-        ``on_heartbeat`` is called at least every ``heartbeat_interval_s``."""
+        ``on_heartbeat`` is called every few seconds and stops the check when it returns False."""
 
     def run_shard(self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks,
                   time_limit_s: float) -> ShardOutcome:

@@ -342,7 +342,7 @@ class DockerBackend:
         return ids.pop()
 
     # ------------------------------------------------------------ validation
-    def validate(self, source: PolicySource, on_heartbeat: Callable[[], None]) -> ValidationOutcome:
+    def validate(self, source: PolicySource, on_heartbeat: Callable[[], bool | None]) -> ValidationOutcome:
         """The policy alone in a sandbox, checked by the conformance checker in the evaluator
         image, within ``validation_time_limit_s``."""
         s = self.settings
@@ -356,11 +356,13 @@ class DockerBackend:
             deadline = time.monotonic() + s.validation_time_limit_s
             next_beat = 0.0
             died: dict[str, Any] | None = None
-            timed_out = False
+            timed_out = cancelled = False
             while True:
                 if time.monotonic() >= next_beat:
-                    on_heartbeat()
-                    next_beat = time.monotonic() + s.heartbeat_interval_s
+                    next_beat = time.monotonic() + min(2.0, s.heartbeat_interval_s)
+                    if on_heartbeat() is False:
+                        cancelled = True
+                        break
                 if not _state(checker).get("Running"):
                     break
                 pstate = _state(policy)
@@ -372,13 +374,15 @@ class DockerBackend:
                     break
                 time.sleep(0.3)
             policy_log = truncate_log(_logs(policy), s.log_max_bytes)
-            if died is not None or timed_out:
+            if died is not None or timed_out or cancelled:
                 checker.stop(timeout=2)
             report = None
             for line in _logs(checker, stderr=False).splitlines():
                 ev = parse_event(line)
                 if ev and ev.get("type") == "conformance":
                     report = ev["report"]
+        if cancelled:
+            return ValidationOutcome(ok=False, policy_log=policy_log, failure="cancelled", fix="")
         if died is not None:
             return ValidationOutcome(ok=False, policy_log=policy_log, report=report,
                                      failure=self._death_text(died) + " before passing the conformance check",

@@ -51,7 +51,7 @@ class LocalBackend:
             raise PolicyRejected("this platform runs the local (development) backend, which runs policy "
                                  "commands, not images", "ask the platform's admin to use the docker backend")
 
-    def validate(self, source: PolicySource, on_heartbeat: Callable[[], None]) -> ValidationOutcome:
+    def validate(self, source: PolicySource, on_heartbeat: Callable[[], bool | None]) -> ValidationOutcome:
         """Start the command and run the conformance check against it."""
         from liberopro.policy_process import PolicyProcess
 
