@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -48,11 +49,78 @@ def print_summary(summary: dict) -> None:
               f"evaluator {summary['evaluator_version']}")
 
 
-def _evaluate(policy: str | None, policy_cmd: str | None, split: str | None, tasks: str | None,
-              shifts: str, episodes: int, max_steps: int | None, out_dir: Path | None, seed: int,
-              encoding: str, render_size: int | None, request_timeout: float, episode_budget: float,
-              startup_timeout: float, protocol: str = "liberopro",
-              protocol_options: list[str] | None = None) -> dict:
+@dataclass
+class EvalArgs:
+    """Everything ``evaluate`` (and ``demo``) take from the command line."""
+
+    policy: str | None = None
+    policy_cmd: str | None = None
+    split: str | None = None
+    tasks: str | None = None
+    shifts: str = "nominal"
+    manifest: Path | None = None
+    episodes: int | None = None
+    max_steps: int | None = None
+    out: Path | None = None
+    seed: int = 0
+    encoding: str = "msgpack"
+    protocol: str = "liberopro"
+    protocol_options: list[str] | None = None
+    render_size: int | None = None
+    request_timeout: float = 30.0
+    episode_budget: float = 600.0
+    startup_timeout: float = 120.0
+    observations: str = "live"
+    recovery: str = "none"
+    replan_steps: int | None = None
+
+
+def _instances(a: EvalArgs):
+    """(instances, skipped reasons, episodes per instance) from a manifest or from tasks x cases."""
+    from liberopro.instances import make_instance, parse_cases
+    from liberopro.manifest import ManifestError, read_manifest
+    from liberopro.split import split_tasks
+    from liberopro.tasks import parse_task_list
+
+    if a.manifest is not None:
+        if a.tasks or a.split or a.shifts != "nominal":
+            _fail("--manifest fixes the instances: do not combine it with --tasks, --split or --shifts")
+        try:
+            header, instances = read_manifest(a.manifest)
+        except (ManifestError, OSError) as exc:
+            _fail(str(exc))
+        return instances, [], a.episodes or header.episodes_per_instance
+    try:
+        refs = parse_task_list(a.tasks) if a.tasks else None
+        if a.split:
+            chosen = split_tasks(a.split)  # type: ignore[arg-type]
+            refs = [r for r in chosen if refs is None or r in refs]
+        if not refs:
+            _fail("choose tasks with --tasks SUITE:INDEX[,...] and/or --split train|eval|all, or give --manifest FILE")
+        cases = parse_cases(a.shifts)
+    except (ValueError, KeyError) as exc:
+        _fail(str(exc).strip("'\""))
+    instances, skipped = [], []
+    for ref in refs:
+        for case in cases:
+            inst = make_instance(ref, case, a.seed)
+            (skipped if isinstance(inst, str) else instances).append(inst)
+    return instances, skipped, a.episodes or 1
+
+
+def _diagnostics(a: EvalArgs):
+    from liberopro.instances import Diagnostic
+
+    obs = [o.strip() for o in a.observations.split(",") if o.strip()]
+    rec = [r.strip() for r in a.recovery.split(",") if r.strip()]
+    if not obs or any(o not in ("live", "frozen") for o in obs):
+        _fail(f"--observations takes live and/or frozen, not {a.observations!r}")
+    if not rec or any(r not in ("none", "hold", "retry", "restore") for r in rec):
+        _fail(f"--recovery takes none, hold, retry and/or restore, not {a.recovery!r}")
+    return [Diagnostic(o, r) for o in obs for r in rec]
+
+
+def _evaluate(a: EvalArgs) -> dict:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -61,51 +129,38 @@ def _evaluate(policy: str | None, policy_cmd: str | None, split: str | None, tas
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-
-    from liberopro.evaluation import run_evaluation
-    from liberopro.instances import make_instance, parse_cases, plan_episodes
-    from liberopro.runner import RunSettings
-    from liberopro.split import split_tasks
-    from liberopro.stack import StackError
-    from liberopro.tasks import parse_task_list
-    from submission_spec import PolicyError
-
-    if (policy is None) == (policy_cmd is None):
-        _fail("give exactly one of --policy URL or --policy-cmd \"CMD\"")
-    if encoding not in ("msgpack", "json"):
-        _fail(f"--encoding must be msgpack or json, not {encoding!r}")
     from submission_spec.transports import PROTOCOLS, parse_protocol_options
 
-    if protocol not in PROTOCOLS:
-        _fail(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+    from liberopro.evaluation import run_evaluation
+    from liberopro.instances import plan_episodes
+    from liberopro.runner import RunSettings
+    from liberopro.stack import StackError
+    from submission_spec import PolicyError
+
+    if (a.policy is None) == (a.policy_cmd is None):
+        _fail("give exactly one of --policy URL or --policy-cmd \"CMD\"")
+    if a.encoding not in ("msgpack", "json"):
+        _fail(f"--encoding must be msgpack or json, not {a.encoding!r}")
+    if a.protocol not in PROTOCOLS:
+        _fail(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {a.protocol!r}")
     try:
-        options = parse_protocol_options(protocol_options)
+        options = parse_protocol_options(a.protocol_options)
     except ValueError as exc:
         _fail(str(exc))
-    try:
-        refs = parse_task_list(tasks) if tasks else None
-        if split:
-            chosen = split_tasks(split)  # type: ignore[arg-type]
-            refs = [r for r in chosen if refs is None or r in refs]
-        if not refs:
-            _fail("choose tasks with --tasks SUITE:INDEX[,...] and/or --split train|eval|all")
-        cases = parse_cases(shifts)
-    except (ValueError, KeyError) as exc:
-        _fail(str(exc).strip("'\""))
-    if episodes < 1:
+    if a.episodes is not None and a.episodes < 1:
         _fail("--episodes must be at least 1")
-    instances, skipped = [], []
-    for ref in refs:
-        for case in cases:
-            inst = make_instance(ref, case, seed)
-            (skipped if isinstance(inst, str) else instances).append(inst)
+    if a.replan_steps is not None and a.replan_steps < 1:
+        _fail("--replan-steps must be at least 1")
+    instances, skipped, episodes = _instances(a)
+    diagnostics = _diagnostics(a)
     for reason in skipped:
         console.print(f"[yellow]skipped:[/] {reason}")
     if not instances:
         _fail("no applicable task-case pair to run")
-    plans = plan_episodes(instances, episodes, seed)
-    out_dir = out_dir or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    console.print(f"{len(plans)} episodes ({len(instances)} instances x {episodes}) -> {out_dir}")
+    plans = plan_episodes(instances, episodes, a.seed, diagnostics)
+    out_dir = a.out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    console.print(f"{len(plans)} episodes ({len(instances)} instances x {episodes} x {len(diagnostics)} "
+                  f"condition(s)) -> {out_dir}")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("ok {task.fields[ok]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=not console.is_terminal)
     with progress:
@@ -115,18 +170,20 @@ def _evaluate(policy: str | None, policy_cmd: str | None, split: str | None, tas
         def on_record(r) -> None:
             nonlocal ok
             ok += int(r.success)
-            progress.update(bar, advance=1, ok=ok, description=f"{r.suite}:{r.task_index} {r.case}")
+            progress.update(bar, advance=1, ok=ok, description=f"{r.suite}:{r.task_index} {r.row_key}")
             if not console.is_terminal:
-                console.print(f"episode {r.suite}:{r.task_index} {r.case} #{r.episode_index}: "
+                console.print(f"episode {r.suite}:{r.task_index} {r.row_key} #{r.episode_index}: "
                               f"{r.termination_reason} after {r.steps} steps ({r.wall_s:.1f} s)")
 
         try:
             summary = run_evaluation(
-                plans, out_dir, policy_url=policy, policy_cmd=policy_cmd, encoding=encoding, protocol=protocol,
-                protocol_options=options,
-                settings=RunSettings(max_steps=max_steps, episode_policy_budget_s=episode_budget),
-                render_size=render_size, request_timeout=request_timeout, startup_timeout=startup_timeout,
+                plans, out_dir, policy_url=a.policy, policy_cmd=a.policy_cmd, encoding=a.encoding,
+                protocol=a.protocol, protocol_options=options,
+                settings=RunSettings(max_steps=a.max_steps, episode_policy_budget_s=a.episode_budget,
+                                     replan_steps=a.replan_steps),
+                render_size=a.render_size, request_timeout=a.request_timeout, startup_timeout=a.startup_timeout,
                 skipped=skipped, on_record=on_record,
+                extra_header={"manifest": str(a.manifest) if a.manifest else None},
             )
         except StackError as exc:
             _fail(str(exc))
@@ -145,8 +202,9 @@ def evaluate(
     policy_cmd: str | None = typer.Option(None, "--policy-cmd", help="Command that starts a policy server on $PORT."),
     split: str | None = typer.Option(None, help="train (32 tasks), eval (8) or all (40)."),
     tasks: str | None = typer.Option(None, help="e.g. libero_goal:0,libero_10:3 (a bare suite means its 10 tasks)."),
-    shifts: str = typer.Option("nominal", help="Cases: nominal and shift ids, e.g. nominal,S01,D01."),
-    episodes: int = typer.Option(1, help="Episodes per task and case (init states 0..N-1)."),
+    shifts: str = typer.Option("nominal", help="Cases: nominal, shift ids and compositions, e.g. nominal,S01,D01,S01+D10."),
+    manifest: Path | None = typer.Option(None, help="Run the instances of a manifest (liberopro instances generate)."),
+    episodes: int | None = typer.Option(None, help="Episodes per instance (init states 0..N-1); default 1, or the manifest's."),
     max_steps: int | None = typer.Option(None, help="Cap on the suite horizon (policy steps)."),
     out: Path | None = typer.Option(None, "--out", help="Output directory (default runs/<timestamp>)."),
     seed: int = typer.Option(0, help="Seed of shift parameters and env seeds."),
@@ -159,10 +217,14 @@ def evaluate(
     request_timeout: float = typer.Option(30.0, help="Seconds for one policy request."),
     episode_budget: float = typer.Option(600.0, help="Seconds of policy time per episode."),
     startup_timeout: float = typer.Option(120.0, help="Seconds for the policy to answer /health."),
+    observations: str = typer.Option("live", help="Diagnostic: live and/or frozen (the policy keeps its first observation)."),
+    recovery: str = typer.Option("none", help="Diagnostic after a runtime shift fires: none, hold, retry, restore (comma list)."),
+    replan_steps: int | None = typer.Option(None, help="Diagnostic: execute K actions of each chunk (overrides the policy's)."),
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
-    _evaluate(policy, policy_cmd, split, tasks, shifts, episodes, max_steps, out, seed, encoding,
-              render_size, request_timeout, episode_budget, startup_timeout, protocol, protocol_option)
+    _evaluate(EvalArgs(policy, policy_cmd, split, tasks, shifts, manifest, episodes, max_steps, out, seed, encoding,
+                       protocol, protocol_option, render_size, request_timeout, episode_budget, startup_timeout,
+                       observations, recovery, replan_steps))
 
 
 @app.command()
@@ -173,8 +235,75 @@ def demo(
     """The main job on embedded defaults: the example zero policy, started as a child process, on
     two real tasks, nominal and four shifts (two static, two runtime)."""
     console.print(f"demo: example policy 'zero' on {DEMO_TASKS}, cases {DEMO_SHIFTS}, {max_steps} steps each")
-    _evaluate(None, f"{sys.executable} -m submission_spec.examples zero", None, DEMO_TASKS, DEMO_SHIFTS, 1,
-              max_steps, out, 0, "msgpack", None, 30.0, 600.0, 120.0)
+    _evaluate(EvalArgs(policy_cmd=f"{sys.executable} -m submission_spec.examples zero", tasks=DEMO_TASKS,
+                       shifts=DEMO_SHIFTS, episodes=1, max_steps=max_steps, out=out))
+
+
+instances_app = typer.Typer(no_args_is_help=True, help="Instance manifests.")
+app.add_typer(instances_app, name="instances")
+
+
+@instances_app.command("generate")
+def instances_generate(
+    split: str = typer.Option(..., help="train, eval or all."),
+    out_path: Path = typer.Option(..., "--out", help="Manifest file (JSON lines); the drop report goes beside it."),
+    seed: int | None = typer.Option(None, help="Seed (train/all). The eval seed is secret: use --seed-env."),
+    seed_env: str = typer.Option("LIBEROPRO_EVAL_SEED", help="Environment variable holding the secret eval seed."),
+    tasks: str | None = typer.Option(None, help="Restrict to these tasks of the split."),
+    shifts: str | None = typer.Option(None, help="Cases (default: every shift of the catalog), compositions allowed."),
+    episodes: int = typer.Option(10, help="Episodes per instance recorded in the header."),
+    attempts: int = typer.Option(5, help="Parameter draws per pair before it is dropped."),
+    workers: int = typer.Option(1, help="Processes (one LIBERO scene each, 1.5-2.5 GB)."),
+    validate: bool = typer.Option(True, help="Realise and check every instance in the simulator."),
+) -> None:
+    """Generate a validated, schema-versioned instance manifest, with a report of every dropped pair."""
+    import os
+
+    from liberopro.instances import parse_cases
+    from liberopro.manifest import REFERENCE, generate, report, write_manifest
+    from liberopro.tasks import parse_task_list
+
+    if split not in ("train", "eval", "all"):
+        _fail(f"--split must be train, eval or all, not {split!r}")
+    if split == "eval":
+        if seed is not None:
+            _fail("the evaluation manifest's seed is secret: put it in the environment variable named by "
+                  f"--seed-env ({seed_env}), never on the command line")
+        raw = os.environ.get(seed_env)
+        if not raw or not raw.strip().isdigit():
+            _fail(f"set {seed_env} to the secret evaluation seed (an integer)")
+        seed = int(raw)
+    elif seed is None:
+        _fail("give --seed for a train/all manifest")
+    try:
+        refs = parse_task_list(tasks) if tasks else None
+        cases = parse_cases(shifts) if shifts else None
+    except (ValueError, KeyError) as exc:
+        _fail(str(exc).strip("'\""))
+    cases = [c for c in cases if c] if cases else None
+
+    def progress(task: str, done: int, total: int) -> None:
+        console.print(f"validated {task} ({done}/{total} tasks)")
+
+    header, instances, dropped = generate(split, seed, tasks=refs, cases=cases, episodes=episodes, attempts=attempts,
+                                          workers=workers, validate=validate, progress=progress)
+    write_manifest(out_path, header, instances)
+    from liberopro.shifts import SHIFTS
+
+    pairs = len(instances) + len(dropped)
+    rep = report(header, dropped, pairs)
+    rep["validated"] = validate
+    report_path = out_path.with_name(out_path.name + ".report.json")
+    report_path.write_text(json.dumps(rep, indent=2) + "\n")
+    table = Table(title=f"{split} manifest: {header.instances} instances of {pairs} pairs ({len(dropped)} dropped)")
+    for col in ("shift", "instances", "dropped"):
+        table.add_column(col)
+    for sid in (SHIFTS if cases is None else ["+".join(c) for c in cases]):
+        table.add_row(sid, str(header.per_shift.get(sid, 0)), str(rep["dropped_by_shift"].get(sid, 0)))
+    out.print(table)
+    out.print(f"per suite: {header.per_suite}; reference ({REFERENCE}) for the full catalog: "
+              f"{REFERENCE.get(split)} instances")
+    out.print(f"wrote {out_path} (content hash {header.content_hash[:16]}...) and {report_path}")
 
 
 @app.command("split")

@@ -12,7 +12,7 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,14 +55,43 @@ class Instance(BaseModel):
         return "+".join(s.id for s in self.shifts) or NOMINAL
 
 
+Observations = Literal["live", "frozen"]
+Recovery = Literal["none", "hold", "retry", "restore"]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """Diagnostic conditions of an episode (``benchmark.md``, "Diagnostic studies").
+
+    ``observations``: ``live`` (standard) or ``frozen`` (the policy keeps receiving its first
+    observation; the step index and instruction stay current). ``recovery`` after the first
+    runtime shift fires: ``none`` (standard), ``hold`` (the robot holds still for a set time,
+    then the policy resumes), ``retry`` (the policy's action chunk is dropped, so it starts its
+    chunking afresh, and the episode gets extra steps), ``restore`` (the robot is returned to its
+    pose at the start of the policy loop, then the policy resumes).
+    """
+
+    observations: Observations = "live"
+    recovery: Recovery = "none"
+
+    @property
+    def label(self) -> str:
+        """``""`` for standard conditions, else e.g. ``frozen`` or ``frozen,hold``."""
+        parts = [p for p in (self.observations if self.observations != "live" else "",
+                             self.recovery if self.recovery != "none" else "") if p]
+        return ",".join(parts)
+
+
 @dataclass(frozen=True)
 class EpisodePlan:
-    """One episode to run: an instance, which of its episodes, the init state and the seed."""
+    """One episode to run: an instance, which of its episodes, the init state, the seed and the
+    diagnostic conditions."""
 
     instance: Instance
     episode_index: int
     init_state_index: int
     seed: int
+    diagnostic: Diagnostic = Diagnostic()
 
 
 @functools.cache
@@ -98,24 +127,40 @@ def _instance_id(ref: TaskRef, shifts: list[ShiftSpec]) -> str:
     return "inst-" + hashlib.sha256(body.encode()).hexdigest()[:12]
 
 
-def make_instance(ref: TaskRef, shift_ids: list[str], seed: int) -> Instance | str:
-    """The instance of ``ref`` under ``shift_ids`` for ``seed``, or the reason it does not apply."""
+def make_instance(ref: TaskRef, shift_ids: list[str], seed: int, attempt: int = 0) -> Instance | str:
+    """The instance of ``ref`` under ``shift_ids`` for ``seed``, or the reason it does not apply.
+
+    ``attempt`` > 0 draws other parameters (manifest generation redraws when an instance fails
+    validation); the draw is still a pure function of (task, shifts, seed, attempt).
+    """
+    from liberopro.compositions import conflict
+
     sem = semantics_of(ref)
+    reason = conflict(shift_ids)
+    if reason is not None:
+        return f"{'+'.join(shift_ids)} is not a valid composition: {reason}"
     specs = []
     for sid in shift_ids:
         cls = get_shift(sid)
         reason = cls.applicable(ref, sem)
         if reason is not None:
             return f"{sid} not applicable to {ref}: {reason}"
-        rng = np.random.default_rng(stable_seed(seed, ref.suite, ref.index, sid))
+        parts = (seed, ref.suite, ref.index, sid) + ((attempt,) if attempt else ())
+        rng = np.random.default_rng(stable_seed(*parts))
         specs.append(ShiftSpec(id=cls.id, params=cls.sample_params(rng, ref, sem).model_dump(mode="json")))
+    reason = conflict([s.id for s in specs], [s.params for s in specs])
+    if reason is not None:  # runtime triggers drawn into the same phase
+        return f"{'+'.join(shift_ids)} is not a valid composition here: {reason}"
     return Instance(instance_id=_instance_id(ref, specs), suite=ref.suite, task_index=ref.index, shifts=specs)
 
 
-def plan_episodes(instances: list[Instance], episodes: int, seed: int) -> list[EpisodePlan]:
-    """``episodes`` episodes of each instance (init state e mod 50, env seed seed + e)."""
+def plan_episodes(instances: list[Instance], episodes: int, seed: int,
+                  diagnostics: list[Diagnostic] | None = None) -> list[EpisodePlan]:
+    """``episodes`` episodes of each instance (init state e mod 50, env seed seed + e), under
+    each of ``diagnostics`` (default: standard conditions only)."""
     return [
-        EpisodePlan(instance=inst, episode_index=e, init_state_index=e % N_INIT_STATES, seed=seed + e)
+        EpisodePlan(instance=inst, episode_index=e, init_state_index=e % N_INIT_STATES, seed=seed + e, diagnostic=d)
+        for d in (diagnostics or [Diagnostic()])
         for inst in instances
         for e in range(episodes)
     ]

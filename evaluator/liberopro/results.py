@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from liberopro.metrics import success_rate
+from liberopro.metrics import bootstrap_mean_of_rates, success_rate
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -40,6 +40,8 @@ class EpisodeRecord(BaseModel):
     ``shifts`` lists each shift with id, name, category, kind, params, what was applied
     (measured), and for runtime shifts ``fired_at_step`` and ``fired_by`` (phase or fallback).
     ``wall_s`` is the whole episode (reset, settle, loop); ``loop_s`` the policy loop alone.
+    ``observations`` (live/frozen) and ``recovery`` (protocol, and when it was applied) are the
+    diagnostic conditions; ``replan_steps`` the actions executed per chunk.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -61,6 +63,9 @@ class EpisodeRecord(BaseModel):
     detail: str | None = None
     phases: dict[str, int] = Field(default_factory=dict)
     instruction: str
+    observations: str = "live"
+    recovery: dict[str, Any] = Field(default_factory=lambda: {"protocol": "none"})
+    replan_steps: int | None = None
     latency: LatencyStats = Field(default_factory=LatencyStats)
     episode_id: str
     wall_s: float
@@ -71,6 +76,22 @@ class EpisodeRecord(BaseModel):
         d = self.model_dump(exclude={"latency", "episode_id", "wall_s", "loop_s"})
         return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in d.items()))
 
+    @property
+    def diagnostic_label(self) -> str:
+        parts = [p for p in (self.observations if self.observations != "live" else "",
+                             self.recovery.get("protocol", "none") if self.recovery.get("protocol") != "none" else "") if p]
+        return ",".join(parts)
+
+    @property
+    def row_key(self) -> str:
+        """The summary row: the case, with non-standard diagnostic conditions in brackets."""
+        label = self.diagnostic_label
+        return f"{self.case} [{label}]" if label else self.case
+
+    @property
+    def task_key(self) -> str:
+        return f"{self.suite}:{self.task_index}"
+
 
 def case_kind(shift_records: list[dict]) -> str:
     kinds = {s["kind"] for s in shift_records}
@@ -79,25 +100,105 @@ def case_kind(shift_records: list[dict]) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
+def _outcomes(recs: list[EpisodeRecord]) -> dict[str, list[bool]]:
+    out: dict[str, list[bool]] = defaultdict(list)
+    for r in recs:
+        if r.valid:
+            out[r.task_key].append(r.success)
+    return out
+
+
+def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
+    """The benchmark's aggregate metrics (``benchmark.md``, "Metrics" and "Diagnostic studies").
+
+    * ``nominal``: SR of the nominal case.
+    * ``overall``: mean SR over every single-shift case (static and runtime), with a bootstrap
+      interval over tasks and episodes: the leaderboard's ranking score.
+    * ``static_mean`` / ``runtime_mean``: mean SR over the single-shift cases of that kind, with
+      a bootstrap interval over tasks and episodes.
+    * ``categories``: the same per category, static and runtime apart.
+    * ``compositions``: for each multi-shift case, SR, the weakest single constituent's SR and
+      the weakest-single gap Delta = SR(C) - min_i SR(c_i) (None when a constituent was not run).
+    * ``live_minus_frozen``: per case run both ways, SR(live) - SR(frozen), and their mean.
+    * ``recovery_gain``: per protocol, mean over cases run both ways of SR(protocol) - SR(none).
+    Only standard-condition rows (live, no recovery) enter the first four.
+    """
+    standard = {k: v for k, v in rows.items() if not v[0].diagnostic_label}
+    singles = {k: v for k, v in standard.items() if len(v[0].shifts) == 1}
+
+    def group(kind: str | None = None, category: str | None = None) -> dict:
+        sel = {k: _outcomes(v) for k, v in singles.items()
+               if (kind is None or v[0].shifts[0]["kind"] == kind)
+               and (category is None or v[0].shifts[0]["category"] == category)}
+        return bootstrap_mean_of_rates(sel)
+
+    def sr(recs: list[EpisodeRecord]) -> float | None:
+        return success_rate((r.task_key, r.success) for r in recs if r.valid)["success_rate"]
+
+    categories: dict[str, dict[str, Any]] = {"static": {}, "runtime": {}}
+    for v in singles.values():
+        s = v[0].shifts[0]
+        categories[s["kind"]].setdefault(s["category"], None)
+    for kind, cats in categories.items():
+        for cat in sorted(cats):
+            cats[cat] = group(kind, cat)
+    compositions = []
+    for key, recs in standard.items():
+        ids = [s["id"] for s in recs[0].shifts]
+        if len(ids) < 2:
+            continue
+        parts = {i: sr(standard[i]) if i in standard else None for i in ids}
+        weakest = None if None in parts.values() else min(parts.values())
+        total = sr(recs)
+        compositions.append({"case": key, "success_rate": total, "constituents": parts, "weakest_single": weakest,
+                             "weakest_single_gap": None if weakest is None or total is None else round(total - weakest, 6)})
+    frozen = []
+    for recs in rows.values():
+        if recs[0].observations == "frozen" and recs[0].recovery.get("protocol", "none") == "none" and recs[0].case in standard:
+            live, fro = sr(standard[recs[0].case]), sr(recs)
+            if live is not None and fro is not None:
+                frozen.append({"case": recs[0].case, "live": live, "frozen": fro, "gap": round(live - fro, 6)})
+    recovery: dict[str, list[float]] = defaultdict(list)
+    for recs in rows.values():
+        proto = recs[0].recovery.get("protocol", "none")
+        if proto != "none" and recs[0].observations == "live" and recs[0].case in standard:
+            base, rec = sr(standard[recs[0].case]), sr(recs)
+            if base is not None and rec is not None:
+                recovery[proto].append(rec - base)
+    nominal = standard.get("nominal")
+    return {
+        "nominal": success_rate((r.task_key, r.success) for r in nominal if r.valid) if nominal else None,
+        "overall": group(),
+        "static_mean": group("static"),
+        "runtime_mean": group("runtime"),
+        "categories": categories,
+        "compositions": compositions,
+        "live_minus_frozen": {"cases": frozen,
+                              "mean_gap": round(sum(f["gap"] for f in frozen) / len(frozen), 6) if frozen else None},
+        "recovery_gain": {p: {"mean_gain": round(sum(g) / len(g), 6), "cases": len(g)} for p, g in sorted(recovery.items())},
+    }
+
+
 def summarize(records: list[EpisodeRecord], header: dict[str, Any]) -> dict[str, Any]:
-    """``summary.json`` content: per case (nominal, each shift, each composition) the
-    task-averaged success rate with its Wilson interval and counts."""
-    by_case: dict[str, list[EpisodeRecord]] = defaultdict(list)
+    """``summary.json`` content: per row (case with its diagnostic conditions) the task-averaged
+    success rate with its Wilson interval and counts, and the :func:`headline` metrics."""
+    rows: dict[str, list[EpisodeRecord]] = defaultdict(list)
     for r in records:
-        by_case[r.case].append(r)
+        rows[r.row_key].append(r)
     cases = []
-    order = sorted(by_case, key=lambda c: (c != "nominal", c))
-    for case in order:
-        recs = by_case[case]
+    for key in sorted(rows, key=lambda c: (not c.startswith("nominal"), c)):
+        recs = rows[key]
         valid = [r for r in recs if r.valid]
-        rate = success_rate((f"{r.suite}:{r.task_index}", r.success) for r in valid)
+        rate = success_rate((r.task_key, r.success) for r in valid)
         first = recs[0].shifts
         cases.append({
-            "case": case,
+            "case": key,
             "shift_ids": [s["id"] for s in first],
             "shift_names": [s["name"] for s in first],
             "categories": [s["category"] for s in first],
             "kind": case_kind(first),
+            "observations": recs[0].observations,
+            "recovery": recs[0].recovery.get("protocol", "none"),
             **rate,
             "invalid_episodes": len(recs) - len(valid),
             "invalid_reasons": sorted({r.detail or "" for r in recs if not r.valid}),
@@ -112,6 +213,7 @@ def summarize(records: list[EpisodeRecord], header: dict[str, Any]) -> dict[str,
             "successes": sum(r.success for r in records if r.valid),
         },
         "termination_reasons": dict(sorted(Counter(r.termination_reason for r in records).items())),
+        "headline": headline(rows),
         "cases": cases,
     }
 

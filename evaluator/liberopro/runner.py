@@ -4,10 +4,11 @@ policy behind :class:`submission_spec.PolicyClient`.
 Per episode: reseed, reset, set init state -> static model edits -> 10 settle steps -> static
 edits of the settled scene (then 10 more settle steps if anything moved) -> static
 post-conditions -> ``/reset`` -> policy loop. Each loop step: fire runtime shifts whose phase
-was reached (or whose fallback step came) -> frame through the observation hooks -> an
-override action if a shift holds control, else the next action of the current chunk (asking
-``/act`` when the chunk's ``replan_steps`` are used up) -> execution hooks -> one env step ->
-phase update. The loop ends on LIBERO's goal predicate, at the horizon, or on a policy failure,
+was reached (or whose fallback step came) -> an override action if a shift holds control ->
+once the shift's own intervention is over, the diagnostic recovery protocol if one is set
+(hold, retry, restore) -> frame through the observation hooks (the first frame again under
+frozen observations) -> else the next action of the current chunk (asking ``/act`` when the
+chunk's ``replan_steps`` are used up) -> execution hooks -> one env step -> phase update. The loop ends on LIBERO's goal predicate, at the horizon, or on a policy failure,
 which ends only this episode with its reason.
 """
 
@@ -43,13 +44,18 @@ class RunSettings:
         render_size: square render resolution (px); images are resized to what the policy asks.
         max_steps: cap on the suite horizon (None: the suite's horizon).
         episode_policy_budget_s: total seconds the policy may spend answering within one episode.
-        replan_steps: override of the policy's replan steps (None: the policy's own).
+        replan_steps: override of the policy's replan steps (None: the policy's own; the
+            closed-loop update-frequency diagnostic sets it).
+        recovery_hold_steps: steps the robot holds still under the Hold recovery protocol.
+        recovery_extra_steps: steps added to the horizon under the Retry protocol.
     """
 
     render_size: int = 256
     max_steps: int | None = None
     episode_policy_budget_s: float = 600.0
     replan_steps: int | None = None
+    recovery_hold_steps: int = 20
+    recovery_extra_steps: int = 60
 
     def horizon(self, ref: TaskRef) -> int:
         return min(ref.horizon, self.max_steps) if self.max_steps else ref.horizon
@@ -156,6 +162,7 @@ class EpisodeRunner:
         tracker: PhaseTracker | None = None
         loop_s = 0.0
         instruction = info.instruction
+        recovery: dict = {"protocol": plan.diagnostic.recovery}
         try:
             scene = self.scene_for(ref, self.variant_of(shifts))
             contexts = [
@@ -183,19 +190,23 @@ class EpisodeRunner:
             self.client.reset(episode_id, instruction, deadline=time.monotonic() + self.settings.episode_policy_budget_s)
             used += time.perf_counter() - t0
             replan = self.settings.replan_steps or self.meta.replan_steps
+            diag = plan.diagnostic
             chunk: list[np.ndarray] = []
             last_action = np.array([0, 0, 0, 0, 0, 0, -1.0])
+            start_robot = scene.robot_state()
+            first_frame = None
+            recovery_pending, hold_left, limit = False, 0, horizon
             t_loop = time.perf_counter()
-            for t in range(horizon):
+            t = 0
+            while t < limit:
                 for s, ctx in layers:
                     if isinstance(s, RuntimeShift):
                         why = s.should_fire(t, tracker.reached)
                         if why is not None:
                             s.fired_at, s.fired_by = t, why
                             s.fire(ctx, t)
-                frame = scene.frame()
-                for s, ctx in layers:
-                    frame = s.observe(frame, t, ctx)
+                            if diag.recovery != "none" and "at_step" not in recovery:
+                                recovery_pending = True
                 action = None
                 for s, ctx in layers:
                     ctx.last_action = last_action
@@ -203,6 +214,28 @@ class EpisodeRunner:
                     if action is not None:
                         chunk = []  # the policy gets a fresh start after an intervention
                         break
+                if action is None and recovery_pending:
+                    # The shift's own intervention is over: apply the recovery protocol now.
+                    recovery_pending, chunk = False, []
+                    recovery["at_step"] = t
+                    if diag.recovery == "hold":
+                        hold_left = recovery["hold_steps"] = self.settings.recovery_hold_steps
+                    elif diag.recovery == "retry":
+                        recovery["extra_steps"] = self.settings.recovery_extra_steps
+                        limit += self.settings.recovery_extra_steps
+                    elif diag.recovery == "restore":
+                        scene.set_robot_state(start_robot)
+                        recovery["restored_eef_m"] = np.round(scene.eef_pos(), 4).tolist()
+                frame = scene.frame()
+                for s, ctx in layers:
+                    frame = s.observe(frame, t, ctx)
+                if diag.observations == "frozen":
+                    if first_frame is None:
+                        first_frame = frame.copy()
+                    frame = first_frame
+                if action is None and hold_left > 0:
+                    hold_left -= 1
+                    action = np.array([0, 0, 0, 0, 0, 0, last_action[6]])
                 if action is None:
                     if not chunk:
                         msg = to_message(frame, self.meta, episode_id, t, self._instruction(shifts, info.instruction, t))
@@ -221,6 +254,7 @@ class EpisodeRunner:
                 done = scene.step(action)
                 steps = t + 1
                 tracker.update(t)
+                t += 1
                 if done:
                     success, reason = True, "success"
                     break
@@ -253,6 +287,9 @@ class EpisodeRunner:
             detail=detail,
             phases=dict(tracker.reached) if tracker is not None else {},
             instruction=instruction,
+            observations=plan.diagnostic.observations,
+            recovery=recovery,
+            replan_steps=self.settings.replan_steps or self.meta.replan_steps,
             latency=latency.stats(),
             episode_id=episode_id,
             wall_s=round(time.perf_counter() - t_start, 3),

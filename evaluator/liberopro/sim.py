@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from liberopro import variants
 from liberopro.stack import configure_rendering
 from liberopro.tasks import SETTLE_STEPS, TaskInfo
 
@@ -73,22 +74,25 @@ class PropSpec:
 
     Props are static bodies (no joint), so LIBERO's init states (qpos/qvel vectors) still fit
     the model; they are parked out of sight at every episode start and moved in by the shift
-    through ``model.body_pos``/``body_quat``.
+    through ``model.body_pos``/``body_quat`` (see :mod:`liberopro.variants`). A prop's body
+    frame is its centre for a box or cylinder and the object's own origin for an object copy.
 
     Attributes:
         name: body name, unique in the scene (``liberopro_prop_<what>``).
-        kind: ``box``, ``cylinder``, or ``clone:<object>`` (a static copy of a scene object's
-            geoms, for look-alikes).
+        kind: ``box``, ``cylinder``, ``object:<type>`` (a static copy of a LIBERO registry object,
+            ``libero.libero.envs.objects``, e.g. ``object:white_bowl``) or ``clone:<object>``
+            (a static copy of a scene object's type).
         size: MuJoCo geom size (half-extents for a box; radius, half-height for a cylinder);
-            ignored for clones.
-        rgba: colour.
+            ignored for object copies.
+        rgba: colour of a box or cylinder (None: grey); for an object copy None keeps its own
+            textures, a colour recolours every visual geom (a look-alike of another colour).
         collide: whether it has collisions (occluders near the camera may not need them).
     """
 
     name: str
     kind: str
     size: tuple[float, ...] = ()
-    rgba: tuple[float, float, float, float] = (0.5, 0.5, 0.5, 1.0)
+    rgba: tuple[float, float, float, float] | None = None
     collide: bool = True
 
 
@@ -131,9 +135,12 @@ class LiberoScene:
         self.render_size = render_size
         self.hard_reset = hard_reset
         cam_names = [CAMERAS[c] for c in self.cameras] or ["agentview"]
+        bddl = task.bddl_path
+        if variant.object_swaps:
+            bddl = variants.rewrite_bddl(bddl, variant.object_swaps)
         with contextlib.redirect_stdout(io.StringIO()):
             self.env = OffScreenRenderEnv(
-                bddl_file_name=task.bddl_path,
+                bddl_file_name=bddl,
                 camera_heights=render_size,
                 camera_widths=render_size,
                 camera_names=cam_names,
@@ -142,6 +149,8 @@ class LiberoScene:
             )
         self._snapshots: dict[str, np.ndarray] = {}
         self._obs: dict | None = None
+        #: Prop name -> body id (empty for a scene without props).
+        self.props: dict[str, int] = variants.add_props(self, variant.props) if variant.props else {}
 
     # ----------------------------------------------------------------- raw handles
     @property
@@ -161,12 +170,22 @@ class LiberoScene:
         with contextlib.suppress(Exception):
             self.env.close()
 
+    def make_gl_current(self) -> None:
+        """Make this scene's OpenGL context current. robosuite's offscreen renderer does not do it
+        before rendering, so with two scenes in one process the second one's context stays current
+        and the first one renders through foreign GL state (measured: a black band over ~13% of
+        libero_goal:8's agentview after libero_object:0 was built)."""
+        ctx = getattr(self.inner.sim, "_render_context_offscreen", None)
+        if ctx is not None:
+            ctx.gl_ctx.make_current()
+
     # ----------------------------------------------------------------- episode protocol
     def start_episode(self, init_state: np.ndarray, seed: int) -> None:
         """Reseed, reset, restore every edited model field, set the init state.
 
         After this the scene is exactly LIBERO's for (task, init state, seed), before settling.
         """
+        self.make_gl_current()
         self.env.seed(seed)
         with contextlib.redirect_stdout(io.StringIO()):
             self.env.reset()
@@ -179,6 +198,8 @@ class LiberoScene:
         # re-drawn by the reset itself and are not in the snapshot).
         for name, original in self._snapshots.items():
             self._model_array(name)[...] = original
+        if self.props:  # static props: LIBERO's reset leaves their model pose alone
+            variants.park_props(self)
         self._obs = self.env.set_init_state(init_state)
 
     def settle(self, steps: int = SETTLE_STEPS) -> None:
@@ -189,6 +210,7 @@ class LiberoScene:
     def step(self, action: np.ndarray) -> bool:
         """One 20 Hz control step (25 physics substeps of 2 ms) with a LIBERO action (7,) in
         [-1, 1]. Returns True when LIBERO's goal predicate holds."""
+        self.make_gl_current()
         obs, _, done, _ = self.env.step(np.asarray(action, dtype=np.float64))
         self._obs = obs
         return bool(done)
@@ -199,6 +221,7 @@ class LiberoScene:
 
     def refresh(self) -> None:
         """Recompute derived quantities and observations after a direct state edit."""
+        self.make_gl_current()
         self.inner.sim.forward()
         self.inner._update_observables(force=True)
         self._obs = self.inner._get_observations(force_update=True)
@@ -265,6 +288,24 @@ class LiberoScene:
         """End-effector (grip site) position, metres, world frame."""
         return np.array(self.inner.robots[0].sim.data.site_xpos[self.inner.robots[0].eef_site_id])
 
+    def robot_state(self) -> np.ndarray:
+        """Arm and gripper joint positions (rad, m), concatenated."""
+        robot = self.inner.robots[0]
+        idx = list(robot._ref_joint_pos_indexes) + list(robot._ref_gripper_joint_pos_indexes)
+        return np.array(self.data.qpos[idx])
+
+    def set_robot_state(self, qpos: np.ndarray) -> None:
+        """Put the arm and gripper joints at ``qpos`` (from :meth:`robot_state`) with zero
+        velocity: an injected state, not a motion (the Restore recovery protocol)."""
+        robot = self.inner.robots[0]
+        idx = list(robot._ref_joint_pos_indexes) + list(robot._ref_gripper_joint_pos_indexes)
+        vel = list(robot._ref_joint_vel_indexes) + list(robot._ref_gripper_joint_vel_indexes)
+        self.data.qpos[idx] = qpos
+        self.data.qvel[vel] = 0.0
+        self.refresh()
+        robot.controller.update(force=True)  # the controller's cached pose is now stale
+        robot.controller.reset_goal()
+
     def robot_root(self) -> int:
         return self.body_id(self.inner.robots[0].robot_model.root_body)
 
@@ -326,6 +367,7 @@ class LiberoScene:
         non-geom element).
         """
         size = size or self.render_size
+        self.make_gl_current()
         out = self.inner.sim.render(width=size, height=size, camera_name=CAMERAS.get(camera, camera),
                                     segmentation=segmentation)
         if segmentation:

@@ -86,6 +86,7 @@ def check_stack() -> dict[str, str | None]:
     Returns the versions (to record). Raises :class:`StackError` naming what is wrong and what
     to install.
     """
+    configure_rendering()
     versions = stack_versions()
     problems = known_problems(versions)
     if problems:

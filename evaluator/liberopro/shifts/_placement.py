@@ -1,5 +1,5 @@
-"""Relocating objects on their support: the shared realisation of the pose shifts (S01, D01, and
-later S02/D02).
+"""Relocating objects on their support: the shared realisation of the pose shifts (S01, D01 move
+the target; S02, D02 move the receiver; S03, D03 reuse the contact and workspace checks).
 
 Constraints (``benchmark.md``): planar moves only (horizontal translation plus yaw), objects stay
 inside the workspace, on their support, free of interpenetration after settling; the task stays
@@ -13,7 +13,9 @@ root body pose in the model.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,8 +30,8 @@ WORKSPACE_MARGIN_M = 0.10
 REACH_M = 0.80
 #: Penetration tolerated between a moved object and anything but its support (m).
 PENETRATION_TOL_M = 0.003
-#: Direction candidates: the drawn direction first, then +-30, +-60, ... degrees.
-DIRECTION_STEPS_DEG = (0, 30, -30, 60, -60, 90, -90, 120, -120, 150, -150, 180)
+#: Direction candidates: the drawn direction first, then +-15, +-30, ... degrees.
+DIRECTION_STEPS_DEG = (0,) + tuple(x for k in range(15, 180, 15) for x in (k, -k)) + (180,)
 
 
 def yaw_quat(deg: float) -> np.ndarray:
@@ -48,6 +50,23 @@ def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
         w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
     ])
+
+
+def quat_conj(q: np.ndarray) -> np.ndarray:
+    """Conjugate (inverse of a unit quaternion), (w, x, y, z)."""
+    return np.array([q[0], -q[1], -q[2], -q[3]])
+
+
+def category(name: str) -> str:
+    """An object's category: its BDDL name without the instance number
+    (``akita_black_bowl_2`` -> ``akita_black_bowl``). Objects of one category look alike."""
+    return re.sub(r"_\d+$", "", name)
+
+
+def is_table(name: str) -> bool:
+    """Whether a BDDL fixture name is a scene's ground: ``main_table``, ``kitchen_table``,
+    ``living_room_table``, ``study_table``, or LIBERO-Object's ``floor``."""
+    return name == "floor" or name.endswith("table")
 
 
 def is_ground(scene, root_body: int) -> bool:
@@ -79,17 +98,19 @@ def set_entity_pose(scene, name: str, pos: np.ndarray, quat: np.ndarray) -> None
     scene.model.body_quat[bid] = quat
 
 
-def target_group(scene, target: str) -> list[str]:
-    """The entities that move with ``target``: the target, whatever it rests on down to the
-    ground (a ramekin under a bowl, the cabinet whose drawer holds it), and every object resting
-    on a member. Stacked layouts and referring relations ("the bowl on the ramekin") move as one.
+def entity_group(scene, entity: str, exclude: Iterable[str] = ()) -> list[str]:
+    """The entities that move with ``entity``: itself, whatever it rests on down to the ground
+    (a ramekin under a bowl, the cabinet whose drawer holds it), and every object resting on a
+    member, except those named in ``exclude`` (the carried target when a receiver moves).
+    Stacked layouts and referring relations ("the bowl on the ramekin") move as one.
     """
     objects = scene.object_names()
-    group = [target]
-    below = scene.support_below(target) if target in objects else -1
+    skip = set(exclude)
+    group = [entity]
+    below = scene.support_below(entity) if entity in objects else -1
     while below > 0 and not is_ground(scene, below):
         name = scene.entity_name(below)
-        if name in group:
+        if name in group or name in skip:
             break
         group.append(name)
         below = scene.support_below(name) if name in objects else -1
@@ -98,11 +119,16 @@ def target_group(scene, target: str) -> list[str]:
     while changed:
         changed = False
         for name in objects:
-            if name not in group and scene.support_below(name) in bodies:
+            if name not in group and name not in skip and scene.support_below(name) in bodies:
                 group.append(name)
                 bodies.add(scene.root_body(name))
                 changed = True
     return group
+
+
+def target_group(scene, target: str) -> list[str]:
+    """:func:`entity_group` of the target."""
+    return entity_group(scene, target)
 
 
 def _footprint_points(scene, name: str) -> list[np.ndarray]:
@@ -191,6 +217,78 @@ def referring_ok(scene, sem: TaskSemantics) -> str | None:
     return None
 
 
+def lookalike_order_problem(scene, group: Sequence[str], start_xy: dict[str, np.ndarray]) -> str | None:
+    """None when every moved object keeps its order with each unmoved look-alike (same
+    :func:`category`) along the axis on which they were furthest apart, else why not. Keeps
+    instructions such as "the left plate" / "the right plate" true."""
+    objects = scene.object_names()
+    for name in group:
+        if name not in objects:
+            continue
+        for other in objects:
+            if other in group or other == name or category(other) != category(name):
+                continue
+            other_xy = scene.object_pose(other)[0][:2]
+            before = start_xy[name] - other_xy
+            axis = int(np.argmax(np.abs(before)))
+            after = scene.object_pose(name)[0][:2] - other_xy
+            if np.sign(after[axis]) != np.sign(before[axis]):
+                return f"{name} would swap sides with its look-alike {other} along {'xy'[axis]}"
+    return None
+
+
+def clearance_problem(scene, group_bodies: set[int], others: Iterable[int], clearance_m: float) -> str | None:
+    """None when no geom of the group comes within ``clearance_m`` of the given root bodies
+    (the robot, a carried object), else why not. Measured with MuJoCo's own collision
+    detection: the group's geom margins are widened by ``clearance_m`` for one
+    ``mj_forward``, then put back."""
+    import mujoco
+
+    others = set(others)
+    if clearance_m <= 0 or not others:
+        return None
+    model, data = scene.model, scene.data
+    geoms = [g for g in range(model.ngeom) if scene.entity_of_geom(g) in group_bodies]
+    saved = model.geom_margin[geoms].copy()
+    try:
+        model.geom_margin[geoms] = saved + clearance_m
+        mujoco.mj_forward(model, data)
+        close: dict[str, float] = {}
+        for a, b, dist, _ in scene.contacts():
+            if (a in group_bodies) == (b in group_bodies):
+                continue
+            other = b if a in group_bodies else a
+            if other in others and dist < clearance_m:
+                name = scene.entity_name(other)
+                close[name] = min(dist, close.get(name, clearance_m))
+    finally:
+        model.geom_margin[geoms] = saved
+        mujoco.mj_forward(model, data)
+    if close:
+        return "within {:.0f} mm of {}".format(clearance_m * 1000, ", ".join(
+            f"{n} ({d * 1000:.1f} mm)" for n, d in sorted(close.items())))
+    return None
+
+
+def site_world(scene, sid: int) -> tuple[np.ndarray, np.ndarray]:
+    import mujoco
+
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, np.asarray(scene.data.site_xmat[sid], dtype=np.float64))
+    return np.array(scene.data.site_xpos[sid]), quat
+
+
+def set_site_world(scene, sid: int, pos: np.ndarray, quat: np.ndarray) -> None:
+    """Put a site at a world pose by editing its local pose (registered model fields, so the
+    edit is undone at the next episode start)."""
+    body = int(scene.model.site_bodyid[sid])
+    bpos = np.array(scene.data.xpos[body])
+    bmat = np.array(scene.data.xmat[body]).reshape(3, 3)
+    bquat = np.array(scene.data.xquat[body])
+    scene.model_field("site_pos")[sid] = bmat.T @ (pos - bpos)
+    scene.model_field("site_quat")[sid] = quat_mul(quat_conj(bquat), quat)
+
+
 @dataclass
 class Relocation:
     """A realised move: who moved, from where to where, and how it was chosen."""
@@ -202,9 +300,11 @@ class Relocation:
     direction_deg: float
     yaw_deg: float
     candidates_tried: int
+    entity: str = ""
+    sites: dict[str, list[float]] = field(default_factory=dict)
 
     def as_record(self) -> dict:
-        return {
+        rec = {
             "group": self.group,
             "from": self.start,
             "to": self.end,
@@ -213,6 +313,9 @@ class Relocation:
             "yaw_deg": round(self.yaw_deg, 2),
             "candidates_tried": self.candidates_tried,
         }
+        if self.sites:
+            rec["sites_to"] = self.sites
+        return rec
 
 
 def _bad_contacts(scene, group_bodies: set[int], allow_robot: bool) -> list[str]:
@@ -234,33 +337,73 @@ def _bad_contacts(scene, group_bodies: set[int], allow_robot: bool) -> list[str]
     return [f"{n} ({d * 1000:.1f} mm)" for n, d in sorted(worst.items())]
 
 
-def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float, yaw_deg: float) -> Relocation:
-    """Move the target's group by ``distance_m`` horizontally, turned by ``yaw_deg`` about the
-    target's vertical axis, trying the drawn direction first and then its neighbours.
+def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float, yaw_deg: float, *,
+             entity: str | None = None, exclude: Sequence[str] = (), keep_lookalike_order: bool = False,
+             sites: Sequence[str] = (), clearance_m: float = 0.0, min_distance_m: float | None = None) -> Relocation:
+    """Move ``entity``'s group (default: the target's) by ``distance_m`` horizontally, turned by
+    ``yaw_deg`` about the entity's vertical axis, trying the drawn direction first and then its
+    neighbours (:data:`DIRECTION_STEPS_DEG`).
+
+    Args:
+        entity: the object or fixture to move (its :func:`entity_group` moves with it).
+        exclude: objects that never join the group (the carried target when the receiver moves).
+        keep_lookalike_order: reject placements that swap a moved object's side with an unmoved
+            look-alike (:func:`lookalike_order_problem`).
+        sites: sites (of the table) that move rigidly with the group: a goal region named after
+            the moved fixture ("the front of the stove").
+        clearance_m: keep every group geom this far from the robot and the ``exclude`` objects
+            (run time: the arm and the carried target); 0 only forbids touching the robot.
+        min_distance_m: when no direction works at ``distance_m``, try shorter distances in
+            1 cm steps down to this one (every direction at each); None: ``distance_m`` only.
+            A big fixture boxed in by the layout (the cabinet of LIBERO-Goal) may fit at 8 cm
+            and nowhere at 14.
 
     The scene state is changed only by an accepted candidate. Raises ``ValueError`` (with every
     candidate's reason) when no direction gives a valid placement.
     """
-    group = target_group(scene, sem.target)
+    entity = entity or sem.target
+    group = entity_group(scene, entity, exclude)
     bodies = {scene.root_body(n) for n in group}
     start = {n: entity_pose(scene, n) for n in group}
-    centre = start[sem.target][0][:2].copy()
+    start_xy = {n: p[0][:2] for n, p in start.items()}
+    site_ids = [scene.inner.sim.model.site_name2id(n) for n in sites]
+    site_start = {sid: site_world(scene, sid) for sid in site_ids}
+    avoid = {scene.robot_root()} | {scene.root_body(n) for n in exclude}
+    centre = start[entity][0][:2].copy()
     qyaw = yaw_quat(yaw_deg)
     cos, sin = math.cos(math.radians(yaw_deg)), math.sin(math.radians(yaw_deg))
+
+    def moved(xy: np.ndarray, new_centre: np.ndarray) -> np.ndarray:
+        rel = xy - centre
+        return new_centre + np.array([cos * rel[0] - sin * rel[1], sin * rel[0] + cos * rel[1]])
+
+    distances = [distance_m]
+    if min_distance_m is not None:
+        while distances[-1] - 0.01 >= min_distance_m - 1e-9:
+            distances.append(round(distances[-1] - 0.01, 6))
+        if distances[-1] > min_distance_m + 1e-9:
+            distances.append(min_distance_m)
+    candidates = [(dist, step) for dist in distances for step in DIRECTION_STEPS_DEG]
     reasons = []
-    for i, step in enumerate(DIRECTION_STEPS_DEG, start=1):
+    for i, (dist, step) in enumerate(candidates, start=1):
         direction = (direction_deg + step) % 360
-        d = np.array([math.cos(math.radians(direction)), math.sin(math.radians(direction))]) * distance_m
+        d = np.array([math.cos(math.radians(direction)), math.sin(math.radians(direction))]) * dist
         new_centre = centre + d
         for n in group:
             pos, quat = start[n]
-            rel = pos[:2] - centre
-            rot = np.array([cos * rel[0] - sin * rel[1], sin * rel[0] + cos * rel[1]])
-            set_entity_pose(scene, n, np.array([*(new_centre + rot), pos[2]]), quat_mul(qyaw, quat))
+            set_entity_pose(scene, n, np.array([*moved(pos[:2], new_centre), pos[2]]), quat_mul(qyaw, quat))
         scene.inner.sim.forward()
+        if site_start:
+            for sid, (pos, quat) in site_start.items():
+                set_site_world(scene, sid, np.array([*moved(pos[:2], new_centre), pos[2]]), quat_mul(qyaw, quat))
+            scene.inner.sim.forward()
         bad = _bad_contacts(scene, bodies, allow_robot=False)
         why = (f"collides with {', '.join(bad)}" if bad else None) or workspace_problem(
-            scene, group, {n: p[0][:2] for n, p in start.items()}) or referring_ok(scene, sem)
+            scene, group, start_xy) or referring_ok(scene, sem)
+        if why is None and keep_lookalike_order:
+            why = lookalike_order_problem(scene, group, start_xy)
+        if why is None and clearance_m > 0:
+            why = clearance_problem(scene, bodies, avoid, clearance_m)
         if why is None:
             scene.refresh()
             end = {n: [round(float(v), 5) for v in entity_pose(scene, n)[0]] for n in group}
@@ -272,30 +415,37 @@ def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float,
                 direction_deg=direction,
                 yaw_deg=yaw_deg,
                 candidates_tried=i,
+                entity=entity,
+                sites={n: [round(float(v), 5) for v in site_world(scene, sid)[0]] for n, sid in zip(sites, site_ids, strict=True)},
             )
-        reasons.append(f"{direction:.0f} deg: {why}")
+        reasons.append(f"{direction:.0f} deg{f' at {dist:.2f} m' if len(distances) > 1 else ''}: {why}")
         for n in group:  # put it back before the next candidate
             set_entity_pose(scene, n, *start[n])
+        for sid, (pos, quat) in site_start.items():
+            set_site_world(scene, sid, pos, quat)
         scene.inner.sim.forward()
     scene.refresh()
     raise ValueError("no valid placement: " + "; ".join(reasons))
 
 
 def check_rests(scene, sem: TaskSemantics, reloc: Relocation, min_distance_m: float) -> dict:
-    """Post-condition after settling: the target moved at least ``min_distance_m`` from where it
-    started, stayed at its height (still on its support, within 1 cm), and nothing penetrates it
-    by more than :data:`PENETRATION_TOL_M`. Returns the measurements; raises ``ValueError``."""
-    start = np.array(reloc.start[sem.target])
-    now = entity_pose(scene, sem.target)[0]
+    """Post-condition after settling: the moved entity (the target unless the relocation names
+    another) moved at least ``min_distance_m`` from where it started, stayed at its height (still
+    on its support, within 1 cm), and nothing penetrates its group by more than
+    :data:`PENETRATION_TOL_M`. Returns the measurements; raises ``ValueError``."""
+    entity = reloc.entity or sem.target
+    what = "target" if entity == sem.target else entity
+    start = np.array(reloc.start[entity])
+    now = entity_pose(scene, entity)[0]
     moved = float(np.linalg.norm(now[:2] - start[:2]))
     dz = float(now[2] - start[2])
     group_bodies = {scene.root_body(n) for n in reloc.group}
     bad = _bad_contacts(scene, group_bodies, allow_robot=True)
     measured = {"moved_m": round(moved, 4), "height_change_m": round(dz, 4), "penetrations": bad}
     if moved < min_distance_m:
-        raise ValueError(f"target moved {moved:.3f} m, less than the stated {min_distance_m:.3f} m")
+        raise ValueError(f"{what} moved {moved:.3f} m, less than the stated {min_distance_m:.3f} m")
     if abs(dz) > 0.01:
-        raise ValueError(f"target height changed by {dz:.3f} m after settling: it is not resting on its support")
+        raise ValueError(f"{what} height changed by {dz:.3f} m after settling: it is not resting on its support")
     if bad:
-        raise ValueError(f"target interpenetrates {', '.join(bad)} after settling")
+        raise ValueError(f"{what} interpenetrates {', '.join(bad)} after settling")
     return measured

@@ -1,0 +1,282 @@
+"""Instance manifests: every (task, case) of a split with fixed, validated parameters.
+
+A manifest is a JSON-lines file: a header line, then one :class:`~liberopro.instances.Instance`
+per line. Generation is a pure function of (split, seed, shift catalog, simulator stack):
+
+1. For each task of the split and each case (every single shift, or the given cases and
+   compositions), the shift's applicability rule may drop the pair with its reason.
+2. Otherwise parameters are drawn from (seed, task, case, attempt) and the instance is realised
+   in the simulator on init state 0 through the real episode runner: static shifts are applied,
+   settled and their post-conditions measured; runtime shifts are fired (at their phase, reached
+   by a privileged scripted controller where one exists, else at their fallback step) and
+   measured. A failed post-condition redraws the parameters (up to ``attempts``); a pair whose
+   every draw fails is dropped with the checked reasons.
+
+The header records the schema version, split, a SHA-256 commitment to the seed (never the seed:
+evaluation manifests come from a secret seed), the evaluator and stack versions, the counts per
+shift and suite, and ``content_hash``: SHA-256 of the instance lines, which readers verify.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from liberopro import EVALUATOR_VERSION
+from liberopro.instances import Instance, make_instance
+
+MANIFEST_KIND = "liberopro-instance-manifest"
+MANIFEST_SCHEMA_VERSION = 1
+
+#: Reference counts of the study this benchmark follows (benchmark.md, "Instances").
+REFERENCE = {"train": 1313, "eval": 335, "total": 1648, "pairs": 1680}
+
+
+class DroppedPair(BaseModel):
+    """A (task, case) pair that is not in the manifest, and the checked reason."""
+
+    suite: str
+    task_index: int
+    case: str
+    stage: str  # "applicability" or "validation"
+    reason: str
+
+
+class ManifestHeader(BaseModel):
+    """First line of a manifest file."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str = MANIFEST_KIND
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+    split: str
+    seed_sha256: str
+    episodes_per_instance: int
+    evaluator_version: str = EVALUATOR_VERSION
+    stack: dict[str, Any] = Field(default_factory=dict)
+    created: str
+    instances: int
+    per_shift: dict[str, int]
+    per_suite: dict[str, int]
+    dropped: int
+    content_hash: str
+
+
+class ManifestError(ValueError):
+    """A manifest file is malformed, of another schema, or altered (hash mismatch)."""
+
+
+def seed_commitment(seed: int) -> str:
+    """SHA-256 commitment to a manifest seed (publishable; the seed itself is not)."""
+    return hashlib.sha256(f"liberopro-manifest-seed:{seed}".encode()).hexdigest()
+
+
+def _line(inst: Instance) -> str:
+    return json.dumps(inst.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def content_hash(instances: list[Instance]) -> str:
+    h = hashlib.sha256()
+    for inst in instances:
+        h.update(_line(inst).encode() + b"\n")
+    return h.hexdigest()
+
+
+def write_manifest(path: Path, header: ManifestHeader, instances: list[Instance]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        fh.write(header.model_dump_json() + "\n")
+        for inst in instances:
+            fh.write(_line(inst) + "\n")
+
+
+def read_manifest(path: Path) -> tuple[ManifestHeader, list[Instance]]:
+    """Read and verify a manifest. Raises :class:`ManifestError` naming the problem."""
+    lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
+    if not lines:
+        raise ManifestError(f"{path} is empty")
+    try:
+        header = ManifestHeader.model_validate_json(lines[0])
+    except Exception as exc:
+        raise ManifestError(f"{path}: first line is not a manifest header ({exc})") from exc
+    if header.kind != MANIFEST_KIND or header.schema_version != MANIFEST_SCHEMA_VERSION:
+        raise ManifestError(f"{path}: kind {header.kind!r} schema {header.schema_version}, this evaluator reads "
+                            f"{MANIFEST_KIND!r} schema {MANIFEST_SCHEMA_VERSION}")
+    instances = [Instance.model_validate_json(ln) for ln in lines[1:]]
+    if content_hash(instances) != header.content_hash:
+        raise ManifestError(f"{path}: content hash mismatch: the instances were altered after generation")
+    if len(instances) != header.instances:
+        raise ManifestError(f"{path}: header says {header.instances} instances, file has {len(instances)}")
+    return header, instances
+
+
+# ------------------------------------------------------------------------------ validation
+def _validation_metadata(shift_ids: list[str]):
+    """What the validation policy asks for: no cameras (fast) unless a shift works on images."""
+    from liberopro.shifts import get_shift
+    from submission_spec import CameraSpec, PolicyMetadata
+
+    needs_images = any(get_shift(s).category == "Observation" for s in shift_ids)
+    cams = [CameraSpec(name="agentview", height=64, width=64), CameraSpec(name="wrist", height=64, width=64)]
+    return PolicyMetadata(policy_name="liberopro-validator (privileged, not a submission)",
+                          cameras=cams if needs_images else [], chunk_length=1, replan_steps=1)
+
+
+class _ValidationPolicy:
+    """Holds still (static shifts) or follows the privileged scripted controller when the
+    tooling provides one (runtime shifts), so that a trigger phase is really reached."""
+
+    def __init__(self, metadata, runner, ref) -> None:
+        self.metadata = metadata
+        self._runner = runner
+        self._ref = ref
+        self._controller = None
+
+    def reset(self, episode_id: str, instruction: str) -> None:
+        self._controller = None
+        try:
+            from liberopro import scripted
+        except ImportError:
+            return
+        scene = next(iter(s for k, s in self._runner._scenes.items() if k[0] == self._ref), None)
+        if scene is not None and hasattr(scripted, "ScriptedController"):
+            from liberopro.instances import semantics_of
+
+            self._controller = scripted.ScriptedController(scene, semantics_of(self._ref))
+
+    def act(self, obs) -> np.ndarray:
+        if self._controller is None:
+            return np.array([[0, 0, 0, 0, 0, 0, -1.0]])
+        return np.asarray(self._controller())[None]
+
+
+def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bool, str, dict]:
+    """Realise ``inst`` on init state 0 and measure its post-conditions.
+
+    Returns (valid, reason, per-shift applied records). Static-only instances run one policy
+    step; runtime ones run until every shift fired and its window closed (fallback + 40 steps).
+    """
+    from liberopro.instances import EpisodePlan
+    from liberopro.local_policy import LocalPolicyClient
+    from liberopro.runner import EpisodeRunner, RunSettings
+    from liberopro.shifts import get_shift
+
+    ids = [s.id for s in inst.shifts]
+    meta = _validation_metadata(ids)
+    runtime = [s for s in inst.shifts if get_shift(s.id).kind == "runtime"]
+    steps = 1 + max([int(s.params.get("fallback_step", 0)) + 40 for s in runtime] or [0])
+    settings = RunSettings(render_size=64, max_steps=steps)
+    runner = EpisodeRunner(None, meta, settings, scenes=runner_cache)  # type: ignore[arg-type]
+    runner.client = LocalPolicyClient(_ValidationPolicy(meta, runner, inst.task))
+    rec = runner.run_episode(EpisodePlan(inst, 0, 0, seed))
+    applied = {s["id"]: s for s in rec.shifts}
+    if not rec.valid:
+        return False, rec.detail or "invalid", applied
+    if rec.termination_reason not in ("horizon", "success"):
+        return False, f"{rec.termination_reason}: {rec.detail}", applied
+    unfired = [s["id"] for s in rec.shifts if s["kind"] == "runtime" and s.get("fired_at_step") is None]
+    if unfired:
+        return False, f"{', '.join(unfired)} did not fire within {steps} steps", applied
+    return True, "", applied
+
+
+def _generate_task(args: tuple) -> tuple[list[Instance], list[DroppedPair]]:
+    ref, cases, seed, attempts, validate = args
+    kept, dropped = [], []
+    cache: dict = {}
+    try:
+        for case in cases:
+            label = "+".join(case)
+            last = ""
+            for attempt in range(attempts):
+                inst = make_instance(ref, case, seed, attempt)
+                if isinstance(inst, str):
+                    dropped.append(DroppedPair(suite=ref.suite, task_index=ref.index, case=label,
+                                               stage="applicability", reason=inst))
+                    break
+                if not validate:
+                    kept.append(inst)
+                    break
+                ok, why, _ = validate_instance(inst, cache, seed)
+                if ok:
+                    kept.append(inst)
+                    break
+                last = f"attempt {attempt + 1}: {why}" if not last else f"{last}; attempt {attempt + 1}: {why}"
+            else:
+                dropped.append(DroppedPair(suite=ref.suite, task_index=ref.index, case=label, stage="validation",
+                                           reason=f"no valid parameters in {attempts} draws: {last}"))
+    finally:
+        for scene in cache.values():
+            scene.close()
+    return kept, dropped
+
+
+def generate(split: str, seed: int, *, tasks=None, cases: list[list[str]] | None = None, episodes: int = 10,
+             attempts: int = 5, workers: int = 1, validate: bool = True,
+             progress: Callable[[str, int, int], None] | None = None) -> tuple[ManifestHeader, list[Instance], list[DroppedPair]]:
+    """Generate the manifest of ``split`` (train/eval/all) for ``seed``.
+
+    ``tasks`` restricts the split's tasks; ``cases`` defaults to every single shift of the
+    catalog. ``validate=False`` skips the simulator (for a quick look; such a manifest says so
+    in its header counts only; do not score on it). The output order and content do not depend
+    on ``workers``.
+    """
+    from liberopro.shifts import SHIFTS
+    from liberopro.split import split_tasks
+    from liberopro.stack import check_stack
+
+    stack = check_stack()
+    refs = [r for r in split_tasks(split) if tasks is None or r in tasks]  # type: ignore[arg-type]
+    cases = cases or [[sid] for sid in SHIFTS]
+    jobs = [(ref, cases, seed, attempts, validate) for ref in refs]
+    results: list[tuple[list[Instance], list[DroppedPair]]] = []
+    if workers <= 1:
+        for i, job in enumerate(jobs):
+            results.append(_generate_task(job))
+            if progress:
+                progress(str(job[0]), i + 1, len(jobs))
+    else:
+        import multiprocessing
+
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for i, res in enumerate(pool.map(_generate_task, jobs)):
+                results.append(res)
+                if progress:
+                    progress(str(jobs[i][0]), i + 1, len(jobs))
+    instances = [inst for kept, _ in results for inst in kept]
+    dropped = [d for _, drops in results for d in drops]
+    header = ManifestHeader(
+        split=split, seed_sha256=seed_commitment(seed), episodes_per_instance=episodes, stack=stack,
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), instances=len(instances),
+        per_shift=dict(sorted(Counter(i.case for i in instances).items())),
+        per_suite=dict(sorted(Counter(i.suite for i in instances).items())),
+        dropped=len(dropped), content_hash=content_hash(instances),
+    )
+    return header, instances, dropped
+
+
+def report(header: ManifestHeader, dropped: list[DroppedPair], pairs: int) -> dict[str, Any]:
+    """The drop report written beside a manifest: counts against the reference and every dropped
+    pair with its reason."""
+    ref = REFERENCE.get(header.split)
+    return {
+        "split": header.split,
+        "pairs": pairs,
+        "instances": header.instances,
+        "dropped": len(dropped),
+        "reference_instances": ref,
+        "difference_vs_reference": None if ref is None else header.instances - ref,
+        "per_shift": header.per_shift,
+        "per_suite": header.per_suite,
+        "dropped_pairs": [d.model_dump() for d in dropped],
+        "dropped_by_shift": dict(sorted(Counter(d.case for d in dropped).items())),
+    }

@@ -1,0 +1,165 @@
+"""Instance manifests (deterministic, validated, hash-checked), what reaches a policy, and the
+diagnostic conditions (frozen observations, replan override, recovery protocols), on real scenes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from submission_spec import PolicyClient, create_app
+
+from liberopro.instances import Diagnostic, EpisodePlan, Instance, ShiftSpec, make_instance
+from liberopro.manifest import ManifestError, generate, read_manifest, seed_commitment, write_manifest
+from liberopro.runner import EpisodeRunner, RunSettings
+from liberopro.tasks import TaskRef
+
+from .policies import Recorder, metadata, sweep
+
+TASK = TaskRef("libero_goal", 8)
+OBJECT0 = TaskRef("libero_object", 0)
+
+
+def test_manifest_generation_is_deterministic_validated_and_tamper_evident(tmp_path):
+    cases = [["S12"], ["S22"], ["D10"], ["S22", "D10"], ["S01", "S01"]]
+    runs = [generate("train", 7, tasks=[OBJECT0], cases=cases, episodes=3) for _ in range(2)]
+    (h1, i1, d1), (h2, i2, d2) = runs
+    assert h1.content_hash == h2.content_hash and [i.model_dump() for i in i1] == [i.model_dump() for i in i2]
+    assert h1.instances == 4 and h1.per_shift == {"D10": 1, "S12": 1, "S22": 1, "S22+D10": 1}
+    assert [(d.case, d.stage) for d in d1] == [("S01+S01", "applicability")] and "twice" in d1[0].reason
+    assert h1.seed_sha256 == seed_commitment(7)  # a commitment to the seed, never the seed itself
+    assert [k for k in h1.model_dump() if "seed" in k] == ["seed_sha256"]
+    path = tmp_path / "m.jsonl"
+    write_manifest(path, h1, i1)
+    header, instances = read_manifest(path)
+    assert header == h1 and instances == i1
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1].replace('"task_index":0', '"task_index":1')
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ManifestError, match="content hash mismatch"):
+        read_manifest(path)
+
+
+def test_eval_manifest_seed_is_never_taken_from_the_command_line(tmp_path):
+    bin_ = Path(sys.executable).parent / "liberopro"
+    proc = subprocess.run([str(bin_), "instances", "generate", "--split", "eval", "--seed", "3", "--out",
+                           str(tmp_path / "e.jsonl")], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and "secret" in proc.stderr
+
+
+class Tap:
+    """ASGI middleware keeping every request body and header the policy server receives."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.requests: list[tuple[str, dict, bytes]] = []
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        chunks = []
+
+        async def tapped():
+            msg = await receive()
+            chunks.append(msg.get("body", b""))
+            return msg
+
+        try:
+            return await self.app(scope, tapped, send)
+        finally:
+            self.requests.append((scope["path"], {k.decode(): v.decode() for k, v in scope["headers"]}, b"".join(chunks)))
+
+
+def test_nothing_about_an_instance_reaches_the_policy_but_instruction_and_observations(serve_app, scenes):
+    instance = make_instance(TASK, ["S22", "D19"], seed=11)
+    assert isinstance(instance, Instance)
+    policy = Recorder(metadata("tapped", cameras=("agentview", "wrist")))
+    tap = Tap(create_app(policy))
+    url = serve_app(tap)
+    with PolicyClient(url, encoding="json") as client:
+        runner = EpisodeRunner(client, policy.metadata, RunSettings(render_size=64, max_steps=60), scenes=scenes)
+        records = [runner.run_episode(EpisodePlan(instance, e, e, 11 + e)) for e in range(2)]
+    assert all(r.valid for r in records)
+    forbidden = {instance.instance_id, TASK.suite, "libero", records[0].task_name, "S22", "D19", "init_state", "seed",
+                 "shift", "trigger", "fallback", str(instance.shifts[1].params["distance_m"])}
+    bodies = [(path, json.loads(body)) for path, _, body in tap.requests if body]
+    assert {p for p, _ in bodies} == {"/reset", "/act"}
+    for path, body in bodies:
+        expected = {"episode_id", "instruction"} if path == "/reset" else {"episode_id", "step", "instruction", "images", "proprio"}
+        assert set(body) == expected
+        if path == "/act":
+            assert set(body["images"]) == {"agentview", "wrist"}
+            assert set(body["proprio"]) == {"eef_pos", "eef_axis_angle", "gripper_qpos", "joint_pos"}
+        text = json.dumps({k: v for k, v in body.items() if k != "images"})
+        assert not [f for f in forbidden if f in text], (path, text[:300])
+    for _, headers, _ in tap.requests:
+        assert not [f for f in forbidden if f in json.dumps(headers)]
+    ids = {b["episode_id"] for _, b in bodies}
+    assert len(ids) == 2 and all(len(i) == 32 for i in ids)  # random per episode, not derived from the instance
+
+
+def _run(serve_app, scenes, policy, instance, diag: Diagnostic, max_steps: int, replan: int | None = None):
+    url = serve_app(create_app(policy))
+    with PolicyClient(url) as client:
+        runner = EpisodeRunner(client, policy.metadata,
+                               RunSettings(render_size=64, max_steps=max_steps, replan_steps=replan,
+                                           recovery_hold_steps=6, recovery_extra_steps=5), scenes=scenes)
+        return runner.run_episode(EpisodePlan(instance, 0, 0, 0, diag)), runner.scene_for(instance.task)
+
+
+def nominal(ref=TASK) -> Instance:
+    return Instance(instance_id="diag-nominal", suite=ref.suite, task_index=ref.index)
+
+
+def test_frozen_observations_repeat_the_first_frame(serve_app, scenes):
+    policy = Recorder(metadata("sweep"), sweep())
+    rec, _ = _run(serve_app, scenes, policy, nominal(), Diagnostic(observations="frozen"), max_steps=6)
+    obs = policy.observations[-6:]
+    assert rec.observations == "frozen" and rec.row_key == "nominal [frozen]"
+    for o in obs[1:]:
+        np.testing.assert_array_equal(o.images["agentview"], obs[0].images["agentview"])
+        np.testing.assert_array_equal(o.proprio["eef_pos"], obs[0].proprio["eef_pos"])
+    assert [o.step for o in obs] == list(range(6))
+
+
+def test_replan_override_sets_how_many_actions_of_a_chunk_run(serve_app, scenes):
+    policy = Recorder(metadata("chunky", chunk=8, replan=8), lambda o: np.tile([0, 0, 0, 0, 0, 0, -1.0], (8, 1)))
+    rec, _ = _run(serve_app, scenes, policy, nominal(), Diagnostic(), max_steps=12, replan=3)
+    assert rec.replan_steps == 3 and rec.latency.requests == 4  # steps 0, 3, 6, 9
+
+
+D19 = {"trigger": "approach", "fallback_step": 2, "distance_m": 0.05, "direction_deg": 90.0, "max_steps": 15}
+
+
+def _d19() -> Instance:
+    return Instance(instance_id="diag-d19", suite=TASK.suite, task_index=TASK.index, shifts=[ShiftSpec(id="D19", params=D19)])
+
+
+def test_hold_recovery_keeps_the_robot_still_then_the_policy_resumes(serve_app, scenes):
+    policy = Recorder(metadata("sweep"), sweep(speed=0.3))
+    rec, _ = _run(serve_app, scenes, policy, _d19(), Diagnostic(recovery="hold"), max_steps=30)
+    assert rec.valid and rec.recovery["protocol"] == "hold" and rec.recovery["hold_steps"] == 6
+    pushed = rec.shifts[0]["applied"]["push_steps"]
+    assert rec.recovery["at_step"] == 2 + pushed
+    asked = [o.step for o in policy.observations[-rec.latency.requests:]]
+    held = range(rec.recovery["at_step"], rec.recovery["at_step"] + 6)
+    assert not set(asked) & set(held) and asked[-1] == 29
+
+
+def test_restore_recovery_returns_the_robot_to_its_start_pose(serve_app, scenes):
+    policy = Recorder(metadata("hold"))
+    base, scene = _run(serve_app, scenes, policy, nominal(), Diagnostic(), max_steps=1)
+    start = policy.observations[-1].proprio["eef_pos"]
+    rec, _ = _run(serve_app, scenes, policy, _d19(), Diagnostic(recovery="restore"), max_steps=40)
+    assert rec.valid and rec.shifts[0]["applied"]["post_condition"]["displaced_m"] >= 0.04
+    assert np.linalg.norm(np.array(rec.recovery["restored_eef_m"]) - start) < 0.01
+
+
+def test_retry_recovery_gives_extra_steps(serve_app, scenes):
+    policy = Recorder(metadata("hold"))
+    rec, _ = _run(serve_app, scenes, policy, _d19(), Diagnostic(recovery="retry"), max_steps=25)
+    assert rec.recovery["extra_steps"] == 5 and rec.steps == 30
