@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from submission_spec import PolicyClient, create_app
-
 from liberopro.instances import Diagnostic, EpisodePlan, Instance, ShiftSpec, make_instance
 from liberopro.manifest import ManifestError, generate, read_manifest, seed_commitment, write_manifest
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.tasks import TaskRef
+
+from submission_spec import PolicyClient, create_app
 
 from .policies import Recorder, metadata, sweep
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from liberopro.compositions import conflict
 from liberopro.metrics import bootstrap_mean_of_rates, success_rate, wilson
 from liberopro.results import EpisodeRecord, summarize
