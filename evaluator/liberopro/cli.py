@@ -306,6 +306,44 @@ def instances_generate(
     out.print(f"wrote {out_path} (content hash {header.content_hash[:16]}...) and {report_path}")
 
 
+@app.command()
+def review(
+    manifest: Path = typer.Option(..., help="A TRAINING manifest (review pages show instance parameters)."),
+    out_dir: Path = typer.Option(..., "--out", help="Directory for index.html and its images."),
+    all_instances: bool = typer.Option(False, "--all", help="Every instance, not only the first of each shift."),
+    shifts: str | None = typer.Option(None, help="Only these cases, e.g. S01,D10."),
+) -> None:
+    """Render review pages: scene before/after each static shift, frames around each runtime trigger."""
+    from liberopro.manifest import ManifestError, read_manifest
+    from liberopro.review import first_per_shift, render_page, review_instance
+    from liberopro.stack import check_stack
+
+    try:
+        header, instances = read_manifest(manifest)
+    except (ManifestError, OSError) as exc:
+        _fail(str(exc))
+    if header.split != "train":
+        _fail(f"{manifest} is a {header.split} manifest: review pages show parameters, so only training manifests "
+              "may be reviewed")
+    check_stack()
+    chosen = instances if all_instances else first_per_shift(instances)
+    if shifts:
+        wanted = {c.strip().upper() for c in shifts.split(",")}
+        chosen = [i for i in chosen if i.case.upper() in wanted]
+    entries, scenes = [], {}
+    try:
+        for n, inst in enumerate(chosen, 1):
+            console.print(f"[{n}/{len(chosen)}] {inst.case} on {inst.task}")
+            entries.append(review_instance(inst, out_dir, scenes))
+            for key in [k for k in scenes if k[0] != inst.task]:
+                scenes.pop(key).close()
+    finally:
+        for scene in scenes.values():
+            scene.close()
+    page = render_page(entries, out_dir, f"LIBERO-Pro2.0 shift review ({manifest.name})")
+    out.print(f"wrote {page} ({len(entries)} instances)")
+
+
 @app.command("split")
 def split_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Print the held-out split (seed 142: two evaluation tasks per suite)."""
