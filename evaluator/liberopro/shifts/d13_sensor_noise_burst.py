@@ -1,0 +1,66 @@
+"""D13 sensor noise burst (Observation, runtime, trigger transport): Gaussian pixel noise on every
+camera the policy receives, for a window of ``duration_steps`` steps (``benchmark.md``, runtime
+table: pixel noise for a window). The noise is S14's (:mod:`liberopro.shifts.s14_sensor_noise`):
+``sigma`` grey levels (0-255), independent per pixel, channel and step, from ``ctx.rng``, at the
+render resolution.
+
+Defaults: trigger ``transport`` (target lifted, or the articulation moving), fallback step 120
+(120 + 30 stays inside the shortest horizon, 220), ``sigma`` uniform in [10, 25] grey levels (the
+upper part of S14's range: a burst is a disturbance, not a steady sensor property),
+``duration_steps`` uniform in {10, ..., 30}.
+
+Post-condition, measured over the window (window rule: :mod:`liberopro.shifts._signal`): the
+noise sigma of every camera measured on the delivered images against the clean ones (median over
+the window's steps) within max(5%, 0.5 grey levels) of ``sigma``; frames outside the window are
+delivered untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts._signal import NoiseLevel, WindowShift
+from liberopro.shifts.base import EpisodeContext, RuntimeParams, uniform
+
+
+class NoiseBurstParams(RuntimeParams):
+    trigger: Literal["transport"] = "transport"
+    fallback_step: int = Field(default=120, ge=0)
+    sigma: float = Field(gt=0, le=64)
+    duration_steps: int = Field(ge=1, le=500)
+
+
+@register
+class SensorNoiseBurst(WindowShift):
+    id = "D13"
+    name = "sensor noise burst"
+    category = "Observation"
+    triggers = ("transport",)
+    summary = "pixel noise for a window"
+    post_condition = "noise sigma measured on every delivered camera image in the window matches the stated sigma"
+    Params = NoiseBurstParams
+
+    def __init__(self, params) -> None:
+        super().__init__(params)
+        self._level = NoiseLevel(self.params.sigma)
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        return NoiseBurstParams(sigma=uniform(rng, 10.0, 25.0, 2), duration_steps=int(rng.integers(10, 31)))
+
+    @classmethod
+    def default_params(cls):
+        return {"trigger": "transport", "fallback_step": 120, "sigma": [10, 25], "duration_steps": [10, 30]}
+
+    def observe(self, frame, step, ctx):
+        self.tick(step)
+        if not self.active(step):
+            return frame
+        self.mark(step)
+        return self._level.apply(frame, ctx.rng)
+
+    def measure(self, ctx: EpisodeContext) -> dict:
+        return self._level.check(self.id)

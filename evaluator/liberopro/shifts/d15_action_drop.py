@@ -1,0 +1,94 @@
+"""D15 action drop (Execution, runtime, trigger grasp): for a window of ``duration_steps`` steps,
+a fraction ``drop_fraction`` of the policy's commands are lost and replaced by a hold (zero arm
+delta, gripper command of the last executed action) (``benchmark.md``, runtime table: 30-70% of
+commands for a window).
+
+Realisation: when the shift fires, exactly ``round(drop_fraction x duration_steps)`` of the
+window's steps are drawn without replacement from the episode's generator (``ctx.rng``) and
+recorded; at those steps the command is replaced by a hold, at the others it executes unchanged.
+
+Defaults: trigger ``grasp``, fallback step 80, ``drop_fraction`` uniform in [0.3, 0.7],
+``duration_steps`` uniform in {10, ..., 30}.
+
+Post-condition, measured on the executed actions over the window (window rule:
+:mod:`liberopro.shifts._signal`): every dropped step executed a hold, every other step the
+command itself; over a complete window the realised drop fraction is within ``0.5 /
+duration_steps`` of ``drop_fraction`` (rounding). Over a truncated window the realised fraction
+is recorded, not checked.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts._signal import ARM, GRIPPER, WindowShift, hold_action
+from liberopro.shifts.base import EpisodeContext, RuntimeParams, ShiftInvalid, uniform
+
+
+class DropParams(RuntimeParams):
+    trigger: Literal["grasp"] = "grasp"
+    fallback_step: int = Field(default=80, ge=0)
+    drop_fraction: float = Field(gt=0, le=1)
+    duration_steps: int = Field(ge=1, le=500)
+
+
+@register
+class ActionDrop(WindowShift):
+    id = "D15"
+    name = "action drop"
+    category = "Execution"
+    triggers = ("grasp",)
+    summary = "30-70% of commands replaced by hold for a window"
+    post_condition = "dropped steps executed a hold, others the command; realised drop fraction = stated (rounded)"
+    Params = DropParams
+
+    def __init__(self, params) -> None:
+        super().__init__(params)
+        self._drop: set[int] = set()
+        self._log: list[tuple[int, bool, bool]] = []  # step, dropped, executed as intended
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        return DropParams(drop_fraction=uniform(rng, 0.3, 0.7, 3), duration_steps=int(rng.integers(10, 31)))
+
+    @classmethod
+    def default_params(cls):
+        return {"trigger": "grasp", "fallback_step": 80, "drop_fraction": [0.3, 0.7], "duration_steps": [10, 30]}
+
+    def on_fire(self, ctx: EpisodeContext, step: int) -> None:
+        d = self.params.duration_steps
+        n = int(round(self.params.drop_fraction * d))
+        offsets = sorted(int(i) for i in ctx.rng.choice(d, size=n, replace=False))
+        self._drop = {step + i for i in offsets}
+        self.applied["drop_steps"] = sorted(self._drop)
+
+    def execute(self, action, step, ctx):
+        if not self.active(step):
+            return action
+        self.mark(step)
+        dropped = step in self._drop
+        out = hold_action(ctx) if dropped else action
+        if dropped:
+            ok = not np.any(out[ARM]) and out[GRIPPER] == ctx.last_action[GRIPPER]
+        else:
+            ok = np.array_equal(out, action)
+        self._log.append((step, dropped, bool(ok)))
+        return out
+
+    def measure(self, ctx: EpisodeContext) -> dict:
+        n = len(self._log)
+        dropped = sum(d for _, d, _ in self._log)
+        wrong = [s for s, _, ok in self._log if not ok]
+        complete = n == self.params.duration_steps
+        realised = dropped / n
+        post = {"executed_steps": n, "dropped_steps": dropped, "realised_fraction": round(realised, 4),
+                "stated_fraction": self.params.drop_fraction, "complete_window": complete, "wrong_steps": wrong}
+        if wrong:
+            raise ShiftInvalid(self.id, f"steps {wrong[:5]} did not execute as planned")
+        if complete and abs(realised - self.params.drop_fraction) > 0.5 / n + 1e-9:
+            raise ShiftInvalid(self.id, f"realised drop fraction {realised:.3f}, stated {self.params.drop_fraction}")
+        return post

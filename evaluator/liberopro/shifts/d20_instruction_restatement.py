@@ -1,0 +1,118 @@
+"""D20 instruction restatement (Language, runtime, trigger approach): from the step the shift
+fires on, the policy receives a same-meaning rewording of its instruction (``benchmark.md``,
+runtime table), as when an operator restates the command mid-task. The rewording is one of the
+task's curated paraphrases (:mod:`liberopro.paraphrases`, the same list S22 draws from; no
+model at run time).
+
+Composition with S22 (instruction paraphrase): when the instruction D20 receives before its
+trigger is already its drawn paraphrase (S22 drew the same one, and S22 precedes D20 in the
+instance's shift list), the restatement is the next paraphrase of the list that differs from it,
+so the policy always sees a change. Runner order matters: a language shift listed after D20
+rewrites D20's text.
+
+Defaults: trigger ``approach``, fallback step 40, ``index`` uniform over the task's paraphrases.
+
+Post-condition, measured on the instructions the policy receives: every instruction delivered
+from the firing step on is the restatement, it differs from the one delivered before, and it
+reached the policy at least once (a policy asked only before the trigger never received it:
+the shift was not realised and the episode is invalid, as is one that ended before the trigger).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from liberopro.paraphrases import paraphrases_for
+from liberopro.shifts import register
+from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid
+from liberopro.tasks import task_info
+
+
+class RestatementParams(RuntimeParams):
+    """``index`` into the task's curated paraphrases; ``text`` is that paraphrase."""
+
+    trigger: Literal["approach"] = "approach"
+    fallback_step: int = Field(default=40, ge=0)
+    index: int = Field(ge=0)
+    text: str
+
+
+@register
+class InstructionRestatement(RuntimeShift):
+    id = "D20"
+    name = "instruction restatement"
+    category = "Language"
+    triggers = ("approach",)
+    summary = "the instruction is replaced by a same-meaning paraphrase"
+    post_condition = "every instruction delivered from the trigger on is the paraphrase, different from the one before"
+    Params = RestatementParams
+
+    def __init__(self, params) -> None:
+        super().__init__(params)
+        self._options: tuple[str, ...] = ()
+        self._text: str | None = None
+        self._before: str | None = None
+        self._delivered: list[int] = []
+        self._last_step = -1
+
+    @classmethod
+    def applicable(cls, ref, sem):
+        try:
+            paraphrases_for(task_info(ref).instruction)
+        except KeyError as exc:
+            return str(exc)
+        return None
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        options = paraphrases_for(task_info(ref).instruction)
+        i = int(rng.integers(len(options)))
+        return RestatementParams(index=i, text=options[i])
+
+    @classmethod
+    def default_params(cls):
+        return {"trigger": "approach", "fallback_step": 40, "index": "uniform over the task's curated paraphrases"}
+
+    def fire(self, ctx: EpisodeContext, step: int) -> None:
+        self._options = paraphrases_for(ctx.scene.task.instruction)
+        self.applied = {"instruction_before": self._before}
+
+    def observe(self, frame, step, ctx):
+        self._last_step = max(self._last_step, step)
+        return frame
+
+    def _restatement(self, incoming: str) -> str:
+        if self.params.text != incoming:
+            return self.params.text
+        n = len(self._options)
+        for j in range(1, n + 1):
+            alt = self._options[(self.params.index + j) % n]
+            if alt != incoming:
+                return alt
+        raise ShiftInvalid(self.id, "no paraphrase differs from the instruction already delivered")
+
+    def instruction(self, text: str, step: int) -> str:
+        if self.fired_at is None or step < self.fired_at:
+            self._before = text
+            return text
+        if self._text is None:
+            self._text = self._restatement(self._before if self._before is not None else text)
+            self.applied.update(instruction_before=self._before, restated_as=self._text,
+                                changed_from_drawn=self._text != self.params.text)
+        self._delivered.append(step)
+        return self._text
+
+    def on_episode_end(self, ctx: EpisodeContext) -> None:
+        if self.fired_at is None:
+            raise ShiftInvalid(self.id, f"the episode ended after {self._last_step + 1} steps, before the "
+                                        f"{self.trigger} phase or the fallback step {self.params.fallback_step}: "
+                                        "the instruction was never restated")
+        self.applied["post_condition"] = {"delivered_at_steps": self._delivered[:50], "deliveries": len(self._delivered),
+                                          "differs_from_before": self._text is not None and self._text != self._before}
+        if not self._delivered:
+            raise ShiftInvalid(self.id, f"fired at step {self.fired_at} but the policy was not asked again before "
+                                        "the episode ended: the restatement never reached it")
+        if self._text == self._before:
+            raise ShiftInvalid(self.id, "the restatement equals the instruction delivered before it")

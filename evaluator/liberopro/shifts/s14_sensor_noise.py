@@ -1,0 +1,66 @@
+"""S14 sensor noise (Observation, static): Gaussian pixel noise on every camera the policy
+receives (``benchmark.md``, static table: sigma 5-25 of 255, both cameras).
+
+Realisation: each delivered image gets zero-mean Gaussian noise of ``sigma`` grey levels (0-255
+scale), drawn afresh at every step, independently per pixel and colour channel, from the
+episode's own generator (``ctx.rng``); values are rounded and clipped to ``[0, 255]``. It is
+applied at the render resolution, to BOTH cameras whenever the policy receives both (LIBERO-plus
+noised one camera only on some code paths). A policy that asks for a smaller image receives the
+noisy frame area-averaged by the evaluator's resize, which lowers the noise it sees.
+
+Default magnitude: ``sigma`` uniform in [5, 25] grey levels.
+
+Post-condition, measured on the delivered images against the clean frames of the same steps: the
+noise level (RMS difference over the values whose clean level lies >= 3 sigma from 0 and 255,
+rounding variance removed; :func:`liberopro.shifts._signal.estimate_noise_sigma`) of every
+camera, median over the episode's steps, within max(5%, 0.5 grey levels) of ``sigma``.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts._signal import NoiseLevel
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftParams, uniform
+
+
+class SensorNoiseParams(ShiftParams):
+    """``sigma``: standard deviation of the pixel noise, grey levels on the 0-255 scale."""
+
+    sigma: float = Field(gt=0, le=64)
+
+
+@register
+class SensorNoise(Shift):
+    id = "S14"
+    name = "sensor noise"
+    category = "Observation"
+    kind = "static"
+    summary = "pixel noise (Gaussian sigma 5-25 of 255) on both cameras"
+    post_condition = ("noise sigma measured on every delivered camera image against the clean frame "
+                      "(values >= 3 sigma from the clipping limits), median over steps within 5% / 0.5 grey levels")
+    Params = SensorNoiseParams
+
+    def __init__(self, params) -> None:
+        super().__init__(params)
+        self._level = NoiseLevel(self.params.sigma)
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        return SensorNoiseParams(sigma=uniform(rng, 5.0, 25.0, 2))
+
+    @classmethod
+    def default_params(cls):
+        return {"sigma": [5, 25], "unit": "grey levels (0-255)", "cameras": "every camera the policy receives"}
+
+    def on_episode_start(self, ctx: EpisodeContext) -> None:
+        self._level = NoiseLevel(self.params.sigma)
+        self.applied = {"sigma": self.params.sigma}
+
+    def observe(self, frame, step, ctx):
+        return self._level.apply(frame, ctx.rng)
+
+    def on_episode_end(self, ctx: EpisodeContext) -> None:
+        self.applied["cameras"] = sorted(set(self._level.values) | set(self._level.unmeasured))
+        self.applied["post_condition"] = self._level.check(self.id)

@@ -1,0 +1,167 @@
+"""S16 image degradation (Observation, static): every camera image the policy receives is
+degraded in one of three modes, one mode per instance (``benchmark.md``, static table: JPEG
+quality 10-30, or resolution loss (down x2-4, up again), or blur).
+
+Modes and default magnitudes (each drawn with probability 1/3):
+
+* ``jpeg``: baseline JPEG encode/decode at ``jpeg_quality`` (integer, uniform in [10, 30];
+  OpenCV/libjpeg quality scale, 4:2:0 chroma subsampling).
+* ``downsample``: shrink by ``downsample_factor`` (integer 2, 3 or 4) with area averaging, then
+  enlarge back with bilinear interpolation.
+* ``blur``: Gaussian blur of ``blur_sigma_px`` (uniform in [1.5, 3.0]) pixels at a 256 px render
+  (LIBERO's evaluation size), scaled with the render size so that the blur covers the same
+  fraction of the field of view at any resolution (0.375-0.75 px at 64 px).
+
+Applied at the render resolution, before the policy's orientation and resize, at every step.
+
+Post-condition, measured on the delivered images against the clean frames of the same steps
+(median over the steps whose clean frame has any structure, per camera):
+
+* ``jpeg``: the delivered image is a fixed point of JPEG at the stated quality (re-encoding it
+  changes it by <= 20% of what separates it from the clean frame; measured <= 1% on LIBERO
+  frames) and it differs from the clean frame by >= 0.5 grey levels on average; the 8 x 8
+  blockiness ratio (delivered / clean) is recorded (measured 1.35-2.6 at quality 10-30).
+* ``downsample``: high-frequency energy (mean squared Laplacian) ratio delivered / clean <= 0.5
+  (measured 0.01-0.08 for factors 2-4).
+* ``blur``: the same ratio <= 0.9 (measured <= 0.79 with the mildest blur at 64 px, <= 0.12 at
+  128 px and above).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from liberopro.shifts import register
+from liberopro.shifts._signal import (
+    REFERENCE_RENDER_PX,
+    blockiness,
+    down_up,
+    gaussian_blur,
+    hf_energy,
+    jpeg,
+    mean_abs_diff,
+)
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+
+Mode = Literal["jpeg", "downsample", "blur"]
+MODES: tuple[Mode, ...] = ("jpeg", "downsample", "blur")
+#: Post-condition thresholds (see the module docstring).
+JPEG_FIXED_POINT_MAX = 0.2
+JPEG_MIN_CHANGE = 0.5
+HF_RATIO_MAX = {"downsample": 0.5, "blur": 0.9}
+#: Clean frames with less high-frequency energy than this are not measured (a blank frame).
+MIN_CLEAN_HF = 1.0
+
+
+class DegradationParams(ShiftParams):
+    """``mode`` and its one magnitude; the other two magnitudes stay None."""
+
+    mode: Mode
+    jpeg_quality: int | None = Field(default=None, ge=1, le=100)
+    downsample_factor: int | None = Field(default=None, ge=2, le=16)
+    blur_sigma_px: float | None = Field(default=None, gt=0, le=20)
+
+    @model_validator(mode="after")
+    def _one_magnitude(self) -> DegradationParams:
+        given = {"jpeg": self.jpeg_quality, "downsample": self.downsample_factor, "blur": self.blur_sigma_px}
+        if given[self.mode] is None:
+            raise ValueError(f"mode {self.mode!r} needs its magnitude")
+        extra = [m for m, v in given.items() if m != self.mode and v is not None]
+        if extra:
+            raise ValueError(f"mode {self.mode!r} takes no magnitude for {extra}")
+        return self
+
+
+def degrade(img: np.ndarray, p: DegradationParams) -> np.ndarray:
+    """One image degraded as ``p`` states (blur sigma scaled to the image's width)."""
+    if p.mode == "jpeg":
+        return jpeg(img, p.jpeg_quality)
+    if p.mode == "downsample":
+        return down_up(img, p.downsample_factor)
+    return gaussian_blur(img, p.blur_sigma_px * img.shape[1] / REFERENCE_RENDER_PX)
+
+
+@register
+class ImageDegradation(Shift):
+    id = "S16"
+    name = "image degradation"
+    category = "Observation"
+    kind = "static"
+    summary = "JPEG quality 10-30, or resolution loss (down x2-4, up again), or blur"
+    post_condition = ("measured on every delivered camera image against the clean frame: jpeg: a JPEG fixed "
+                      "point at the stated quality that differs from the clean frame; downsample / blur: "
+                      "high-frequency energy ratio <= 0.5 / 0.9 (median over steps)")
+    Params = DegradationParams
+
+    def __init__(self, params) -> None:
+        super().__init__(params)
+        self._measures: dict[str, list[dict]] = {}
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        mode = MODES[int(rng.integers(3))]
+        if mode == "jpeg":
+            return DegradationParams(mode=mode, jpeg_quality=int(rng.integers(10, 31)))
+        if mode == "downsample":
+            return DegradationParams(mode=mode, downsample_factor=int(rng.integers(2, 5)))
+        return DegradationParams(mode=mode, blur_sigma_px=uniform(rng, 1.5, 3.0, 3))
+
+    @classmethod
+    def default_params(cls):
+        return {"mode": "jpeg | downsample | blur (1/3 each)", "jpeg_quality": [10, 30],
+                "downsample_factor": [2, 3, 4], "blur_sigma_px": "[1.5, 3.0] at 256 px, scaled with the render size"}
+
+    def on_episode_start(self, ctx: EpisodeContext) -> None:
+        self._measures = {}
+        self.applied = {"mode": self.params.mode}
+
+    def observe(self, frame, step, ctx):
+        images = {}
+        for cam, img in frame.images.items():
+            out = degrade(img, self.params)
+            self._measures.setdefault(cam, []).append(self._measure(out, img))
+            images[cam] = out
+        return dataclasses.replace(frame, images=images)
+
+    def _measure(self, out: np.ndarray, clean: np.ndarray) -> dict:
+        m = {"change": mean_abs_diff(out, clean)}
+        hf_clean = hf_energy(clean)
+        m["hf_ratio"] = hf_energy(out) / hf_clean if hf_clean >= MIN_CLEAN_HF else None
+        if self.params.mode == "jpeg":
+            m["fixed_point"] = mean_abs_diff(jpeg(out, self.params.jpeg_quality), out) / max(m["change"], 1e-9)
+            b = blockiness(clean)
+            m["blockiness_ratio"] = blockiness(out) / b if b > 0 else None
+        return m
+
+    def on_episode_end(self, ctx: EpisodeContext) -> None:
+        p = self.params
+        post = {}
+        for cam, ms in sorted(self._measures.items()):
+            entry = {"steps": len(ms), "mean_abs_change": _median([m["change"] for m in ms])}
+            if p.mode == "jpeg":
+                entry["jpeg_fixed_point_ratio"] = _median([m["fixed_point"] for m in ms])
+                entry["blockiness_ratio"] = _median([m["blockiness_ratio"] for m in ms])
+            else:
+                entry["hf_energy_ratio"] = _median([m["hf_ratio"] for m in ms])
+            post[cam] = entry
+        self.applied["post_condition"] = post
+        if not post:
+            raise ShiftInvalid(self.id, "the policy received no camera image to degrade")
+        for cam, e in post.items():
+            if p.mode == "jpeg":
+                if e["mean_abs_change"] < JPEG_MIN_CHANGE or e["jpeg_fixed_point_ratio"] > JPEG_FIXED_POINT_MAX:
+                    raise ShiftInvalid(self.id, f"{cam}: the delivered image is not JPEG at quality "
+                                                f"{p.jpeg_quality} (change {e['mean_abs_change']}, re-encode "
+                                                f"ratio {e['jpeg_fixed_point_ratio']})")
+            elif e["hf_energy_ratio"] is None or e["hf_energy_ratio"] > HF_RATIO_MAX[p.mode]:
+                raise ShiftInvalid(self.id, f"{cam}: high-frequency energy ratio {e['hf_energy_ratio']} "
+                                            f"> {HF_RATIO_MAX[p.mode]} for {p.mode}")
+
+
+def _median(values: list) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(float(np.median(vals)), 4) if vals else None

@@ -1,0 +1,94 @@
+"""S21 actuation gain (Execution, static): the executed arm delta is the commanded one scaled by a
+constant gain (``benchmark.md``, static table: x0.5-0.8 or x1.2-1.5), as from a mis-calibrated
+actuator.
+
+Realisation: at every executed policy step the six arm numbers (translation and rotation deltas
+of OSC_POSE) are multiplied by ``gain`` and clipped to LIBERO's limits [-1, 1]; the gripper is
+untouched. Clipping is part of the actuator: with a gain above 1 a command beyond ``1 / gain``
+saturates (the controller would clip it anyway). Saturation is recorded (clipped fraction and the
+effective gain sum|executed| / sum|commanded|) and never invalidates the episode: a policy could
+otherwise void the shift by saturating its commands.
+
+Default magnitude: ``gain`` uniform in [0.5, 0.8] or in [1.2, 1.5] (each with probability 1/2).
+
+Post-condition, measured on the executed actions: every executed arm number equals
+``clip(gain x commanded, -1, 1)`` (1e-12) and the gripper equals the command; the realised gain
+(median executed / commanded over the unclipped non-zero numbers) is recorded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts._signal import ACTION_HIGH, ACTION_LOW, ARM, GRIPPER
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+
+TOL = 1e-12
+
+
+class GainParams(ShiftParams):
+    """``gain``: factor on the six arm numbers of every executed action."""
+
+    gain: float = Field(gt=0, le=3)
+
+
+@register
+class ActuationGain(Shift):
+    id = "S21"
+    name = "actuation gain"
+    category = "Execution"
+    kind = "static"
+    summary = "executed arm delta scaled x0.5-0.8 or x1.2-1.5"
+    post_condition = "executed arm numbers = clip(gain x commanded, -1, 1); gripper untouched; saturation recorded"
+    Params = GainParams
+
+    def __init__(self, params) -> None:
+        super().__init__(params)
+        self._log: list[tuple[np.ndarray, np.ndarray]] = []
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        gain = uniform(rng, 0.5, 0.8, 3) if rng.random() < 0.5 else uniform(rng, 1.2, 1.5, 3)
+        return GainParams(gain=gain)
+
+    @classmethod
+    def default_params(cls):
+        return {"gain": "[0.5, 0.8] or [1.2, 1.5]", "dims": "6 arm numbers; gripper untouched",
+                "clipping": "to [-1, 1], recorded"}
+
+    def on_episode_start(self, ctx: EpisodeContext) -> None:
+        self._log = []
+        self.applied = {"gain": self.params.gain}
+
+    def execute(self, action, step, ctx):
+        out = np.asarray(action, dtype=np.float64).copy()
+        out[ARM] = np.clip(out[ARM] * self.params.gain, ACTION_LOW, ACTION_HIGH)
+        self._log.append((np.asarray(action, dtype=np.float64).copy(), out.copy()))
+        return out
+
+    def on_episode_end(self, ctx: EpisodeContext) -> None:
+        g = self.params.gain
+        if not self._log:
+            raise ShiftInvalid(self.id, "no policy action was executed: the gain was never applied")
+        c = np.array([a for a, _ in self._log])
+        e = np.array([b for _, b in self._log])
+        expected = np.clip(c[:, ARM] * g, ACTION_LOW, ACTION_HIGH)
+        err = float(np.max(np.abs(e[:, ARM] - expected)))
+        grip = int(np.sum(e[:, GRIPPER] != c[:, GRIPPER]))
+        clipped = np.abs(c[:, ARM] * g) > ACTION_HIGH
+        free = (~clipped) & (np.abs(c[:, ARM]) > 1e-9)
+        total = float(np.abs(c[:, ARM]).sum())
+        self.applied["post_condition"] = {
+            "steps": len(c),
+            "max_error": float(f"{err:.3g}"),
+            "gripper_changed_steps": grip,
+            "realised_gain_unclipped": round(float(np.median(e[:, ARM][free] / c[:, ARM][free])), 6) if free.any() else None,
+            "effective_gain": round(float(np.abs(e[:, ARM]).sum()) / total, 4) if total > 0 else None,
+            "clipped_fraction": round(float(clipped.mean()), 4),
+            "nonzero_commands": int((np.abs(c[:, ARM]) > 1e-9).sum()),
+        }
+        if err > TOL or grip:
+            raise ShiftInvalid(self.id, f"executed arm numbers differ from clip(gain x command) by {err:.3g}, "
+                                        f"gripper changed at {grip} steps")
