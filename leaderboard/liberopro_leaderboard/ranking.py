@@ -1,0 +1,142 @@
+"""The ranking: sort by any column, and ranks that the 95% intervals cannot separate shown as ties.
+
+Tie rule (also printed on the page and in ``/api/leaderboard``): a submission's rank under a
+metric is 1 + the number of submissions whose whole 95% interval lies above its own (their lower
+bound exceeds its upper bound). Two submissions whose intervals overlap never get different ranks
+because of each other, so a rank difference is always backed by separated intervals. The rule is
+the one Chatbot Arena uses; it is conservative (overlapping 95% intervals do not prove equality)
+and it is not transitive in general: A may share rank with B, and B with C, while A ranks above C.
+Submissions without a value for the metric come last and share the last rank.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from liberopro_leaderboard.public import COLUMN_BY_KEY, COLUMNS, Column, PublicResult, Rate
+
+TIE_RULE = (
+    "Rank = 1 + the number of submissions whose entire 95% interval lies above this one's (their lower "
+    "bound is higher than this one's upper bound). Submissions whose intervals overlap therefore share a "
+    "rank, marked '='. Overlap does not prove equality; it means this benchmark's episodes cannot tell "
+    "them apart. Submissions without a value for the metric come last."
+)
+
+#: Columns besides the metrics that the table can be sorted by (key -> label).
+TEXT_SORTS: dict[str, str] = {"team": "Team", "policy": "Policy", "published": "Published"}
+DEFAULT_SORT = "overall"
+Order = Literal["desc", "asc"]
+
+
+def sort_keys() -> list[str]:
+    """Every valid value of the ``sort`` parameter."""
+    return [c.key for c in COLUMNS] + list(TEXT_SORTS)
+
+
+def default_order(sort: str) -> Order:
+    """The order a first click on a column header asks for: best first for rates, A-Z for names,
+    newest first for dates."""
+    return "asc" if sort in ("team", "policy") else "desc"
+
+
+def separated(a: Rate, b: Rate) -> bool:
+    """True when the two 95% intervals do not overlap (the benchmark can tell the two apart)."""
+    ia, ib = a.interval, b.interval
+    if ia is None or ib is None:
+        return False
+    return ia[0] > ib[1] or ib[0] > ia[1]
+
+
+def interval_ranks(rates: list[Rate]) -> list[int]:
+    """Rank of each rate under the tie rule (:data:`TIE_RULE`)."""
+    ranks = []
+    with_value = [r for r in rates if r.value is not None]
+    last = 1 + len(with_value)
+    for r in rates:
+        if r.value is None:
+            ranks.append(last)
+            continue
+        high = r.interval[1]  # type: ignore[index]
+        ranks.append(1 + sum(1 for o in with_value if o.interval[0] > high))  # type: ignore[index]
+    return ranks
+
+
+class RankedRow(BaseModel):
+    """One row of the ranking."""
+
+    rank: int = Field(..., description="Rank under the tie rule, by ``rank_by``.")
+    tied: bool = Field(..., description="Another row shares this rank.")
+    submission_id: str
+    team: str
+    policy_name: str
+    published_at: dt.datetime
+    evaluator_version: str
+    spec_version: str
+    page_url: str
+    api_url: str
+    metrics: dict[str, Rate] = Field(..., description="Column key -> rate (keys in ``columns``).")
+
+
+class LeaderboardResponse(BaseModel):
+    """The ranking as the page shows it: same rows, same order, same numbers."""
+
+    sort: str
+    order: Order
+    rank_by: str = Field(..., description="The metric the ranks are computed from (the sort column, or "
+                         "overall when sorting by a name or date).")
+    tie_rule: str = TIE_RULE
+    columns: list[Column]
+    rows: list[RankedRow]
+    notes: list[str] = Field([], description="Caveats about comparing these rows (different evaluator "
+                             "versions or manifests).")
+
+
+class SortError(ValueError):
+    """An unknown sort column or order."""
+
+
+def rank_table(results: list[PublicResult], sort: str = DEFAULT_SORT, order: str | None = None) -> LeaderboardResponse:
+    """Rank and order ``results`` by ``sort`` (a column key or team/policy/published).
+
+    Raises :class:`SortError` naming the valid values."""
+    if sort not in sort_keys():
+        raise SortError(f"unknown sort column {sort!r}; use one of: {', '.join(sort_keys())}")
+    order = order or default_order(sort)
+    if order not in ("asc", "desc"):
+        raise SortError(f"unknown order {order!r}; use asc or desc")
+    rank_by = sort if sort in COLUMN_BY_KEY else DEFAULT_SORT
+    ranks = interval_ranks([r.metrics[rank_by] for r in results])
+    counts = Counter(ranks)
+    rows = [
+        RankedRow(rank=rank, tied=counts[rank] > 1, submission_id=r.meta.submission_id, team=r.meta.team,
+                  policy_name=r.meta.policy_name, published_at=r.meta.published_at,
+                  evaluator_version=r.meta.evaluator_version, spec_version=r.meta.spec_version,
+                  page_url=r.meta.page_url, api_url=r.meta.api_url, metrics=r.metrics)
+        for r, rank in zip(results, ranks, strict=True)
+    ]
+    # Stable sorts, innermost key first: submission id, then the earlier submission, then the column.
+    rows.sort(key=lambda row: row.submission_id)
+    rows.sort(key=lambda row: row.published_at)
+    if sort in COLUMN_BY_KEY:
+        present = [row for row in rows if row.metrics[sort].value is not None]
+        absent = [row for row in rows if row.metrics[sort].value is None]
+        present.sort(key=lambda row: row.metrics[sort].value, reverse=order == "desc")
+        rows = present + absent  # no value: last in either order
+    else:
+        text = {"team": lambda row: row.team.casefold(), "policy": lambda row: row.policy_name.casefold(),
+                "published": lambda row: row.published_at}[sort]
+        rows.sort(key=text, reverse=order == "desc")
+    notes = []
+    versions = sorted({r.meta.evaluator_version for r in results})
+    if len(versions) > 1:
+        notes.append(f"These rows were produced by {len(versions)} evaluator versions ({', '.join(versions)}); "
+                     "compare rows of different versions with care.")
+    manifests = {r.meta.manifest_sha256 for r in results}
+    if len(manifests) > 1:
+        notes.append(f"These rows were evaluated on {len(manifests)} different evaluation manifests; rows on "
+                     "different manifests ran different instances.")
+    return LeaderboardResponse(sort=sort, order=order, rank_by=rank_by, columns=COLUMNS, rows=rows, notes=notes)

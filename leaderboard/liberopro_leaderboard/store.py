@@ -1,0 +1,76 @@
+"""Reading published results from the platform's ``results`` table, with a cache.
+
+A published result never changes (only its ``hidden`` flag does), so its public view
+(:func:`~liberopro_leaderboard.public.public_result`) is computed once per result and kept. Every
+request still asks the database which results are visible, so hiding a result takes effect at
+once. A page costs at most two queries whatever the number of results: one narrow query for the
+visible ids, and one for the summaries not yet cached (no query per row).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections import OrderedDict
+
+from liberopro_platform.models import Result
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from liberopro_leaderboard.public import PublicResult, public_result
+
+#: A result's identity in the cache: its row id and publication time (a re-published row is a new entry).
+ResultKey = tuple[int, dt.datetime]
+
+
+class ResultStore:
+    """Visible results as :class:`PublicResult`, cached per result (LRU, ``max_entries``)."""
+
+    def __init__(self, max_entries: int = 5000) -> None:
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._views: OrderedDict[ResultKey, PublicResult] = OrderedDict()
+        self.loaded = 0  # results converted so far (tests use it to see the cache work)
+
+    def _cached(self, key: ResultKey) -> PublicResult | None:
+        with self._lock:
+            view = self._views.get(key)
+            if view is not None:
+                self._views.move_to_end(key)
+            return view
+
+    def _keep(self, key: ResultKey, view: PublicResult) -> None:
+        with self._lock:
+            self._views[key] = view
+            self._views.move_to_end(key)
+            while len(self._views) > self.max_entries:
+                self._views.popitem(last=False)
+            self.loaded += 1
+
+    def _views_for(self, session: Session, keys: list[ResultKey]) -> dict[ResultKey, PublicResult]:
+        out = {k: v for k in keys if (v := self._cached(k)) is not None}
+        missing = [k[0] for k in keys if k not in out]
+        if missing:
+            for row in session.scalars(select(Result).where(Result.id.in_(missing))):
+                key = (row.id, row.published_at)
+                view = public_result(row)
+                self._keep(key, view)
+                out[key] = view
+        return out
+
+    def visible(self, session: Session) -> list[PublicResult]:
+        """Every result not hidden, in publication order."""
+        keys = [(rid, at) for rid, at in session.execute(
+            select(Result.id, Result.published_at).where(Result.hidden.is_(False))
+            .order_by(Result.published_at, Result.id))]
+        views = self._views_for(session, keys)
+        return [views[k] for k in keys if k in views]
+
+    def get(self, session: Session, submission_id: str) -> PublicResult | None:
+        """The visible result of ``submission_id``; None when there is none or it is hidden."""
+        row = session.execute(select(Result.id, Result.published_at).where(
+            Result.submission_id == submission_id, Result.hidden.is_(False))).first()
+        if row is None:
+            return None
+        key = (row[0], row[1])
+        return self._views_for(session, [key]).get(key)
