@@ -168,7 +168,7 @@ build_evaluator() {
 build_platform() {
   context_for "$BUILD/ctx-platform" liberopro-submission-spec \
     fastapi uvicorn sqlalchemy alembic 'celery[redis]' docker 'psycopg[binary]' pydantic-settings \
-    python-multipart httpx typer rich msgpack pydantic numpy
+    python-multipart httpx typer rich msgpack pydantic numpy jinja2 matplotlib
   build "liberopro/platform:$TAG" "$REPO/docker/platform.Dockerfile" "$BUILD/ctx-platform" "$BASE_PYTHON"
 }
 

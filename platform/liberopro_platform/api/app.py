@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI
+from liberopro_leaderboard import make_router as leaderboard_router
 
 from liberopro_platform import __version__
 from liberopro_platform.api.routes import admin, submissions, tokens
@@ -42,6 +43,7 @@ def create_app(settings: Settings | None = None, enqueue: Enqueue | None = None)
     app.include_router(submissions.router)
     app.include_router(tokens.router)
     app.include_router(admin.router)
+    app.include_router(leaderboard_router())  # public pages and /api/leaderboard (docs/leaderboard.md)
     return app
 
 
