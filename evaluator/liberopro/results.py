@@ -201,6 +201,8 @@ def summarize(records: list[EpisodeRecord], header: dict[str, Any]) -> dict[str,
             "recovery": recs[0].recovery.get("protocol", "none"),
             **rate,
             "invalid_episodes": len(recs) - len(valid),
+            "runtime_not_fired": sum(any(s["kind"] == "runtime" and s.get("fired_at_step") is None for s in r.shifts)
+                                     for r in valid),
             "invalid_reasons": sorted({r.detail or "" for r in recs if not r.valid}),
         })
     return {

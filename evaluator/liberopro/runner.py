@@ -169,7 +169,9 @@ class EpisodeRunner:
                 EpisodeContext(scene=scene, sem=sem, rng=np.random.default_rng(stable_seed(plan.seed, s.id, i)))
                 for i, s in enumerate(shifts)
             ]
-            layers = list(zip(shifts, contexts, strict=True))
+            # Static shifts wrap the scene first, runtime events act on top of them (so a D20
+            # restatement overrides an S22 paraphrase, whatever order the case lists them in).
+            layers = sorted(zip(shifts, contexts, strict=True), key=lambda sc: sc[0].kind != "static")
             scene.start_episode(info.init_states()[plan.init_state_index], plan.seed)
             for s, ctx in layers:
                 if s.kind == "static":
@@ -298,6 +300,6 @@ class EpisodeRunner:
 
     @staticmethod
     def _instruction(shifts: list[Shift], text: str, step: int) -> str:
-        for s in shifts:
+        for s in sorted(shifts, key=lambda s: s.kind != "static"):
             text = s.instruction(text, step)
         return text

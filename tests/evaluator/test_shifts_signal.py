@@ -440,8 +440,14 @@ def test_d20_after_s22_picks_a_paraphrase_the_policy_has_not_seen(serve_app, sce
     assert got[2:] == [options[1]] * 2 and options[1] != options[0]
 
 
-def test_a_window_shift_that_never_fired_invalidates_the_episode(serve_app, scenes):
+def test_a_window_shift_that_never_fired_leaves_the_episode_valid_and_says_so(serve_app, scenes):
+    # The episode ends before the trigger and the fallback step: the policy never met the shift.
+    # Such episodes stay valid (dropping them would drop the fastest successes) and are counted.
     params = {"trigger": "transport", "fallback_step": 50, "sigma": 15.0, "duration_steps": 3}
     r = run(serve_app, scenes, GOAL8, [("D13", params)], max_steps=3, fn=hold)
-    assert not r.rec.valid and r.rec.termination_reason == "shift_invalid"
-    assert "never applied" in r.rec.detail
+    assert r.rec.valid and r.rec.termination_reason == "horizon"
+    d13 = r.rec.shifts[0]
+    assert d13["fired_at_step"] is None and d13["applied"]["realised_steps"] == 0
+    from liberopro.results import summarize
+
+    assert summarize([r.rec], {})["cases"][0]["runtime_not_fired"] == 1

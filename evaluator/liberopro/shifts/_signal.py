@@ -23,10 +23,12 @@ Window rule of the runtime shifts (:class:`WindowShift`): a shift fired at step 
 ``duration_steps`` ``d`` is active at the steps ``s .. s + d - 1``; every step at which it acted is
 recorded (``applied["active_steps"]``) and the post-condition is measured over those steps. When
 the episode ends inside the window the record says ``truncated`` and the post-condition is
-measured over the realised part. The episode is invalid (:class:`ShiftInvalid`) only when the
-stated shift could not be realised at all: it never fired (the episode ended before both the
-trigger phase and the fallback step), or it fired but acted at no step (every step of its window
-was held by an evaluator override).
+measured over the realised part. A shift that never acted (the episode ended before its
+trigger phase and its fallback step, e.g. by an early success, or every step of its window was
+held by an evaluator override) leaves the episode valid: the record says ``realised_steps: 0``
+(and ``fired_at_step: null`` when it never fired) and the summary counts such episodes per row,
+as for every runtime shift. Excluding them would drop exactly the episodes a policy finished
+fastest.
 """
 
 from __future__ import annotations
@@ -323,14 +325,10 @@ class WindowShift(RuntimeShift):
 
     def on_episode_end(self, ctx: EpisodeContext) -> None:
         if self.window is None:
-            raise ShiftInvalid(self.id, f"the episode ended after {self.last_step + 1} steps, before the "
-                                        f"{self.trigger} phase or the fallback step {self.params.fallback_step}: "
-                                        "the shift was never applied")
+            self.applied["realised_steps"] = 0
+            return
         self.applied["active_steps"] = list(self.active_steps)
         self.applied["realised_steps"] = len(self.active_steps)
         self.applied["truncated"] = self.last_step + 1 < self.window[1]
-        if not self.active_steps:
-            raise ShiftInvalid(self.id, f"fired at step {self.window[0]} but acted at no step of its window "
-                                        f"{list(self.window)} (episode length {self.last_step + 1}, or control "
-                                        "held by an evaluator override)")
-        self.applied["post_condition"] = self.measure(ctx)
+        if self.active_steps:
+            self.applied["post_condition"] = self.measure(ctx)
