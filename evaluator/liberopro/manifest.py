@@ -174,7 +174,7 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     meta = _validation_metadata(ids)
     runtime = [s for s in inst.shifts if get_shift(s.id).kind == "runtime"]
     steps = 1 + max([int(s.params.get("fallback_step", 0)) + 40 for s in runtime] or [0])
-    settings = RunSettings(render_size=64, max_steps=steps)
+    settings = RunSettings(render_size=64, max_steps=steps, stop_when_shifts_done=True)
     runner = EpisodeRunner(None, meta, settings, scenes=runner_cache)  # type: ignore[arg-type]
     runner.client = LocalPolicyClient(_ValidationPolicy(meta, runner, inst.task))
     rec = runner.run_episode(EpisodePlan(inst, 0, 0, seed))

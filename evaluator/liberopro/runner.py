@@ -48,6 +48,8 @@ class RunSettings:
             closed-loop update-frequency diagnostic sets it).
         recovery_hold_steps: steps the robot holds still under the Hold recovery protocol.
         recovery_extra_steps: steps added to the horizon under the Retry protocol.
+        stop_when_shifts_done: end the episode once every runtime shift has fired and finished
+            acting (instance validation only: it needs the shifts realised, not the task).
     """
 
     render_size: int = 256
@@ -56,6 +58,7 @@ class RunSettings:
     replan_steps: int | None = None
     recovery_hold_steps: int = 20
     recovery_extra_steps: int = 60
+    stop_when_shifts_done: bool = False
 
     def horizon(self, ref: TaskRef) -> int:
         return min(ref.horizon, self.max_steps) if self.max_steps else ref.horizon
@@ -260,6 +263,10 @@ class EpisodeRunner:
                 if done:
                     success, reason = True, "success"
                     break
+                if self.settings.stop_when_shifts_done:
+                    ends = [s.done_after() for s in shifts if isinstance(s, RuntimeShift)]
+                    if ends and None not in ends and t >= max(ends):
+                        break
             loop_s = time.perf_counter() - t_loop
             for s, ctx in layers:
                 s.on_episode_end(ctx)

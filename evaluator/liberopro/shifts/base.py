@@ -199,6 +199,16 @@ class RuntimeShift(Shift):
         """Apply the runtime change; raise :class:`ShiftInvalid` when it cannot be realised."""
         raise NotImplementedError
 
+    def done_after(self) -> int | None:
+        """The step after which this shift has finished acting (its window or intervention
+        over, with a few steps to measure), or None before it fired. Instance validation stops
+        an episode once every runtime shift is done."""
+        if self.fired_at is None:
+            return None
+        p = self.params
+        span = int(getattr(p, "duration_steps", 0) or 0) + int(getattr(p, "max_steps", 0) or 0)
+        return self.fired_at + span + 5
+
     def record(self) -> dict[str, Any]:
         rec = super().record()
         rec["fired_at_step"] = self.fired_at
