@@ -155,7 +155,7 @@ def platform_env(migrated_pg, redis_url, manifest_path, tmp_path_factory) -> dic
         "LIBEROPRO_POLICY_CPUS": "1",
         "LIBEROPRO_POLICY_PIDS": "64",
         "LIBEROPRO_EVALUATOR_MEMORY": "4g",
-        "LIBEROPRO_VALIDATION_HEALTH_TIMEOUT_S": "12",
+        "LIBEROPRO_VALIDATION_HEALTH_TIMEOUT_S": "20",
         "LIBEROPRO_VALIDATION_REQUEST_TIMEOUT_S": "5",
         "LIBEROPRO_VALIDATION_ACT_LIMIT_S": "3",
         "LIBEROPRO_VALIDATION_TIME_LIMIT_S": "90",

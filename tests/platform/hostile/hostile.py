@@ -1,8 +1,8 @@
 """A deliberately hostile policy server; $BEHAVIOR picks the misbehaviour.
 
-egress        tries to reach the internet, the API, Redis and PostgreSQL, prints each outcome
-              ("EGRESS <name> <target>: blocked (...)" or "...: CONNECTED"), then serves like
-              the zero policy
+egress        tries to reach the internet, the API, Redis and PostgreSQL (for at most 3 s),
+              prints each outcome ("EGRESS <name> <target>: blocked (...)" or "...: CONNECTED"),
+              then serves like the zero policy
 forkbomb      forks until the pids limit stops it, prints how far it got, and never serves
 memory        serves; from step 2 of an episode allocates memory until the OOM killer ends it
 slow          serves; from step 2 answers /act after 5 s
@@ -61,11 +61,14 @@ def egress() -> None:
         targets.append((name, host, {"api": 8000, "redis": 6379, "postgres": 5432}[name]))
     import threading
 
-    threads = [threading.Thread(target=try_connect, args=t) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    threads = [(t, threading.Thread(target=try_connect, args=t, daemon=True)) for t in targets]
+    for _, th in threads:
+        th.start()
+    deadline = time.monotonic() + 3.0
+    for (name, host, port), th in threads:
+        th.join(max(0.0, deadline - time.monotonic()))
+        if th.is_alive():  # e.g. a DNS lookup that never gets an answer
+            log(f"EGRESS {name} {host}:{port}: blocked (no answer within 3 s)")
     log("EGRESS done")
 
 
@@ -131,9 +134,7 @@ def serve_misbehaving() -> None:
 if __name__ == "__main__":
     log(f"hostile policy: {BEHAVIOR}")
     if BEHAVIOR == "egress":
-        import threading
-
-        threading.Thread(target=egress, daemon=True).start()  # probe while serving
+        egress()  # about 3 s, before serving: the validation log holds every attempt
         serve_misbehaving()
     elif BEHAVIOR == "forkbomb":
         forkbomb()
