@@ -80,6 +80,8 @@ def check_accessibility(page) -> None:
 
 
 def images_loaded(page) -> None:
+    """Every image finished loading (charts are drawn on first request: seconds) and decoded."""
+    page.wait_for_function("() => [...document.images].every(i => i.complete)", timeout=60_000)
     broken = page.evaluate("() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
     assert not broken, f"images that did not load: {broken}"
 
