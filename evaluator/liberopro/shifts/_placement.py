@@ -318,9 +318,10 @@ class Relocation:
         return rec
 
 
-def _bad_contacts(scene, group_bodies: set[int], allow_robot: bool) -> list[str]:
+def _bad_contacts(scene, group_bodies: set[int], allow_robot: bool, tol: float = PENETRATION_TOL_M) -> list[str]:
     """Contacts of the group with anything but the ground (and, if allowed, the robot) that
-    penetrate deeper than :data:`PENETRATION_TOL_M`; any contact with the robot when not allowed."""
+    penetrate deeper than ``tol`` (default :data:`PENETRATION_TOL_M`); any contact with the robot
+    when not allowed."""
     worst: dict[str, float] = {}
     robot = scene.robot_root()
     for a, b, dist, _ in scene.contacts():
@@ -331,7 +332,7 @@ def _bad_contacts(scene, group_bodies: set[int], allow_robot: bool) -> list[str]
             continue
         if other == robot and allow_robot:
             continue
-        if dist < -PENETRATION_TOL_M or other == robot:
+        if dist < -tol or other == robot:
             name = scene.entity_name(other)
             worst[name] = min(dist, worst.get(name, 0.0))
     return [f"{n} ({d * 1000:.1f} mm)" for n, d in sorted(worst.items())]
@@ -339,7 +340,8 @@ def _bad_contacts(scene, group_bodies: set[int], allow_robot: bool) -> list[str]
 
 def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float, yaw_deg: float, *,
              entity: str | None = None, exclude: Sequence[str] = (), keep_lookalike_order: bool = False,
-             sites: Sequence[str] = (), clearance_m: float = 0.0, min_distance_m: float | None = None) -> Relocation:
+             sites: Sequence[str] = (), clearance_m: float = 0.0, min_distance_m: float | None = None,
+             contact_tol_m: float = PENETRATION_TOL_M) -> Relocation:
     """Move ``entity``'s group (default: the target's) by ``distance_m`` horizontally, turned by
     ``yaw_deg`` about the entity's vertical axis, trying the drawn direction first and then its
     neighbours (:data:`DIRECTION_STEPS_DEG`).
@@ -357,6 +359,9 @@ def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float,
             1 cm steps down to this one (every direction at each); None: ``distance_m`` only.
             A big fixture boxed in by the layout (the cabinet of LIBERO-Goal) may fit at 8 cm
             and nowhere at 14.
+        contact_tol_m: penetration tolerated at the new place between the group and anything
+            but the ground. The receiver shifts pass 0: a fixture teleported 1 mm into a bowl
+            (LIBERO-10 task 3's open drawer) kicks it 5 cm away on the next step.
 
     The scene state is changed only by an accepted candidate. Raises ``ValueError`` (with every
     candidate's reason) when no direction gives a valid placement.
@@ -397,7 +402,7 @@ def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float,
             for sid, (pos, quat) in site_start.items():
                 set_site_world(scene, sid, np.array([*moved(pos[:2], new_centre), pos[2]]), quat_mul(qyaw, quat))
             scene.inner.sim.forward()
-        bad = _bad_contacts(scene, bodies, allow_robot=False)
+        bad = _bad_contacts(scene, bodies, allow_robot=False, tol=contact_tol_m)
         why = (f"collides with {', '.join(bad)}" if bad else None) or workspace_problem(
             scene, group, start_xy) or referring_ok(scene, sem)
         if why is None and keep_lookalike_order:
@@ -426,6 +431,14 @@ def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float,
         scene.inner.sim.forward()
     scene.refresh()
     raise ValueError("no valid placement: " + "; ".join(reasons))
+
+
+def displaced(scene, before: dict[str, np.ndarray], limit_m: float) -> tuple[dict[str, float], list[str]]:
+    """Horizontal displacement of each object since ``before`` (name -> position), and the names
+    of those that moved more than ``limit_m``: the post-conditions' check that a shift moved
+    only what it states."""
+    moved = {n: round(float(np.linalg.norm(scene.object_pose(n)[0][:2] - p[:2])), 4) for n, p in before.items()}
+    return moved, [n for n, d in moved.items() if d > limit_m]
 
 
 def check_rests(scene, sem: TaskSemantics, reloc: Relocation, min_distance_m: float) -> dict:

@@ -1,0 +1,95 @@
+"""D02 receiver pose (Condition, runtime, trigger transport): the receiver moves 5-12 cm (and turns
+up to 20 deg) while the target is carried (``benchmark.md``, runtime table).
+
+The receiver, its group, the goal region of libero_goal task 5 and the applicability rule are
+S02's (:mod:`liberopro.shifts.s02_receiver_pose`). At run time the move is a teleport of a
+resting receiver while the arm carries the target, so on top of S02's checks every geom of the
+receiver's group must stay :data:`CLEARANCE_M` away from the robot and from the carried target
+(measured with MuJoCo's collision detection with widened margins, see
+:func:`liberopro.shifts._placement.clearance_problem`); directions that would not are skipped.
+
+Post-condition, measured at the moment of the move: the receiver moved by the realised distance
+(the drawn one, or shorter down to ``min_distance_m`` = 5 cm where it does not fit, as S02;
+teleport, so exactly; re-measured from the simulator), the target did not move, and the
+clearance held.
+
+Defaults: distance 5-12 cm (minimum 5 cm), direction uniform, yaw uniform in [-20, 20] deg;
+fallback step 100
+(transport comes later than approach: LIBERO demonstrations lift the target after 40-80 steps).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts._placement import entity_pose
+from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
+from liberopro.shifts.s02_receiver_pose import move_receiver, receiver_entity, site_positions
+
+#: Least distance (m) kept between the moved receiver and the robot or the carried target.
+CLEARANCE_M = 0.02
+
+
+class RuntimeReceiverPoseParams(RuntimeParams):
+    trigger: Literal["transport"] = "transport"
+    fallback_step: int = Field(default=100, ge=0)
+    distance_m: float = Field(ge=0.0, le=0.5)
+    min_distance_m: float = Field(default=0.05, ge=0.0, le=0.5)
+    direction_deg: float = Field(ge=0.0, lt=360.0)
+    yaw_deg: float = Field(ge=-180.0, le=180.0)
+
+
+@register
+class RuntimeReceiverPose(RuntimeShift):
+    id = "D02"
+    name = "receiver pose"
+    category = "Condition"
+    triggers = ("transport",)
+    summary = "receiver moved 5-12 cm while the target is carried"
+    post_condition = (f"receiver displaced by the stated distance (measured), at its height, nothing "
+                      f"interpenetrating; >= {CLEARANCE_M * 100:.0f} cm from the robot and the carried target at "
+                      f"the moment of the move; the target itself not moved")
+    Params = RuntimeReceiverPoseParams
+
+    @classmethod
+    def applicable(cls, ref, sem):
+        found = receiver_entity(sem)
+        return found if isinstance(found, str) else None
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        return RuntimeReceiverPoseParams(distance_m=uniform(rng, 0.05, 0.12), direction_deg=uniform(rng, 0, 360, 1),
+                                         yaw_deg=uniform(rng, -20, 20, 1))
+
+    @classmethod
+    def default_params(cls):
+        return {"trigger": "transport", "fallback_step": 100, "distance_m": [0.05, 0.12], "min_distance_m": 0.05,
+                "direction_deg": [0, 360], "yaw_deg": [-20, 20]}
+
+    def fire(self, ctx: EpisodeContext, step: int) -> None:
+        p, scene, sem = self.params, ctx.scene, ctx.sem
+        target_before = entity_pose(scene, sem.target)[0]
+        sites_before = site_positions(ctx)
+        reloc = move_receiver(ctx, self.id, p.distance_m, p.direction_deg, p.yaw_deg, p.min_distance_m,
+                              clearance_m=CLEARANCE_M)
+        before = np.array(reloc.start[reloc.entity])
+        after = entity_pose(scene, reloc.entity)[0]
+        target_after = entity_pose(scene, sem.target)[0]
+        measured = {
+            "moved_m": round(float(np.linalg.norm(after[:2] - before[:2])), 4),
+            "height_change_m": round(float(after[2] - before[2]), 4),
+            "target_moved_m": round(float(np.linalg.norm(target_after - target_before)), 5),
+            "phases_reached": sorted(ctx.phases.reached) if ctx.phases is not None else [],
+            "eef_to_receiver_m": round(float(np.linalg.norm(scene.eef_pos()[:2] - after[:2])), 4),
+            "clearance_m": CLEARANCE_M,
+        }
+        for name, pos in site_positions(ctx).items():
+            measured[f"{name}_moved_m"] = round(float(np.linalg.norm(pos[:2] - sites_before[name][:2])), 4)
+        self.applied = {"receiver": reloc.entity, **reloc.as_record(), "post_condition": measured}
+        if abs(measured["moved_m"] - reloc.distance_m) > 1e-3 or measured["target_moved_m"] > 1e-6:
+            raise ShiftInvalid(self.id, f"receiver moved {measured['moved_m']} m (stated {reloc.distance_m:.3f} m), "
+                                        f"target moved {measured['target_moved_m']} m")

@@ -1,0 +1,84 @@
+"""D03 relative layout (Condition, runtime, trigger approach): while the gripper approaches the
+target, before contact, the target swaps places with a non-target object (``benchmark.md``,
+runtime table).
+
+Partners, units and the acceptance rules are S03's (:mod:`liberopro.shifts._swap`,
+:mod:`liberopro.shifts.s03_relative_layout`); at run time the two units must also stay
+:data:`CLEARANCE_M` away from the robot (the gripper hovers near the target's old place, where
+the partner lands).
+
+Post-condition, measured at the moment of the swap: each unit's bottom object is at the other's
+former place (teleport: within 1 mm, re-measured from the simulator), nothing interpenetrates,
+and neither touches the robot.
+
+Defaults: partners in random order; fallback step 40 (as D01).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts._swap import swap
+from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid
+from liberopro.shifts.s03_relative_layout import draw_partners, no_partner_reason
+
+#: Least distance (m) kept between the swapped objects and the robot.
+CLEARANCE_M = 0.01
+
+
+class RuntimeRelativeLayoutParams(RuntimeParams):
+    trigger: Literal["approach"] = "approach"
+    fallback_step: int = Field(default=40, ge=0)
+    partners: tuple[str, ...] = Field(min_length=1)
+
+
+@register
+class RuntimeRelativeLayout(RuntimeShift):
+    id = "D03"
+    name = "relative layout"
+    category = "Condition"
+    triggers = ("approach",)
+    summary = "target swaps places with a non-target object, before contact"
+    post_condition = (f"at the moment of the swap each unit is at the other's former place (1 mm), nothing "
+                      f"interpenetrates, both >= {CLEARANCE_M * 100:.0f} cm from the robot")
+    Params = RuntimeRelativeLayoutParams
+
+    @classmethod
+    def applicable(cls, ref, sem):
+        return no_partner_reason(ref, sem)
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        return RuntimeRelativeLayoutParams(partners=draw_partners(rng, ref, sem))
+
+    @classmethod
+    def default_params(cls):
+        return {"trigger": "approach", "fallback_step": 40,
+                "partners": "the task's candidates (same support, not the receiver, no look-alike) in random order"}
+
+    def fire(self, ctx: EpisodeContext, step: int) -> None:
+        scene, sem = ctx.scene, ctx.sem
+        eef = scene.eef_pos()
+        try:
+            sw = swap(scene, sem, self.params.partners, clearance_m=CLEARANCE_M)
+        except ValueError as exc:
+            raise ShiftInvalid(self.id, str(exc)) from exc
+        t_bottom, p_bottom = sw.target_unit[0], sw.partner_unit[0]
+        off = {}
+        for me, other in ((t_bottom, p_bottom), (p_bottom, t_bottom)):
+            now = scene.object_pose(me)[0]
+            off[me] = round(float(np.linalg.norm(now[:2] - np.array(sw.start[other][:2]))), 5)
+        target_now = scene.object_pose(sem.target)[0]
+        measured = {
+            "off_place_m": off,
+            "swap_distance_m": round(float(np.linalg.norm(np.array(sw.start[t_bottom][:2]) - sw.start[p_bottom][:2])), 4),
+            "eef_to_target_before_m": round(float(np.linalg.norm(eef - np.array(sw.start[sem.target]))), 4),
+            "eef_to_target_after_m": round(float(np.linalg.norm(eef - target_now)), 4),
+        }
+        self.applied = {"object": sem.target, **sw.as_record(), "post_condition": measured}
+        if max(off.values()) > 1e-3:
+            raise ShiftInvalid(self.id, f"swapped objects are off their new places by {off}")

@@ -1,0 +1,142 @@
+"""D08 lighting change (Environment, runtime, trigger approach): the lights dim to x0.3 and stay
+dim, or flicker between x0.3 and full for a window (``benchmark.md``, runtime table).
+
+Realisation (as S12, :mod:`liberopro.shifts.s12_lighting`): the diffuse, specular and ambient
+terms of every light and of the headlight are multiplied by ``scale`` (relative to their values
+at the trigger, so a composition with S12 dims S12's lights). At the trigger the observations are
+re-rendered at once, so the frame of the trigger step is already dim. While flickering, the
+level for the next step is set after the current frame is delivered (in ``observe``): the frame
+of step ``t`` shows the level of step ``t``; after the window the lights return to full. The
+light fields are registered model fields, restored at the next episode.
+
+Levels: ``dim`` mode keeps ``scale`` to the end of the episode. ``flicker`` mode: for
+``duration_steps`` from the trigger, step ``t`` is dim when ``(t - trigger) % period_steps <
+ceil(period_steps / 2)``, else full; then full.
+
+Post-condition: at the trigger, the light fields equal their former values times ``scale`` and
+the third-person view (rendered at 128 px) loses at least :data:`MIN_DARKENING` of its mean
+brightness; for ``flicker``, every delivered third-person frame in the window is recorded with
+its level and mean brightness, and the episode end checks that the dim ones were darker.
+
+Defaults: mode dim or flicker (even odds), scale 0.3, flicker window 10-30 steps, period 2-6
+steps, fallback step 40.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid
+
+LIGHT_FIELDS = ("light_diffuse", "light_specular", "light_ambient",
+                "vis.headlight.diffuse", "vis.headlight.ambient", "vis.headlight.specular")
+#: The third-person view must lose at least this fraction of its mean brightness when dimmed.
+MIN_DARKENING = 0.25
+MEASURE_PX = 128
+
+
+class LightingChangeParams(RuntimeParams):
+    trigger: Literal["approach"] = "approach"
+    fallback_step: int = Field(default=40, ge=0)
+    mode: Literal["dim", "flicker"]
+    scale: float = Field(default=0.3, ge=0.05, le=0.9)
+    duration_steps: int = Field(default=20, ge=1, le=500)
+    period_steps: int = Field(default=4, ge=2, le=20)
+
+
+@register
+class LightingChange(RuntimeShift):
+    id = "D08"
+    name = "lighting change"
+    category = "Environment"
+    triggers = ("approach",)
+    summary = "lights dim to x0.3, or flicker for a window"
+    post_condition = (f"at the trigger the light fields are x scale and the third-person view loses >= "
+                      f"{MIN_DARKENING:.0%} of its brightness; flicker: dim delivered frames darker than full ones")
+    Params = LightingChangeParams
+
+    def __init__(self, params) -> None:
+        super().__init__(params)
+        self._base: dict[str, np.ndarray] = {}
+        self._level = 1.0
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        mode = "dim" if rng.random() < 0.5 else "flicker"
+        return LightingChangeParams(mode=mode, scale=0.3, duration_steps=int(rng.integers(10, 31)),
+                                    period_steps=int(rng.integers(2, 7)))
+
+    @classmethod
+    def default_params(cls):
+        return {"trigger": "approach", "fallback_step": 40, "mode": "dim | flicker", "scale": 0.3,
+                "duration_steps": [10, 30], "period_steps": [2, 6]}
+
+    def level_at(self, step: int) -> float:
+        """Light level (multiplier of the pre-trigger values) of the frame of ``step``."""
+        p = self.params
+        if self.fired_at is None or step < self.fired_at:
+            return 1.0
+        if p.mode == "dim":
+            return p.scale
+        k = step - self.fired_at
+        if k >= p.duration_steps:
+            return 1.0
+        return p.scale if k % p.period_steps < math.ceil(p.period_steps / 2) else 1.0
+
+    def _set(self, ctx: EpisodeContext, level: float) -> None:
+        for name in LIGHT_FIELDS:
+            ctx.scene.model_field(name)[:] = self._base[name] * level
+        self._level = level
+
+    def fire(self, ctx: EpisodeContext, step: int) -> None:
+        scene = ctx.scene
+        self._base = {name: np.array(scene.model_field(name), copy=True) for name in LIGHT_FIELDS}
+        before = scene.render("agentview", MEASURE_PX).astype(np.float32).mean()
+        self._set(ctx, self.level_at(step))
+        scene.refresh()
+        after = scene.render("agentview", MEASURE_PX).astype(np.float32).mean()
+        exact = all(np.allclose(scene.model_field(n), self._base[n] * self.params.scale) for n in LIGHT_FIELDS)
+        ratio = float(after / max(before, 1e-6))
+        self.applied = {
+            "mode": self.params.mode,
+            "light_diffuse": np.round(scene.model_field("light_diffuse"), 4).tolist(),
+            "post_condition": {"brightness_ratio": round(ratio, 3), "fields_scaled": exact},
+        }
+        if self.params.mode == "flicker":
+            self.applied["frames"] = []
+        if not exact:
+            raise ShiftInvalid(self.id, "the light fields do not hold the stated scale")
+        if ratio > 1 - MIN_DARKENING:
+            raise ShiftInvalid(self.id, f"the third-person view kept {ratio:.0%} of its brightness")
+
+    def observe(self, frame, step, ctx):
+        if self.fired_at is None or self.params.mode != "flicker":
+            return frame
+        k = step - self.fired_at
+        if k < self.params.duration_steps:
+            image = frame.images.get("agentview")
+            if image is None and frame.images:
+                image = next(iter(frame.images.values()))
+            self.applied["frames"].append({"step": step, "level": self.level_at(step),
+                                           "brightness": round(float(image.mean()), 2) if image is not None else None})
+        nxt = self.level_at(step + 1)
+        if nxt != self._level:
+            self._set(ctx, nxt)
+        return frame
+
+    def on_episode_end(self, ctx: EpisodeContext) -> None:
+        frames = self.applied.get("frames") if self.applied else None
+        if not frames:
+            return
+        dim = [f["brightness"] for f in frames if f["level"] < 1 and f["brightness"] is not None]
+        full = [f["brightness"] for f in frames if f["level"] == 1 and f["brightness"] is not None]
+        if dim and full:
+            ratio = float(np.mean(dim) / max(float(np.mean(full)), 1e-6))
+            self.applied["post_condition"]["flicker_dim_over_full"] = round(ratio, 3)
+            if ratio >= 1.0:
+                raise ShiftInvalid(self.id, f"dim frames were not darker than full ones (ratio {ratio:.3f})")

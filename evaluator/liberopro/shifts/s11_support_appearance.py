@@ -1,0 +1,92 @@
+"""S11 support appearance (Environment, static): the texture and colour of the surface the task
+happens on changed (``benchmark.md``, static table).
+
+The support is the ground body under the target (:func:`ground_below`): the table (its top and
+legs) in LIBERO-Goal, -Spatial and -10, the floor in LIBERO-Object, whose objects stand on it.
+Every drawn geom of it takes a :class:`Look` (:mod:`liberopro.shifts._appearance`): another
+arena texture tinted with a colour, or a flat colour. Only appearance fields change; the table's
+geometry, friction and every physical property stay LIBERO's.
+
+S13 changes the floor and the walls; where the floor is the support (LIBERO-Object), S13 leaves
+it to this shift, so the two never edit the same surface.
+
+Defaults: texture order a random permutation of (none, planks, wood, plaster), the first one
+that is not already the support's texture applies; tint with uniform hue, saturation 0.35-0.75,
+value 0.6-1.0.
+
+Applicability: every task.
+"""
+
+from __future__ import annotations
+
+from liberopro.shifts import register
+from liberopro.shifts._appearance import (
+    MAX_OTHERS_CHANGED,
+    MEASURE_PX,
+    MIN_REGION_CHANGED,
+    PIXEL_CHANGED,
+    Look,
+    Renders,
+    apply_look,
+    change_problem,
+    ground_below,
+    sample_look,
+    visual_geoms,
+)
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams
+
+#: Least mean change of the support's pixels in the third-person view (grey levels, 0-255).
+MIN_SUPPORT_CHANGE = 20.0
+#: Least share of the third-person view the support must cover for the change to be measured.
+MIN_SUPPORT_SHARE = 0.05
+
+
+class SupportAppearanceParams(ShiftParams):
+    """``look``: the texture preference order and colour given to the support surface."""
+
+    look: Look
+
+
+def support_geoms(scene, target: str) -> tuple[int, list[int]]:
+    """(root body, drawn geoms) of the support under ``target``; raises ``ValueError``."""
+    root = ground_below(scene, target)
+    if root < 0:
+        raise ValueError(f"no table or floor found under {target}")
+    return root, visual_geoms(scene, {root})
+
+
+@register
+class SupportAppearance(Shift):
+    id = "S11"
+    name = "support appearance"
+    category = "Environment"
+    kind = "static"
+    summary = "table texture / material changed"
+    post_condition = (f"in a segmented third-person render ({MEASURE_PX} px) the support's pixels (>= "
+                      f"{MIN_SUPPORT_SHARE:.0%} of the view) change by >= {MIN_SUPPORT_CHANGE:.0f} grey levels on "
+                      f"average, >= {MIN_REGION_CHANGED:.0%} of them by > {PIXEL_CHANGED:.0f}; <= "
+                      f"{MAX_OTHERS_CHANGED:.0%} of the other pixels change")
+    Params = SupportAppearanceParams
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        return SupportAppearanceParams(look=sample_look(rng, sat=(0.35, 0.75), val=(0.6, 1.0)))
+
+    @classmethod
+    def default_params(cls):
+        return {"look.textures": "permutation of none, planks, wood, plaster (first one differing from the support's)",
+                "look.rgb": "uniform hue, saturation [0.35, 0.75], value [0.6, 1.0]"}
+
+    def on_episode_start(self, ctx: EpisodeContext) -> None:
+        scene = ctx.scene
+        try:
+            root, geoms = support_geoms(scene, ctx.sem.target)
+            renders = Renders(scene)
+            edit = apply_look(scene, geoms, self.params.look)
+        except ValueError as exc:
+            raise ShiftInvalid(self.id, str(exc)) from exc
+        measured = renders.measure({"support": geoms})
+        self.applied = {"support": scene.entity_name(root), **edit, "post_condition": measured}
+        why = change_problem(measured, "support", MIN_SUPPORT_CHANGE, MIN_SUPPORT_SHARE)
+        if why:
+            raise ShiftInvalid(self.id, why)
