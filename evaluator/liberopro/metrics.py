@@ -71,6 +71,10 @@ def bootstrap_mean_of_rates(
     interval that resamples tasks (the same draw for every case, since cases share tasks) and
     episodes within each (case, task).
 
+    Resampling n binary outcomes with k successes, with replacement, gives Binomial(n, k/n)
+    successes: the episode level is drawn that way, vectorised over replicates, cases and tasks
+    (one summary of 1,441 episodes took 75 s with the loop this replaces).
+
     Args:
         outcomes_by_case: case -> task -> episode successes.
 
@@ -85,26 +89,29 @@ def bootstrap_mean_of_rates(
         return {"mean": None, "ci95": None, "cases": 0, "episodes": 0}
     point = sum(sum(sum(v) / len(v) for v in t.values()) / len(t) for t in cases.values()) / len(cases)
     all_tasks = sorted({t for tasks in cases.values() for t in tasks})
+    tix = {t: i for i, t in enumerate(all_tasks)}
+    n = np.zeros((len(cases), len(all_tasks)))
+    k = np.zeros_like(n)
+    for ci, tasks in enumerate(cases.values()):
+        for t, v in tasks.items():
+            n[ci, tix[t]], k[ci, tix[t]] = len(v), sum(v)
+    present = n > 0
+    p = np.divide(k, n, out=np.zeros_like(k), where=present)
     rng = np.random.default_rng(seed)
-    arrays = {c: {t: np.asarray(v, dtype=float) for t, v in tasks.items()} for c, tasks in cases.items()}
-    stats = np.empty(replicates)
-    for b in range(replicates):
-        drawn = rng.choice(len(all_tasks), size=len(all_tasks), replace=True)
-        case_rates = []
-        for tasks in arrays.values():
-            rates = []
-            for i in drawn:
-                v = tasks.get(all_tasks[i])
-                if v is not None:
-                    rates.append(v[rng.integers(0, len(v), size=len(v))].mean())
-            if rates:
-                case_rates.append(float(np.mean(rates)))
-        stats[b] = np.mean(case_rates) if case_rates else np.nan
+    draws = rng.integers(0, len(all_tasks), size=(replicates, len(all_tasks)))
+    weight = np.zeros((replicates, len(all_tasks)))
+    np.add.at(weight, (np.repeat(np.arange(replicates), len(all_tasks)), draws.ravel()), 1.0)
+    rates = rng.binomial(n.astype(np.int64)[None], p[None], size=(replicates, *n.shape)) / np.where(present, n, 1)[None]
+    w = weight[:, None, :] * present[None]  # (B, cases, tasks)
+    wsum = w.sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        case_rates = (w * rates).sum(axis=2) / wsum  # NaN where a case drew none of its tasks
+    stats = np.nanmean(np.where(wsum > 0, case_rates, np.nan), axis=1)
     stats = stats[~np.isnan(stats)]
     lo, hi = (float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))) if len(stats) else (None, None)
     return {
         "mean": round(point, 6),
         "ci95": None if lo is None else [round(lo, 6), round(hi, 6)],
         "cases": len(cases),
-        "episodes": sum(len(v) for t in cases.values() for v in t.values()),
+        "episodes": int(n.sum()),
     }
