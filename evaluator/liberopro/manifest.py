@@ -189,6 +189,15 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     return True, "", applied
 
 
+def _drop_variant_scenes(cache: dict) -> None:
+    """Keep only the task's own scenes: a scene holds 1.5-2.5 GB and each prop or swap variant is
+    needed by one case only."""
+    from liberopro.sim import SceneVariant
+
+    for key in [k for k in cache if k[-1] != SceneVariant()]:
+        cache.pop(key).close()
+
+
 def _generate_task(args: tuple) -> tuple[list[Instance], list[DroppedPair]]:
     ref, cases, seed, attempts, validate = args
     kept, dropped = [], []
@@ -207,6 +216,7 @@ def _generate_task(args: tuple) -> tuple[list[Instance], list[DroppedPair]]:
                     kept.append(inst)
                     break
                 ok, why, _ = validate_instance(inst, cache, seed)
+                _drop_variant_scenes(cache)
                 if ok:
                     kept.append(inst)
                     break
