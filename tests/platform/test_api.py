@@ -180,3 +180,28 @@ def test_admin_endpoints_need_an_admin(client, make_user, env):
     r = client.post(f"/admin/users/{r.json()['name']}/tokens", json={"days": 1}, headers=auth(admin))
     assert r.status_code == 201 and client.get("/me", headers=auth(r.json()["token"])).json()["team"] == team
     assert client.post("/admin/submissions/nope/hide", json={"hidden": True}, headers=auth(admin)).status_code == 404
+
+
+def test_admin_hides_a_published_result(client, make_user, env):
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Result, Submission
+
+    token, *_ = make_user()
+    admin, *_ = make_user(admin=True)
+    sid = client.post("/submissions", json={"image": IMAGE_ID}, headers=auth(token)).json()["id"]
+    with transaction(env[0].state.sessions) as s:
+        sub = s.get(Submission, sid)
+        sub.state = "published"
+        s.add(Result(submission_id=sid, team_id=sub.team_id, team_name=sub.team.name, policy_name="p",
+                     image_digest=IMAGE_ID, spec_version="1.0", evaluator_version="0.1.0", stack={},
+                     manifest_sha256="0" * 64, summary={"cases": []}))
+    r = client.post(f"/admin/submissions/{sid}/hide", json={"hidden": True}, headers=auth(admin))
+    assert r.status_code == 200 and r.json() == {"id": sid, "hidden": True}
+    with env[0].state.sessions() as s:
+        from sqlalchemy import select
+
+        assert s.scalar(select(Result.hidden).where(Result.submission_id == sid)) is True
+    events = client.get(f"/submissions/{sid}", headers=auth(token)).json()["events"]
+    assert any("hidden by" in e["message"] for e in events)
+    r = client.post(f"/admin/submissions/{sid}/requeue", headers=auth(admin))
+    assert r.status_code == 409 and "published" in r.json()["detail"]["message"]

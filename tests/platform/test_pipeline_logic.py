@@ -186,3 +186,25 @@ def test_migrations_match_the_models(migrated_pg):
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     engine.dispose()
     assert diff == [], f"models changed without a migration: {diff}"
+
+
+def test_requeue_restarts_from_where_it_stopped(pipeline):
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Submission
+
+    sid = make_submission(pipeline, state="failed", shards=((["i1", 0],), (["i2", 0],)))
+    with transaction(pipeline.sessions) as s:
+        done, failed = s.get(Submission, sid).shards
+        done.state, failed.state, failed.attempts = "done", "failed", 3
+        failed_id = failed.id
+    assert pipeline.requeue(sid, by="admin") == "1 shards"
+    assert ("run_shard", failed_id) in pipeline.enqueue.sent
+    with pipeline.sessions() as s:
+        sub = s.get(Submission, sid)
+        assert sub.state == "running" and sub.failure is None and sub.requeues == 1
+        assert [(sh.state, sh.attempts) for sh in sub.shards] == [("done", 0), ("queued", 0)]
+    vid = make_submission(pipeline, state="failed", shards=(), failure="validation failed", attempts=3)
+    assert pipeline.requeue(vid, by="admin") == "validation"
+    assert ("validate", vid) in pipeline.enqueue.sent
+    with pipeline.sessions() as s:
+        assert s.get(Submission, vid).state == "queued" and s.get(Submission, vid).attempts == 0
