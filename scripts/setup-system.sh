@@ -9,7 +9,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 base_pkgs=(libegl1 libegl-mesa0 libgl1-mesa-dri libglib2.0-0 ca-certificates curl git)
-test_pkgs=(docker.io docker-compose debootstrap chromium iptables)
+test_pkgs=(docker.io docker-compose debootstrap chromium iptables redis-server postgresql)
 
 want=("${base_pkgs[@]}")
 if [ "${1:-}" = "--with-test-deps" ]; then want+=("${test_pkgs[@]}"); fi

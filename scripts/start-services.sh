@@ -19,13 +19,5 @@ if ! pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1; then
   fi
 fi
 
-if ! docker info >/dev/null 2>&1; then
-  if command -v dockerd >/dev/null 2>&1; then
-    nohup dockerd >/var/log/dockerd.log 2>&1 &
-    for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
-    docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/dockerd.log" >&2; exit 1; }
-  else
-    echo "the Docker engine is not installed: run scripts/setup-system.sh --with-test-deps" >&2; exit 1
-  fi
-fi
+bash "$(dirname "$0")/start-dockerd.sh"
 echo "services: redis, postgresql and docker are up"

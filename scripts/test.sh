@@ -7,4 +7,6 @@ bash scripts/setup-system.sh --with-test-deps
 export PATH="$HOME/.local/bin:$PATH"
 uv sync --frozen
 bash scripts/start-services.sh
+# Every image the platform tests run (offline: base images from Debian packages, a local wheelhouse).
+bash docker/build-images.sh all
 exec uv run --frozen pytest "$@"
