@@ -10,6 +10,15 @@ Rules (derived from LIBERO's BDDL goals, ``parsed_problem["goal_state"]``):
   (``flat_stove_1_cook_region``) to the object or fixture that owns it (``flat_stove_1``).
 * ``kind``: ``pick_place`` (on/in), ``articulated`` (open/close/turnon/turnoff only) or ``push``
   (libero_goal task 5, "push the plate to the front of the stove").
+* ``placements``: every ``on``/``in`` predicate whose first argument is movable, as
+  (object, region as written), in goal order (LIBERO-10 tasks place two objects).
+* ``articulations``: every ``open``/``close``/``turnon``/``turnoff`` predicate as an
+  :class:`ArticulationGoal`, with ``before_placement`` saying whether the robot acts on it before
+  the placements: ``open`` always (a drawer must be open before something goes in), ``close``
+  never (one closes a door after putting something in), ``turnon``/``turnoff`` where the goal
+  lists it before the first placement (LIBERO-10 task 2 "turn on the stove and put the moka pot
+  on it" lists it first; task 8 last). Which joint and which handle/knob a part has is read from
+  the scene (:mod:`liberopro.phases`), not from the BDDL.
 
 LIBERO-Spatial instructions pick one of two identical black bowls by a spatial relation ("the
 black bowl next to the ramekin"); :data:`REFERRING` keeps those relations so that a shift which
@@ -59,6 +68,28 @@ REFERRING: dict[TaskRef, Referring] = {
 
 _PUSH_TASKS = {TaskRef("libero_goal", 5)}
 
+ArticulationPredicate = Literal["open", "close", "turnon", "turnoff"]
+_ARTICULATION_PREDICATES = ("open", "close", "turnon", "turnoff")
+
+
+@dataclass(frozen=True)
+class ArticulationGoal:
+    """An articulated part the goal sets.
+
+    Attributes:
+        part: the BDDL name in the predicate: a fixture (``flat_stove_1``, ``microwave_1``) or one
+            of its regions (``wooden_cabinet_1_middle_region``, a drawer).
+        fixture: the fixture owning ``part``.
+        predicate: ``open``, ``close``, ``turnon`` or ``turnoff``.
+        before_placement: whether the robot acts on it before the task's placements (see the
+            module docstring).
+    """
+
+    part: str
+    fixture: str
+    predicate: ArticulationPredicate
+    before_placement: bool
+
 
 @dataclass(frozen=True)
 class TaskSemantics:
@@ -73,6 +104,8 @@ class TaskSemantics:
         kind: see module docstring.
         goal_objects: every object or fixture named in the goal.
         referring: how the instruction picks the target out.
+        placements: every (movable object, goal region as written) of the goal, in goal order.
+        articulations: every articulated part the goal sets, in goal order.
     """
 
     target: str
@@ -82,6 +115,8 @@ class TaskSemantics:
     kind: Kind
     goal_objects: tuple[str, ...]
     referring: Referring = field(default_factory=lambda: Referring("unique"))
+    placements: tuple[tuple[str, str], ...] = ()
+    articulations: tuple[ArticulationGoal, ...] = ()
 
 
 def owner_of(region: str, names: list[str]) -> str:
@@ -104,6 +139,15 @@ def task_semantics(ref: TaskRef, goal_state: list[list[str]], objects: list[str]
     names = objects + fixtures
     goal_objects = tuple(dict.fromkeys(owner_of(a, names) for p in goal_state for a in p[1:]))
     placement = [p for p in goal_state if p[0].lower() in ("on", "in") and p[1] in objects]
+    placements = tuple((p[1], p[2]) for p in placement)
+    first_placement = next((i for i, p in enumerate(goal_state) if p in placement), len(goal_state))
+    articulations = tuple(
+        ArticulationGoal(
+            part=p[1], fixture=owner_of(p[1], names), predicate=p[0].lower(),  # type: ignore[arg-type]
+            before_placement=p[0].lower() == "open" or (p[0].lower() in ("turnon", "turnoff") and i < first_placement),
+        )
+        for i, p in enumerate(goal_state) if p[0].lower() in _ARTICULATION_PREDICATES
+    )
     if placement:
         pred = placement[0]
         target, receiver_region = pred[1], pred[2]
@@ -116,6 +160,8 @@ def task_semantics(ref: TaskRef, goal_state: list[list[str]], objects: list[str]
             kind=kind,
             goal_objects=goal_objects,
             referring=REFERRING.get(ref, Referring("unique")),
+            placements=placements,
+            articulations=articulations,
         )
     pred = goal_state[0]
     return TaskSemantics(
@@ -126,4 +172,6 @@ def task_semantics(ref: TaskRef, goal_state: list[list[str]], objects: list[str]
         kind="articulated",
         goal_objects=goal_objects,
         referring=Referring("unique"),
+        placements=placements,
+        articulations=articulations,
     )
