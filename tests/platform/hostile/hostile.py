@@ -16,13 +16,20 @@ import os
 import socket
 import struct
 import sys
+import threading
 import time
 
 BEHAVIOR = os.environ.get("BEHAVIOR", "")
 
 
+_LOG_LOCK = threading.Lock()
+
+
 def log(msg: str) -> None:
-    print(msg, flush=True)
+    """One whole line per call, even from several threads."""
+    with _LOG_LOCK:
+        sys.stdout.write(msg + "\n")
+        sys.stdout.flush()
 
 
 def sandbox_gateway() -> str | None:
@@ -59,8 +66,6 @@ def egress() -> None:
         targets.append((name, gw if host == "GATEWAY" and gw else host, int(port)))
     for name, host in (("api", "api"), ("redis", "redis"), ("postgres", "postgres")):
         targets.append((name, host, {"api": 8000, "redis": 6379, "postgres": 5432}[name]))
-    import threading
-
     threads = [(t, threading.Thread(target=try_connect, args=t, daemon=True)) for t in targets]
     for _, th in threads:
         th.start()
