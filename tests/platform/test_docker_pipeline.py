@@ -275,6 +275,9 @@ def test_policy_container_restrictions(docker_client, platform_images, platform_
     assert host["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 2}
     assert c.attrs["Config"]["User"] == settings.policy_user
     assert net["Internal"] is True and net["Options"]["com.docker.network.bridge.name"].startswith("lpsb")
+    from liberopro_platform.sandbox import firewall
+
+    assert firewall.rule_present("iptables"), "the host rules for lpsb+ bridges are missing"
     assert not [n for n in sandbox_leftovers(docker_client) if name in n]
 
 

@@ -1,14 +1,16 @@
 """The host firewall rule that completes the sandbox's network isolation.
 
-A container on a Docker ``--internal`` network has no route out, but it can still open
-connections to the HOST itself through its bridge's gateway address, i.e. reach every host
-service that listens on 0.0.0.0 (or on [::] through IPv6 link-local). Every sandbox bridge is
-named ``lpsb<hex>``, so one rule per family drops all of it::
+A container on a Docker ``--internal`` network is not forwarded anywhere (Docker's isolation
+rules), but its default route still points at its bridge's gateway, which is the HOST: it can
+open connections to every host service that listens on 0.0.0.0 (or on [::] through IPv6
+link-local). Every sandbox bridge is named ``lpsb<hex>``, so two rules per family close it,
+whatever the host's FORWARD policy::
 
-    iptables  -I INPUT -i lpsb+ -j DROP
-    ip6tables -I INPUT -i lpsb+ -j DROP
+    iptables  -I INPUT   -i lpsb+ -j DROP             # nothing to the host itself
+    iptables  -I FORWARD -i lpsb+ ! -o lpsb+ -j DROP  # nothing routed elsewhere
+    (the same with ip6tables)
 
-Traffic between the two containers of a sandbox is bridged (FORWARD), so it is unaffected.
+Traffic between the two containers of a sandbox stays on its bridge, so it is unaffected.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from liberopro_platform.sandbox.base import SandboxError
 log = logging.getLogger("liberopro_platform.firewall")
 
 BRIDGE_PREFIX = "lpsb"
-RULE = ["INPUT", "-i", f"{BRIDGE_PREFIX}+", "-j", "DROP"]
+RULES = (
+    ["INPUT", "-i", f"{BRIDGE_PREFIX}+", "-j", "DROP"],
+    ["FORWARD", "-i", f"{BRIDGE_PREFIX}+", "!", "-o", f"{BRIDGE_PREFIX}+", "-j", "DROP"],
+)
+RULE = RULES[0]
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess:
@@ -30,8 +36,8 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
 
 
 def rule_present(tool: str = "iptables") -> bool:
-    """True when ``tool`` (iptables or ip6tables) already has the rule."""
-    return shutil.which(tool) is not None and _run([tool, "-w", "-C", *RULE]).returncode == 0
+    """True when ``tool`` (iptables or ip6tables) already has every rule."""
+    return shutil.which(tool) is not None and all(_run([tool, "-w", "-C", *r]).returncode == 0 for r in RULES)
 
 
 def install() -> list[str]:
@@ -44,19 +50,21 @@ def install() -> list[str]:
                 raise SandboxError("iptables is not installed, so sandboxed policies could reach host "
                                    "services on 0.0.0.0: install it (apt-get install iptables)")
             continue
-        if _run([tool, "-w", "-C", *RULE]).returncode == 0:
-            continue
-        res = _run([tool, "-w", "-I", *RULE])
-        if res.returncode != 0:
-            if tool == "ip6tables":
-                log.warning("could not add the IPv6 sandbox rule (%s); IPv4 is covered", res.stderr.strip())
+        for rule in RULES:
+            if _run([tool, "-w", "-C", *rule]).returncode == 0:
                 continue
-            raise SandboxError(
-                f"could not install the sandbox firewall rule ({res.stderr.strip()}): without it a "
-                "sandboxed policy can reach host services listening on 0.0.0.0. Fix: run the worker "
-                "as root in the host's network namespace, or add the rule yourself "
-                f"(`iptables -I {' '.join(RULE)}`) and set LIBEROPRO_SANDBOX_FIREWALL=external")
-        added.append(tool)
+            res = _run([tool, "-w", "-I", *rule])
+            if res.returncode != 0:
+                if tool == "ip6tables":
+                    log.warning("could not add the IPv6 sandbox rule (%s); IPv4 is covered", res.stderr.strip())
+                    break
+                raise SandboxError(
+                    f"could not install the sandbox firewall rule ({res.stderr.strip()}): without it a "
+                    "sandboxed policy can reach host services listening on 0.0.0.0. Fix: run the worker "
+                    "as root in the host's network namespace, or add the rules yourself "
+                    f"(`iptables -I {' '.join(RULES[0])}` and `iptables -I {' '.join(RULES[1])}`) and set "
+                    "LIBEROPRO_SANDBOX_FIREWALL=external")
+            added.append(f"{tool} {rule[0]}")
     if added:
         log.info("sandbox firewall rule installed (%s)", ", ".join(added))
     return added
@@ -69,8 +77,8 @@ def ensure(mode: str) -> None:
         install()
     elif mode == "external":
         if shutil.which("iptables") and not rule_present():
-            log.warning("LIBEROPRO_SANDBOX_FIREWALL=external but this namespace shows no rule; the host "
-                        "must have: iptables -I %s", " ".join(RULE))
+            log.warning("LIBEROPRO_SANDBOX_FIREWALL=external but this namespace lacks the rules; the host "
+                        "must have: iptables -I %s; iptables -I %s", " ".join(RULES[0]), " ".join(RULES[1]))
     elif mode != "off":
         raise ValueError(f"unknown sandbox_firewall mode {mode!r} (auto, external, off)")
 
