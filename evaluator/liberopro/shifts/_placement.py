@@ -71,10 +71,10 @@ def is_table(name: str) -> bool:
 
 def is_ground(scene, root_body: int) -> bool:
     """True for the arena's own support (table or floor): a root body that is neither a BDDL
-    object, a fixture, nor the robot."""
+    object, a fixture, the robot, nor a prop of the scene variant."""
     if root_body <= 0:
         return False
-    named = set(scene.inner.obj_body_id.values())
+    named = set(scene.inner.obj_body_id.values()) | set(getattr(scene, "props", {}).values())
     return root_body not in named and root_body != scene.robot_root()
 
 

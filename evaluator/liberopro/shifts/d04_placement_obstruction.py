@@ -1,0 +1,181 @@
+"""D04 placement obstruction (Condition, runtime, trigger placement): a small object lands on part
+of the goal region when the carried target comes near it (``benchmark.md``, runtime table).
+
+Realisation: a small static block (a box prop, no joint) appears resting on the goal region's
+surface at the firing step: the region is the BDDL goal region (its site's box, e.g. the
+basket's inside, the stove's cook region, the cabinet top, the microwave's inside) or, when the
+goal names an object (the plate), that object's footprint. The block covers ``cover`` of the
+region's area (side clamped to 3-7 cm), ``height_m`` high, wholly inside the region, at the
+spot farthest from the target (grid of 1 cm), resting on the surface the region's owner
+presents there (on its highest point under the block: a basket's weave, a plate's dish are
+uneven by up to 4 cm), touching neither the robot nor the carried target (horizontal gap >= 1 cm from
+the target's footprint; every ray over its column meets only that surface).
+
+Post-condition, measured at the firing step: the block stands on the region's owner (+-3 mm)
+inside the region, covers 10-50% of the region's area (the uncovered area and the target's
+footprint are recorded: LIBERO's ``On`` holds for a target resting partly on the block and
+partly on the receiver), no simulated contact, >= 2 cm from the robot.
+
+Defaults: trigger placement; fallback step 120; cover 0.15-0.3; height 2-3 cm. Not applicable
+where the goal region moves with a drawer (a static block cannot ride in it: libero_goal 3,
+libero_10 3) or to a push (the pushed plate is larger than its goal region: any block on it
+blocks the push: libero_goal 5), nor to articulated goals.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts._props import (
+    RAY_STEP_M,
+    PropShape,
+    check_spot,
+    entity_aabb,
+    footprint_points,
+    place_prop,
+    prop_contacts,
+    prop_record,
+    rect_gap,
+    resize_primitive,
+    robot_clearance,
+    surface_below,
+)
+from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
+from liberopro.sim import PropSpec, SceneVariant
+
+PROP = "liberopro_prop_d04_block"
+#: Side of the block (m): clamped.
+SIDE_M = (0.03, 0.07)
+#: Horizontal gap kept from the carried target (m).
+TARGET_GAP_M = 0.01
+ROBOT_CLEARANCE_M = 0.02
+#: Clearance of the block's column from anything but the region's owner (m).
+CLEARANCE_M = 0.005
+#: How uneven the surface under the block may be (m): a basket's weave, a plate's dish.
+UNEVEN_M = 0.04
+_DRAWER_REGIONS = ("_top_region", "_middle_region", "_bottom_region")
+
+
+class ObstructionParams(RuntimeParams):
+    trigger: Literal["placement"] = "placement"
+    fallback_step: int = Field(default=120, ge=0)
+    cover: float = Field(ge=0.05, le=0.5)
+    height_m: float = Field(ge=0.01, le=0.06)
+
+
+def region_rect(scene, sem) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, int]:
+    """The goal region as (centre xy, half extents (2,), yaw deg, top z, owner root body)."""
+    region = sem.receiver_region
+    if region in scene.inner.object_sites_dict:
+        sid = scene.inner.sim.model.site_name2id(region)
+        mat = scene.data.site_xmat[sid].reshape(3, 3)
+        half = np.array(scene.model.site_size[sid][:2])
+        top = float(scene.data.site_xpos[sid][2] + scene.model.site_size[sid][2])
+        yaw = math.degrees(math.atan2(mat[1, 0], mat[0, 0]))
+        owner = int(scene.model.body_rootid[scene.model.site_bodyid[sid]])
+        return np.array(scene.data.site_xpos[sid][:2]), half, yaw, top, owner
+    lo, hi = entity_aabb(scene, [sem.receiver])
+    return (lo[:2] + hi[:2]) / 2, (hi[:2] - lo[:2]) / 2, 0.0, float(hi[2]), scene.root_body(sem.receiver)
+
+
+@register
+class PlacementObstruction(RuntimeShift):
+    id = "D04"
+    name = "placement obstruction"
+    category = "Condition"
+    triggers = ("placement",)
+    summary = "a small object lands on part of the goal region"
+    post_condition = ("at the firing step the block rests on the goal region's owner (+-3 mm) inside the region, "
+                      "covers 10-50% of its area, touches nothing, "
+                      ">= 2 cm from the robot and >= 1 cm from the target")
+    Params = ObstructionParams
+
+    @classmethod
+    def applicable(cls, ref, sem):
+        if sem.receiver is None:
+            return "the goal is an articulation: no goal region to obstruct"
+        if sem.kind == "push":
+            return "the pushed plate is larger than its goal region: any block on the region blocks the push"
+        if any(sem.receiver_region.endswith(s) for s in _DRAWER_REGIONS) and "cabinet" in sem.receiver:
+            return "the goal region moves with a drawer: a static block cannot ride in it"
+        return None
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        return ObstructionParams(cover=uniform(rng, 0.15, 0.3, 3), height_m=uniform(rng, 0.02, 0.03))
+
+    @classmethod
+    def default_params(cls):
+        return {"trigger": "placement", "fallback_step": 120, "cover": [0.15, 0.3], "height_m": [0.02, 0.03]}
+
+    @classmethod
+    def scene_variant(cls, params):
+        return SceneVariant(props=(PropSpec(PROP, "box", (0.02, 0.02, 0.01), (0.75, 0.55, 0.15, 1.0)),))
+
+    def fire(self, ctx: EpisodeContext, step: int) -> None:
+        scene, p = ctx.scene, self.params
+        centre, rhalf, ryaw, rtop, owner = region_rect(scene, ctx.sem)
+        area = 4 * float(rhalf[0] * rhalf[1])
+        side = float(np.clip(math.sqrt(p.cover * area), *SIDE_M))
+        half = (side / 2, side / 2, p.height_m / 2)
+        t_lo, t_hi = entity_aabb(scene, [ctx.sem.target])
+        target_area = float((t_hi[0] - t_lo[0]) * (t_hi[1] - t_lo[1]))
+        c, s = math.cos(math.radians(ryaw)), math.sin(math.radians(ryaw))
+        ax, ay = np.array([c, s]), np.array([-s, c])
+        # candidate centres on a 1 cm grid inside the region (inset by the block's half-diagonal)
+        inset = math.hypot(half[0], half[1])
+        us = np.arange(-rhalf[0] + inset, rhalf[0] - inset + 1e-9, 0.01)
+        vs = np.arange(-rhalf[1] + inset, rhalf[1] - inset + 1e-9, 0.01)
+        if len(us) == 0 or len(vs) == 0:
+            raise ShiftInvalid(self.id, f"the goal region ({2 * rhalf[0]:.3f} x {2 * rhalf[1]:.3f} m) is too small "
+                                        f"for a {side:.3f} m block")
+        cands = [centre + u * ax + v * ay for u in us for v in vs]
+        tgt = (t_lo[:2] + t_hi[:2]) / 2
+        cands.sort(key=lambda xy: -float(np.linalg.norm(xy - tgt)))
+        reasons: dict[str, int] = {}
+        for xy in cands:
+            # the block rests on the highest point of the owner's surface under its footprint
+            hits = [surface_below(scene, q, top_z=rtop + 0.15)
+                    for q in footprint_points(xy, (half[0] + CLEARANCE_M, half[1] + CLEARANCE_M), ryaw, RAY_STEP_M)]
+            roots = {r for _, r in hits}
+            if roots != {owner}:
+                key = "surface of " + ", ".join(sorted(scene.entity_name(r) if r >= 0 else "nothing" for r in roots))
+                reasons[key] = reasons.get(key, 0) + 1
+                continue
+            level = max(z for z, _ in hits)
+            spot = check_spot(scene, xy, half[:2], ryaw, p.height_m, level, clearance=CLEARANCE_M, support=owner,
+                              below_tol=UNEVEN_M)
+            if not spot.free:
+                for b in spot.blockers:
+                    reasons[b] = reasons.get(b, 0) + 1
+                continue
+            resize_primitive(scene, PROP, half)
+            place_prop(scene, PROP, xy, ryaw, level, PropShape(half[:2], (0.0, 0.0), half[2], 2 * half[2]))
+            o_lo, o_hi = entity_aabb(scene, [PROP])
+            gap, clear = rect_gap(o_lo, o_hi, t_lo, t_hi), robot_clearance(scene, [PROP])
+            if gap < TARGET_GAP_M or clear < ROBOT_CLEARANCE_M:
+                key = "too close to the target or the robot"
+                reasons[key] = reasons.get(key, 0) + 1
+                continue
+            scene.refresh()
+            covered = side * side / area
+            post = {"covered_fraction": round(covered, 4), "free_area_m2": round(area - side * side, 5),
+                    "target_footprint_m2": round(target_area, 5), "target_gap_m": round(gap, 4),
+                    "robot_clearance_m": round(clear, 4), "region_owner": scene.entity_name(owner),
+                    "bottom_above_surface_m": round(float(o_lo[2] - level), 4),
+                    "touching": prop_contacts(scene, [PROP])}
+            self.applied = {"region": ctx.sem.receiver_region, "region_size_m": np.round(2 * rhalf, 4).tolist(),
+                            "block_m": [round(side, 4), round(side, 4), p.height_m], **prop_record(scene, PROP),
+                            "post_condition": post}
+            if not 0.1 <= covered <= 0.5:
+                raise ShiftInvalid(self.id, f"the block covers {covered:.2f} of the region, not 10-50%")
+            if abs(post["bottom_above_surface_m"]) > 0.003 or post["touching"]:
+                raise ShiftInvalid(self.id, f"the block does not rest freely on the region: {post}")
+            return
+        scene.refresh()
+        raise ShiftInvalid(self.id, f"no free spot on the goal region: {reasons}")

@@ -1,0 +1,158 @@
+"""D05 path obstacle (Condition, runtime, trigger transport): an obstacle appears on the path
+ahead of the carried target (``benchmark.md``, runtime table; matched with S05).
+
+Realisation: S05's box (:mod:`liberopro.shifts.s05_path_obstacle`), moved in at the firing step
+onto the straight horizontal segment from the target's position *then* to the goal region, at
+``fraction`` of it (then the neighbouring fractions 0.25-0.8, then thinner), clear by 1 cm of
+every object and fixture (drawers and doors in any position), at least 3 cm (horizontally) from
+the gripper when it is less than 10 cm above the obstacle's top and from the target's footprint
+when it is carried above the obstacle's top, and 2 cm from every robot geom: it appears ahead,
+never under or against the carried object or the arm. It stays for the rest of the episode.
+
+Post-condition, measured at the firing step: the obstacle stands on the table / floor across
+the remaining path (the segment passes within 1 mm of its centre), at most 12 cm high with 35 cm
+free above it (going over stays possible), a 10 cm lane beside it recorded (going around), no
+simulated contact.
+
+Defaults: trigger transport; fallback step 80; fraction 0.4-0.6; height 6-12 cm; width 8-14 cm;
+thickness 3-5 cm. Applicability: as S05 (tasks with a goal region).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts._props import (
+    entity_aabb,
+    goal_xy,
+    ground_level,
+    park_one,
+    prop_contacts,
+    prop_record,
+    rect_gap,
+    robot_clearance,
+    segment_distance,
+    target_xy,
+)
+from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
+from liberopro.shifts.s05_path_obstacle import (
+    CLEARANCE_M,
+    PathObstacle,
+    lanes_free,
+    obstacle_variant,
+    over_free,
+    place_on_path,
+)
+
+PROP = "liberopro_prop_d05_obstacle"
+#: Horizontal clearance from the carried target and the gripper (m).
+AHEAD_M = 0.03
+#: A gripper lower than this above the obstacle's top must not hang over it (m).
+LOW_GRIPPER_M = 0.10
+#: Clearance from every robot geom (m).
+ROBOT_CLEARANCE_M = 0.02
+FRACTIONS = (0.0, 0.1, -0.1, 0.2, -0.2, 0.3, -0.3, 0.4)
+
+
+class RuntimePathObstacleParams(RuntimeParams):
+    trigger: Literal["transport"] = "transport"
+    fallback_step: int = Field(default=80, ge=0)
+    fraction: float = Field(ge=0.1, le=0.9)
+    height_m: float = Field(ge=0.02, le=0.12)
+    width_m: float = Field(ge=0.02, le=0.25)
+    thickness_m: float = Field(ge=0.01, le=0.10)
+
+
+@register
+class RuntimePathObstacle(RuntimeShift):
+    id = "D05"
+    name = "path obstacle"
+    category = "Condition"
+    triggers = ("transport",)
+    summary = "an obstacle appears on the path ahead"
+    post_condition = ("at the firing step the obstacle stands on the table/floor across the remaining target-goal "
+                      "segment (within 1 mm), >= 3 cm from the target and the gripper, >= 2 cm from the robot, "
+                      "<= 12 cm high with 35 cm free above; no contact")
+    Params = RuntimePathObstacleParams
+
+    @classmethod
+    def applicable(cls, ref, sem):
+        return PathObstacle.applicable(ref, sem)
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        return RuntimePathObstacleParams(fraction=uniform(rng, 0.4, 0.6, 3), height_m=uniform(rng, 0.06, 0.12),
+                                         width_m=uniform(rng, 0.08, 0.14), thickness_m=uniform(rng, 0.03, 0.05))
+
+    @classmethod
+    def default_params(cls):
+        return {"trigger": "transport", "fallback_step": 80, **PathObstacle.default_params()}
+
+    @classmethod
+    def scene_variant(cls, params):
+        return obstacle_variant(PROP)
+
+    def fire(self, ctx: EpisodeContext, step: int) -> None:
+        scene, p = ctx.scene, self.params
+        a, b = target_xy(scene, ctx.sem), goal_xy(scene, ctx.sem)
+        half = (p.thickness_m / 2, p.width_m / 2, p.height_m / 2)
+        t_lo, t_hi = entity_aabb(scene, [ctx.sem.target])
+        eef = scene.eef_pos()
+        reasons = []
+        placed = None
+        for d in FRACTIONS:
+            f = p.fraction + d
+            if not 0.25 <= f <= 0.8:
+                continue
+            try:
+                xy, f, used, why = place_on_path(scene, PROP, a, b, [f], half, clearance=CLEARANCE_M)
+            except ValueError as exc:
+                reasons.append(str(exc))
+                continue
+            o_lo, o_hi = entity_aabb(scene, [PROP])
+            # a target resting on the table is kept clear by the spot's rays; one carried above the
+            # obstacle's top must not hang over it
+            ahead = math.inf
+            if eef[2] < o_hi[2] + LOW_GRIPPER_M:
+                ahead = rect_gap(o_lo, o_hi, eef - 0.04, eef + 0.04)
+            if t_lo[2] > o_hi[2]:
+                ahead = min(ahead, rect_gap(o_lo, o_hi, t_lo, t_hi))
+            clear = robot_clearance(scene, [PROP])
+            if ahead < AHEAD_M or clear < ROBOT_CLEARANCE_M:
+                reasons.append(f"{f:.2f}: {ahead:.3f} m from the target/gripper, {clear:.3f} m from the robot")
+                park_one(scene, PROP)
+                continue
+            placed = (xy, f, used, ahead, clear)
+            break
+        if placed is None:
+            scene.refresh()
+            raise ShiftInvalid(self.id, "no room on the path ahead: " + "; ".join(reasons))
+        xy, f, used, ahead, clear = placed
+        pos = scene.data.xpos[scene.props[PROP]].copy()
+        level, _ = ground_level(scene)
+        along = (b - a) / max(np.linalg.norm(b - a), 1e-9)
+        top = float(pos[2] + used[2])
+        post = {
+            "off_path_m": round(segment_distance(pos[:2], a, b), 4),
+            "bottom_above_surface_m": round(float(pos[2] - used[2] - level), 4),
+            "height_m": round(top - level, 4),
+            "ahead_of_target_m": None if math.isinf(ahead) else round(ahead, 4), "robot_clearance_m": round(clear, 4),
+            "over_free": over_free(scene, pos[:2], top),
+            "around_free_sides": lanes_free(scene, pos[:2], along, used, level),
+            "touching": prop_contacts(scene, [PROP]),
+        }
+        self.applied = {"fraction": round(f, 3), "path_from": np.round(a, 4).tolist(), "path_to": np.round(b, 4).tolist(),
+                        "remaining_path_m": round(float(np.linalg.norm(b - a)), 4),
+                        "size_m": [round(2 * h, 4) for h in used], "yaw_deg_path": round(math.degrees(
+                            math.atan2(along[1], along[0])), 2), **prop_record(scene, PROP), "post_condition": post}
+        if post["off_path_m"] > 0.001 or abs(post["bottom_above_surface_m"]) > 0.003:
+            raise ShiftInvalid(self.id, f"obstacle off the path or off the table: {post}")
+        if post["height_m"] > 0.125 or not post["over_free"]:
+            raise ShiftInvalid(self.id, "the obstacle cannot be passed over")
+        if post["touching"]:
+            raise ShiftInvalid(self.id, f"the obstacle appeared touching {post['touching']}")

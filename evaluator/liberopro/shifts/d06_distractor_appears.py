@@ -1,0 +1,107 @@
+"""D06 distractor appears (Environment, runtime, trigger approach): a look-alike of the target
+appears near it while the gripper approaches (``benchmark.md``, runtime table; "not applicable
+where no free space exists").
+
+Realisation: the look-alike of S08 (:mod:`liberopro.shifts.s08_distractor`: same category,
+another type, 5-15 cm edge to edge from the target's stack, on its support, wholly in the
+third-person view), moved in from its parking spot at the firing step; a spot must also keep
+2 cm from the robot's geoms. It stays for the rest of the episode. The instruction rule is
+S08's and holds from the first step (the policy's instruction never changes mid-episode): where
+the target's phrase would also fit the look-alike it becomes the target's full name.
+
+Free space is measured when the shift fires: if no spot beside the target is free (the layout,
+the robot), the episode is invalid with that reason. Statically not applicable: S08's rules
+(articulated targets, a target inside a drawer, a target named in the plural, e.g. LIBERO-10
+task 8 "put both moka pots on the stove", the one pair the reference study found not
+applicable).
+
+Defaults: trigger approach; fallback step 40; gap 5-15 cm; direction uniform; yaw -45..45 deg.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts._objects import lookalike_instruction
+from liberopro.shifts._props import object_positions, place_beside, prop_record, robot_clearance, target_stack
+from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid
+from liberopro.shifts.s08_distractor import (
+    CLEARANCE_M,
+    check_lookalike_post,
+    gap_candidates,
+    lookalike_applicable,
+    lookalike_post,
+    sample_lookalike,
+)
+from liberopro.sim import PropSpec, SceneVariant
+
+PROP = "liberopro_prop_d06_lookalike"
+#: Least distance between the look-alike and the robot's geoms when it appears (m).
+ROBOT_CLEARANCE_M = 0.02
+
+
+class RuntimeLookalikeParams(RuntimeParams):
+    trigger: Literal["approach"] = "approach"
+    fallback_step: int = Field(default=40, ge=0)
+    lookalike: str
+    target_type: str
+    gap_m: float = Field(ge=0.0, le=0.3)
+    direction_deg: float = Field(ge=0.0, lt=360.0)
+    yaw_deg: float = Field(ge=-180.0, le=180.0)
+
+
+@register
+class DistractorAppears(RuntimeShift):
+    id = "D06"
+    name = "distractor appears"
+    category = "Environment"
+    triggers = ("approach",)
+    summary = "a look-alike appears near the target (not applicable where no free space exists)"
+    post_condition = ("at the firing step the look-alike stands on the target's support (+-3 mm) at the stated "
+                      "edge-to-edge gap (+-5 mm, 5-15 cm), wholly in the third-person view, >= 2 cm from the robot, "
+                      "touching nothing; the instruction fits the target only")
+    Params = RuntimeLookalikeParams
+
+    @classmethod
+    def applicable(cls, ref, sem):
+        return lookalike_applicable(ref, sem)
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        return RuntimeLookalikeParams(**sample_lookalike(rng, ref, sem))
+
+    @classmethod
+    def default_params(cls):
+        return {"trigger": "approach", "fallback_step": 40, "lookalike": "as S08", "gap_m": [0.05, 0.15],
+                "direction_deg": [0, 360], "yaw_deg": [-45, 45]}
+
+    @classmethod
+    def scene_variant(cls, params):
+        return SceneVariant(props=(PropSpec(PROP, f"object:{params.lookalike}"),))
+
+    def instruction(self, text: str, step: int) -> str:
+        new = lookalike_instruction(text, self.params.target_type, self.params.lookalike)
+        return text if new is None else new
+
+    def fire(self, ctx: EpisodeContext, step: int) -> None:
+        scene, p = ctx.scene, self.params
+        stack = target_stack(scene, ctx.sem)
+        try:
+            placed = place_beside(scene, PROP, stack, gap_candidates(p.gap_m), p.direction_deg, p.yaw_deg,
+                                  CLEARANCE_M, min_robot_m=ROBOT_CLEARANCE_M)
+        except ValueError as exc:
+            raise ShiftInvalid(self.id, f"no free space for a look-alike when it should appear: {exc}") from exc
+        post = lookalike_post(scene, PROP, stack, placed, object_positions(scene))
+        post["robot_clearance_m"] = round(robot_clearance(scene, [PROP]), 4)
+        post["eef_to_target_m"] = round(float(((scene.eef_pos() - scene.body_pos(scene.root_body(ctx.sem.target)))
+                                               ** 2).sum() ** 0.5), 4)
+        self.applied = {"lookalike": p.lookalike, "instruction": self.instruction(scene.task.instruction, 0),
+                        "gap_m": placed["gap_m"], "direction_deg": placed["direction_deg"],
+                        "candidates_tried": placed["candidates_tried"], **prop_record(scene, PROP),
+                        "post_condition": post}
+        check_lookalike_post(self.id, post, placed["gap_m"])
+        if post["robot_clearance_m"] < ROBOT_CLEARANCE_M:
+            raise ShiftInvalid(self.id, f"look-alike appeared {post['robot_clearance_m']} m from the robot")

@@ -1,0 +1,197 @@
+"""S09 occlusion (Environment, static): a static occluder hides 20-50% of the target in the
+third-person view, not in the robot's path (``benchmark.md``, static table).
+
+Realisation: a thin flat board (a static box without collisions, so it can never touch the
+robot or an object) facing the third-person camera (``agentview``), between the camera and the
+target at ``depth_ratio`` of the target's depth from the camera: far outside the workspace and
+the robot's reach. Its size is set from the target's projected size (1.2 x its half-extent in
+the image, at the board's depth); it slides in from the image direction ``side_deg`` (0 = from
+the right of the picture, 90 = from the top, as seen) and is placed by bisection so that it
+hides ``fraction`` of the target's pixels, measured with segmentation renders (target visual
+geoms) at max(128, render size) px, doubled up to 512 px while the target covers fewer than 600
+px.
+
+Post-condition: the hidden fraction, re-measured on the settled scene, is within 0.05 of the
+stated one and inside 0.2-0.5; the board is farther than 0.9 m from the robot base (the Panda
+reaches 0.855 m) and collides with nothing (contype/conaffinity 0).
+
+Defaults: fraction 0.2-0.5; depth ratio 0.2-0.35; side uniform. Applies to every task (for an
+articulated target the fixture is the target: the cabinet, the stove).
+"""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+import numpy as np
+from pydantic import Field
+
+from liberopro.shifts import register
+from liberopro.shifts._props import hidden_fraction, prop_body, prop_record, resize_primitive, target_pixels
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.sim import PropSpec, SceneVariant
+
+PROP = "liberopro_prop_s09_occluder"
+CAMERA = "agentview"
+#: Least distance between the occluder and the robot base (m): beyond the Panda's 0.855 m reach.
+MIN_ROBOT_DISTANCE_M = 0.9
+#: The target must show at least this many pixels (at the measuring size) to be occluded.
+MIN_TARGET_PIXELS = 20
+#: Bisection stops within this much of the stated fraction.
+TOLERANCE = 0.015
+#: Post-condition tolerance on the re-measured fraction.
+POST_TOLERANCE = 0.05
+
+
+class OcclusionParams(ShiftParams):
+    fraction: float = Field(ge=0.05, le=0.95)
+    depth_ratio: float = Field(ge=0.1, le=0.8)
+    side_deg: float = Field(ge=0.0, lt=360.0)
+
+
+def occluder_variant(prop: str) -> SceneVariant:
+    return SceneVariant(props=(PropSpec(prop, "box", (0.02, 0.02, 0.002), (0.22, 0.24, 0.27, 1.0), collide=False),))
+
+
+#: The target should cover at least this many pixels in the measuring render (finer steps).
+GOOD_TARGET_PIXELS = 600
+
+
+def measure_size(scene, sem) -> int:
+    """Render size (px) for measuring: at least 128 and the scene's own, larger for a small
+    target (up to 512) so that one pixel column is a small step of the hidden fraction."""
+    size = max(128, scene.render_size)
+    while size < 512 and target_pixels(scene, sem, CAMERA, size).sum() < GOOD_TARGET_PIXELS:
+        size *= 2
+    return size
+
+
+def place_occluder(scene, prop: str, sem, fraction: float, depth_ratio: float, side_deg: float) -> dict:
+    """Put the occluder ``prop`` so that it hides ``fraction`` of the target's pixels now; returns the
+    measurements. Raises ``ValueError`` when the target is not visible enough or the fraction
+    cannot be reached."""
+    size = measure_size(scene, sem)
+    m, d = scene.model, scene.data
+    cid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA, CAMERA)
+    rot = d.cam_xmat[cid].reshape(3, 3).copy()
+    cam = d.cam_xpos[cid].copy()
+    f = 0.5 / math.tan(math.radians(m.cam_fovy[cid]) / 2)
+    before = target_pixels(scene, sem, CAMERA, size)
+    n = int(before.sum())
+    if n < MIN_TARGET_PIXELS:
+        raise ValueError(f"the target shows {n} px in the {CAMERA} view ({size} px): too few to occlude")
+    rows, cols = np.nonzero(before)
+    # picture coordinates (fractions, origin top left) of the target's pixels (render is upside down)
+    xs, ys = (cols + 0.5) / size, (size - rows - 0.5) / size
+    cx, cy = float(xs.mean()), float(ys.mean())
+    half_img = 0.5 * max(xs.max() - xs.min(), ys.max() - ys.min()) + 1.0 / size
+    tpos = scene.body_pos(scene.root_body(sem.target))
+    depth = float(-((tpos - cam) @ rot)[2])  # along the camera's viewing axis
+    z = depth_ratio * depth
+    metres_per_frac = z / f
+    half = 1.2 * half_img * metres_per_frac
+    resize_primitive(scene, prop, (half, half, 0.002))
+    centre = cam + rot @ np.array([(cx - 0.5) / f * z, -(cy - 0.5) / f * z, -z])
+    e = rot @ np.array([math.cos(math.radians(side_deg)), math.sin(math.radians(side_deg)), 0.0])
+    bid = prop_body(scene, prop)
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, rot.flatten())
+    m.body_quat[bid] = quat
+
+    def hidden_at(offset: float) -> float:
+        m.body_pos[bid] = centre + offset * e
+        mujoco.mj_kinematics(m, d)
+        return hidden_fraction(before, target_pixels(scene, sem, CAMERA, size))
+
+    lo, hi = 0.0, half + 2 * half_img * metres_per_frac  # hidden ~1 at lo, 0 at hi
+    h_lo, h_hi = hidden_at(lo), hidden_at(hi)
+    if not h_hi <= fraction <= h_lo:
+        raise ValueError(f"the occluder hides {h_hi:.2f}-{h_lo:.2f} of the target, not {fraction:.2f}")
+    best = (abs(h_lo - fraction), lo, h_lo)
+    for _ in range(16):
+        offset = (lo + hi) / 2
+        hidden = hidden_at(offset)
+        best = min(best, (abs(hidden - fraction), offset, hidden))
+        if abs(hidden - fraction) <= TOLERANCE:
+            break
+        lo, hi = (offset, hi) if hidden > fraction else (lo, offset)
+    _, offset, hidden = best
+    hidden_at(offset)
+    scene.refresh()
+    return {"camera": CAMERA, "measure_px": size, "target_pixels": n, "depth_m": round(z, 4),
+            "board_m": round(2 * half, 4), "offset_m": round(offset, 4), "hidden_fraction": round(hidden, 4)}
+
+
+def occluder_post(scene, prop: str, sem, before_mask: np.ndarray | None = None) -> dict:
+    """Re-measure: hidden fraction now (the occluder parked for the reference render and put
+    back), distance to the robot base, collisions disabled."""
+    bid = prop_body(scene, prop)
+    m, d = scene.model, scene.data
+    pos = m.body_pos[bid].copy()
+    m.body_pos[bid] = pos + np.array([0, 0, -50.0])
+    mujoco.mj_kinematics(m, d)
+    size = measure_size(scene, sem)
+    if before_mask is None:
+        before_mask = target_pixels(scene, sem, CAMERA, size)
+    m.body_pos[bid] = pos
+    mujoco.mj_kinematics(m, d)
+    with_occ = target_pixels(scene, sem, CAMERA, size)
+    geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] == bid]
+    seg = scene.render(CAMERA, size=size, segmentation=True)
+    base = scene.body_pos(scene.robot_root())
+    return {
+        "measure_px": size,
+        "hidden_fraction": round(hidden_fraction(before_mask, with_occ), 4),
+        "image_fraction": round(float(np.isin(seg, geoms).mean()), 4),
+        "robot_base_distance_m": round(float(np.linalg.norm(d.xpos[bid] - base)), 4),
+        "collides": bool(any(m.geom_contype[g] or m.geom_conaffinity[g] for g in geoms)),
+    }
+
+
+def check_occluder_post(shift_id: str, post: dict, fraction: float) -> None:
+    h = post["hidden_fraction"]
+    if abs(h - fraction) > POST_TOLERANCE or not 0.2 - POST_TOLERANCE <= h <= 0.5 + POST_TOLERANCE:
+        raise ShiftInvalid(shift_id, f"the occluder hides {h:.3f} of the target, stated {fraction:.3f} (0.2-0.5)")
+    if post["robot_base_distance_m"] < MIN_ROBOT_DISTANCE_M or post["collides"]:
+        raise ShiftInvalid(shift_id, f"the occluder is within the robot's reach "
+                                     f"({post['robot_base_distance_m']} m) or collides")
+
+
+@register
+class Occlusion(Shift):
+    id = "S09"
+    name = "occlusion"
+    category = "Environment"
+    kind = "static"
+    summary = "a static occluder hides 20-50% of the target in the third-person view, not in the robot's path"
+    post_condition = ("hidden fraction of the target's pixels (segmentation renders, agentview) within 0.05 of the "
+                      "stated one and in 0.2-0.5; occluder > 0.9 m from the robot base, without collisions")
+    Params = OcclusionParams
+
+    @classmethod
+    def sample_params(cls, rng, ref, sem):
+        return OcclusionParams(fraction=uniform(rng, 0.2, 0.5, 3), depth_ratio=uniform(rng, 0.2, 0.35, 3),
+                               side_deg=uniform(rng, 0, 360, 1))
+
+    @classmethod
+    def default_params(cls):
+        return {"fraction": [0.2, 0.5], "depth_ratio": [0.2, 0.35], "side_deg": [0, 360]}
+
+    @classmethod
+    def scene_variant(cls, params):
+        return occluder_variant(PROP)
+
+    def on_settled(self, ctx: EpisodeContext) -> bool:
+        p = self.params
+        try:
+            placed = place_occluder(ctx.scene, PROP, ctx.sem, p.fraction, p.depth_ratio, p.side_deg)
+        except ValueError as exc:
+            raise ShiftInvalid(self.id, str(exc)) from exc
+        self.applied = {**placed, **prop_record(ctx.scene, PROP)}
+        return False  # nothing that moves was touched
+
+    def verify(self, ctx: EpisodeContext) -> None:
+        post = occluder_post(ctx.scene, PROP, ctx.sem)
+        self.applied["post_condition"] = post
+        check_occluder_post(self.id, post, self.params.fraction)
