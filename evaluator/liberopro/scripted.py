@@ -65,6 +65,14 @@ EASY_REACH_M = 0.62
 MAX_ROT_ACTION = 0.6
 #: How far below the rim the fingers close on a bowl's or mug's wall (m).
 RIM_DEPTH_M = 0.03
+#: Inner gap between the open finger pads (m), and distance of each finger's middle from the
+#: grip site when open (m; the fingers are ~2.6 cm thick across the closing direction).
+OPEN_PAD_GAP_M = 0.072
+FINGER_CENTRE_M = 0.052
+#: A move that gains less than 1 mm over this many steps is blocked and ends.
+STALL_STEPS = 8
+#: Highest carrying height above the start pose of the grip site (m).
+MAX_ABOVE_HOME_M = 0.25
 #: Pick-and-place attempts per object (a missed or dropped object is picked up again).
 PICK_ATTEMPTS = 3
 #: How far the hand leans toward the robot to turn a knob (rad).
@@ -213,11 +221,18 @@ class ScriptedController:
 
     def _move(self, target, tol: float = 0.008, max_steps: int = 80, speed: float = 1.0,
               rot_tol_rad: float = 0.08) -> Iterator[np.ndarray]:
+        """Move toward ``target`` until within ``tol`` (and the hand within ``rot_tol_rad`` of its
+        orientation), for at most ``max_steps``, or until it stalls (blocked by contact: no
+        progress of 1 mm / 0.02 rad over :data:`STALL_STEPS` steps)."""
         target = np.asarray(target, dtype=np.float64)
+        history: list[float] = []
         for _ in range(max_steps):
             err = float(np.linalg.norm(target - self.eef()))
             rot_err = float(np.linalg.norm(_rotvec(self._rot @ self.eef_rot().T)))
             if err <= tol and rot_err <= rot_tol_rad:
+                return
+            history.append(err + 0.05 * rot_err)
+            if len(history) > STALL_STEPS and history[-STALL_STEPS - 1] - history[-1] < 0.001:
                 return
             yield self._action(target, self._grip, speed)
 
@@ -259,6 +274,29 @@ class ScriptedController:
         geoms = [g for g in range(scene.model.ngeom)
                  if scene.entity_of_geom(g) in roots and (scene.model.geom_contype[g] or scene.model.geom_conaffinity[g])]
         return geom_world_points(scene, geoms)
+
+    def _others_boxes(self, exclude_roots: set[int], z_lo: float, z_hi: float) -> np.ndarray:
+        """World-axis-aligned footprints (n, 4: x_lo, y_lo, x_hi, y_hi) of the collision geoms of
+        objects and fixtures not in ``exclude_roots`` whose height span overlaps [z_lo, z_hi]."""
+        scene = self.scene
+        roots = {r for r in scene.inner.obj_body_id.values() if r not in exclude_roots}
+        boxes = []
+        for g in range(scene.model.ngeom):
+            if scene.entity_of_geom(g) not in roots or not (scene.model.geom_contype[g] or scene.model.geom_conaffinity[g]):
+                continue
+            pts = geom_world_points(scene, [g])
+            if len(pts) and pts[:, 2].min() < z_hi and pts[:, 2].max() > z_lo:
+                boxes.append([*pts[:, :2].min(axis=0), *pts[:, :2].max(axis=0)])
+        return np.array(boxes).reshape(-1, 4)
+
+    @staticmethod
+    def _clearance(boxes: np.ndarray, xy: np.ndarray, cap: float = 0.1) -> float:
+        """Horizontal distance (m) from ``xy`` to the nearest footprint, at most ``cap``."""
+        if not len(boxes):
+            return cap
+        dx = np.maximum(np.maximum(boxes[:, 0] - xy[0], 0.0), xy[0] - boxes[:, 2])
+        dy = np.maximum(np.maximum(boxes[:, 1] - xy[1], 0.0), xy[1] - boxes[:, 3])
+        return float(min(cap, np.min(np.hypot(dx, dy))))
 
     def _surface_z(self, xy: np.ndarray, exclude_roots: set[int]) -> float:
         """Height (m) of the first surface straight below ``xy``, ignoring the robot and
@@ -311,13 +349,23 @@ class ScriptedController:
                 proj_l = (xy - mid) @ long_
                 centre = mid + narrow * centre_n + long_ * float(0.5 * (proj_l.max() + proj_l.min()))
                 z = max(top - 0.03, bottom + 0.01)
+                # Within the fingers' slack, shift the grasp away from neighbours a finger would
+                # land on (the milk carton beside the cream cheese of LIBERO-10 task 1).
+                boxes = self._others_boxes({self.scene.root_body(name)}, bottom + 0.003, z + 0.10)
+                slack = max(0.0, 0.5 * (OPEN_PAD_GAP_M - width) - 0.008)
+                best, best_clear = 0.0, -1.0
+                for shift in np.linspace(-slack, slack, 7):
+                    fingers = [centre + narrow * (shift + side * FINGER_CENTRE_M) for side in (-1, 1)]
+                    clear = min(self._clearance(boxes, f, 0.03) for f in fingers)
+                    clear -= 0.002 * abs(shift) / max(slack, 1e-6)
+                    if clear > best_clear + 1e-9:
+                        best, best_clear = float(shift), clear
+                centre = centre + narrow * best
                 return np.array([centre[0], centre[1], z]), np.array([narrow[0], narrow[1], 0.0]), "narrow"
         # Rim grasp.
         rim = pts[pts[:, 2] >= top - 0.01][:, :2]
         centre = 0.5 * (rim.min(axis=0) + rim.max(axis=0))
-        others = self._others_points({self.scene.root_body(name)})
-        ground = bottom + 0.003
-        others = others[(others[:, 2] > ground) & (others[:, 2] < top + 0.10)][:, :2] if len(others) else others
+        boxes = self._others_boxes({self.scene.root_body(name)}, bottom + 0.003, top + 0.10)
         dirs = [np.array([math.cos(a), math.sin(a)]) for a in np.radians(np.arange(0, 360, 45))]
         reach = np.array([float(((rim - centre) @ dv).max()) for dv in dirs])
         med = float(np.median(reach))
@@ -325,7 +373,7 @@ class ScriptedController:
         spread = self.spread_axis()[:2]
         for dv, r in zip(dirs, reach, strict=True):
             outer = centre + dv * (r + 0.03)
-            clear = float(np.min(np.linalg.norm(others - outer, axis=1))) if len(others) else 0.1
+            clear = self._clearance(boxes, outer)
             turn = math.acos(min(1.0, abs(float(dv @ spread))))
             wall = centre + dv * (r - 0.006)
             reach = self._reach_excess(wall)
@@ -402,7 +450,26 @@ class ScriptedController:
                     clear_z = max(clear_z, float(others[near, 2].max()) + 0.05)
             clear_z = max(clear_z, goal[2] + 0.05)
         eef = self.eef()
-        carry_z = min(eef[2] + (clear_z - obj_bottom), 1.45 if eef[2] > 0.6 else 0.95)
+        carry_z = min(eef[2] + (clear_z - obj_bottom), self._home[2] + MAX_ABOVE_HOME_M)
+        # Something overhead (the open drawer above the bowl of libero_goal 3)? Lift a little,
+        # then slide the object out from under it along the table before rising.
+        obj_top = float(pts[:, 2].max())
+        lifted = carry_z - eef[2]
+        over = self._others_boxes({root}, obj_top + 0.01, obj_top + lifted)
+        over = over[[self._clearance(b[None], obj_xy) < radius + 0.015 for b in over]] if len(over) else over
+        if len(over):
+            centres = 0.5 * (over[:, :2] + over[:, 2:])
+            away = _unit(obj_xy - centres.mean(axis=0))
+            self.stage = f"{label}: slide out"
+            yield from self._move([eef[0], eef[1], eef[2] + 0.015], tol=0.008, max_steps=15, speed=0.5)
+            for _ in range(40):
+                pts = self._points(name)
+                obj_xy = 0.5 * (pts[:, :2].min(axis=0) + pts[:, :2].max(axis=0))
+                if min(self._clearance(over, obj_xy, 0.1), 0.1) >= radius + 0.02 or not self._holding(name):
+                    break
+                e = self.eef()
+                yield self._action([e[0] + away[0] * 0.03, e[1] + away[1] * 0.03, e[2]], CLOSE, speed=0.5)
+            eef = self.eef()
         self.stage = f"{label}: lift"
         yield from self._move([eef[0], eef[1], carry_z], tol=0.015, max_steps=60, speed=0.6)
         if not self._holding(name) or float(self._points(name)[:, 2].min()) < start_bottom + 0.02:

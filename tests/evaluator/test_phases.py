@@ -134,7 +134,7 @@ def test_pick_and_place_phases_follow_the_bowl_to_the_plate(scenes):
     assert np.linalg.norm(trace[0]["pos"][:2] - trace[0]["plate"][:2]) > PLACEMENT_RADIUS_M
 
 
-def test_transport_needs_the_gripper_and_approach_needs_progress(scenes):
+def test_transport_needs_the_gripper(scenes):
     # Teleporting the bowl up or a drawer open is not transport: nobody holds it.
     scene = start(scenes, GOAL0)
     sem = semantics_of(GOAL0)
