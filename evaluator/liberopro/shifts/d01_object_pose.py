@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import Field
 
 from liberopro.shifts import register
-from liberopro.shifts._placement import relocate
+from liberopro.shifts._placement import entity_pose, relocate
 from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
 
 
@@ -45,12 +45,12 @@ class RuntimeObjectPose(RuntimeShift):
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         p = self.params
         eef_before = ctx.scene.eef_pos()
-        target_before = ctx.scene.object_pose(ctx.sem.target)[0]
+        target_before = entity_pose(ctx.scene, ctx.sem.target)[0]
         try:
             reloc = relocate(ctx.scene, ctx.sem, p.distance_m, p.direction_deg, p.yaw_deg)
         except ValueError as exc:
             raise ShiftInvalid(self.id, str(exc)) from exc
-        after = ctx.scene.object_pose(ctx.sem.target)[0]
+        after = entity_pose(ctx.scene, ctx.sem.target)[0]
         self.applied = {
             "object": ctx.sem.target,
             **reloc.as_record(),
