@@ -255,6 +255,8 @@ def instances_generate(
     attempts: int = typer.Option(5, help="Parameter draws per pair before it is dropped."),
     workers: int = typer.Option(1, help="Processes (one LIBERO scene each, 1.5-2.5 GB)."),
     validate: bool = typer.Option(True, help="Realise and check every instance in the simulator."),
+    resume: bool = typer.Option(True, help="Keep each task's result in OUT.parts/ as it completes and reuse it "
+                                "when the same generation is run again (removed once the manifest is written)."),
 ) -> None:
     """Generate a validated, schema-versioned instance manifest, with a report of every dropped pair."""
     import os
@@ -285,9 +287,18 @@ def instances_generate(
     def progress(task: str, done: int, total: int) -> None:
         console.print(f"validated {task} ({done}/{total} tasks)")
 
+    parts_dir = out_path.with_name(out_path.name + ".parts") if resume else None
+    if parts_dir is not None and parts_dir.exists():
+        console.print(f"resuming from {parts_dir} (its parts are reused where seed, cases and versions match)")
+
     header, instances, dropped = generate(split, seed, tasks=refs, cases=cases, episodes=episodes, attempts=attempts,
-                                          workers=workers, validate=validate, progress=progress)
+                                          workers=workers, validate=validate, progress=progress,
+                                          parts_dir=parts_dir)
     write_manifest(out_path, header, instances)
+    if parts_dir is not None:
+        import shutil
+
+        shutil.rmtree(parts_dir, ignore_errors=True)
     from liberopro.shifts import SHIFTS
 
     pairs = len(instances) + len(dropped)

@@ -230,15 +230,54 @@ def _generate_task(args: tuple) -> tuple[list[Instance], list[DroppedPair]]:
     return kept, dropped
 
 
+class _TaskParts:
+    """Per-task results of a generation run kept in ``directory``, so that an interrupted run
+    (hours for a whole split) resumes where it stopped. A part is reused only when its key (seed
+    commitment, cases, attempts, validation, evaluator and stack versions) matches. Parts of an
+    evaluation manifest hold hidden instances: they are as secret as the manifest itself."""
+
+    def __init__(self, directory: Path | None, key: dict[str, Any]) -> None:
+        self.directory = directory
+        self.key = key
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, ref) -> Path:
+        assert self.directory is not None
+        return self.directory / f"{ref.suite}-{ref.index}.json"
+
+    def load(self, ref) -> tuple[list[Instance], list[DroppedPair]] | None:
+        if self.directory is None or not self._path(ref).exists():
+            return None
+        try:
+            data = json.loads(self._path(ref).read_text())
+        except (OSError, ValueError):
+            return None
+        if data.get("key") != self.key:
+            return None
+        return ([Instance.model_validate(i) for i in data["kept"]],
+                [DroppedPair.model_validate(d) for d in data["dropped"]])
+
+    def save(self, ref, result: tuple[list[Instance], list[DroppedPair]]) -> None:
+        if self.directory is None:
+            return
+        kept, dropped = result
+        tmp = self._path(ref).with_suffix(".tmp")
+        tmp.write_text(json.dumps({"key": self.key, "kept": [i.model_dump(mode="json") for i in kept],
+                                   "dropped": [d.model_dump(mode="json") for d in dropped]}))
+        tmp.replace(self._path(ref))
+
+
 def generate(split: str, seed: int, *, tasks=None, cases: list[list[str]] | None = None, episodes: int = 10,
-             attempts: int = 5, workers: int = 1, validate: bool = True,
+             attempts: int = 5, workers: int = 1, validate: bool = True, parts_dir: Path | None = None,
              progress: Callable[[str, int, int], None] | None = None) -> tuple[ManifestHeader, list[Instance], list[DroppedPair]]:
     """Generate the manifest of ``split`` (train/eval/all) for ``seed``.
 
     ``tasks`` restricts the split's tasks; ``cases`` defaults to every single shift of the
     catalog. ``validate=False`` skips the simulator (for a quick look; such a manifest says so
-    in its header counts only; do not score on it). The output order and content do not depend
-    on ``workers``.
+    in its header counts only; do not score on it). ``parts_dir`` keeps each task's result as it
+    completes and reuses matching ones (resume after an interruption). The output order and
+    content do not depend on ``workers`` or on resuming.
     """
     from liberopro.shifts import SHIFTS
     from liberopro.split import split_tasks
@@ -247,21 +286,35 @@ def generate(split: str, seed: int, *, tasks=None, cases: list[list[str]] | None
     stack = check_stack()
     refs = [r for r in split_tasks(split) if tasks is None or r in tasks]  # type: ignore[arg-type]
     cases = cases or [[sid] for sid in SHIFTS]
-    jobs = [(ref, cases, seed, attempts, validate) for ref in refs]
-    results: list[tuple[list[Instance], list[DroppedPair]]] = []
-    if workers <= 1:
-        for i, job in enumerate(jobs):
-            results.append(_generate_task(job))
-            if progress:
-                progress(str(job[0]), i + 1, len(jobs))
+    parts = _TaskParts(parts_dir, {"seed_sha256": seed_commitment(seed), "cases": ["+".join(c) for c in cases],
+                                   "attempts": attempts, "validate": validate, "evaluator": EVALUATOR_VERSION,
+                                   "stack": stack})
+    done: dict[int, tuple[list[Instance], list[DroppedPair]]] = {}
+    for i, ref in enumerate(refs):
+        part = parts.load(ref)
+        if part is not None:
+            done[i] = part
+    todo = [i for i in range(len(refs)) if i not in done]
+    jobs = {i: (refs[i], cases, seed, attempts, validate) for i in todo}
+
+    def finished(i: int, res) -> None:
+        done[i] = res
+        parts.save(refs[i], res)
+        if progress:
+            progress(str(refs[i]), len(done), len(refs))
+
+    if workers <= 1 or len(todo) <= 1:
+        for i in todo:
+            finished(i, _generate_task(jobs[i]))
     else:
         import multiprocessing
+        from concurrent.futures import as_completed
 
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for i, res in enumerate(pool.map(_generate_task, jobs)):
-                results.append(res)
-                if progress:
-                    progress(str(jobs[i][0]), i + 1, len(jobs))
+            futures = {pool.submit(_generate_task, jobs[i]): i for i in todo}
+            for fut in as_completed(futures):
+                finished(futures[fut], fut.result())
+    results = [done[i] for i in range(len(refs))]
     instances = [inst for kept, _ in results for inst in kept]
     dropped = [d for _, drops in results for d in drops]
     header = ManifestHeader(
