@@ -20,7 +20,6 @@ class ServerThread:
 
     def __init__(self, app) -> None:
         import uvicorn
-
         from liberopro.policy_process import free_port
 
         self.port = free_port()
@@ -32,7 +31,7 @@ class ServerThread:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         self.thread.start()
         end = time.monotonic() + 10
         while not self.server.started:
