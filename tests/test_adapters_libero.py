@@ -87,7 +87,7 @@ def test_the_same_policy_over_three_protocols_gives_the_same_results(runs):
     for name in ("openpi", "openvla"):
         records, summary, _ = runs[name]
         assert [_keys(r) for r in records] == [_keys(r) for r in base_records], name
-        for mine, ref in zip(records, base_records):
+        for mine, ref in zip(records, base_records, strict=True):
             # the evaluator's own definition of "the same episode" (timings and ids excluded)
             assert _outcome(mine) == _outcome(ref), name
             assert mine["latency"]["requests"] == ref["latency"]["requests"] == 8
