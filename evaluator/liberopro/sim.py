@@ -167,8 +167,22 @@ class LiberoScene:
         return self.inner.sim.data._data
 
     def close(self) -> None:
+        """Close the environment and free its OpenGL context now.
+
+        robosuite frees a render context in ``__del__``, and its ``free`` ends with
+        ``eglReleaseThread``, which unbinds whatever context is current in the thread. Left to the
+        garbage collector (the render context sits in a reference cycle), that happens at a random
+        later moment, possibly between another scene's ``make_current`` and its render, and that
+        render then returns the previous frame's pixels (measured: D08 saw 100% of the brightness
+        after dimming, in a review run that had closed two scenes before). Freed here, the release
+        happens at a known point, and every render entry point makes its own context current."""
+        ctx = getattr(getattr(self.env, "env", None), "sim", None)
+        ctx = getattr(ctx, "_render_context_offscreen", None)
         with contextlib.suppress(Exception):
             self.env.close()
+        if ctx is not None:
+            with contextlib.suppress(Exception):
+                ctx.gl_ctx.free()
 
     def make_gl_current(self) -> None:
         """Make this scene's OpenGL context current. robosuite's offscreen renderer does not do it

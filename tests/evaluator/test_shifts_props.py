@@ -540,3 +540,26 @@ def test_prop_shifts_are_deterministic_per_episode(serve_app, scenes):
     first, _, _ = run(serve_app, scenes, GOAL1, "S07", max_steps=1)
     second, scene, _ = run(serve_app, scenes, GOAL1, "S07", max_steps=1)
     assert first.shifts[0]["applied"] == second.shifts[0]["applied"]
+
+
+def test_closing_a_scene_frees_its_gl_context_at_once_and_others_still_render(serve_app, scenes):
+    """A closed scene's EGL context is freed by close(), not later by the garbage collector
+    (whose eglReleaseThread could unbind another scene's context between its make_current and
+    its render, which then returns the previous pixels)."""
+    nominal(serve_app, scenes, GOAL1)
+    plain = EpisodeRunner(None, metadata("hold"), RunSettings(render_size=PX), scenes=scenes).scene_for(GOAL1)
+    extra = LiberoScene(task_info(OBJECT5), cameras=CAMS, render_size=PX)
+    extra.render("agentview", PX)
+    ctx = extra.inner.sim._render_context_offscreen
+    extra.close()
+    assert ctx.gl_ctx._context is None
+    before = plain.render("agentview", 96).astype(float).mean()
+    light = plain.model_field("light_diffuse")
+    saved = light.copy()
+    try:
+        light[:] = saved * 0.2
+        plain.refresh()
+        assert plain.render("agentview", 96).astype(float).mean() < 0.8 * before
+    finally:
+        light[:] = saved
+        plain.refresh()
