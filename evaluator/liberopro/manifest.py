@@ -189,6 +189,34 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     return True, "", applied
 
 
+def first_valid_static(ref, case: list[str], seed: int, cache: dict, attempts: int = 5) -> tuple[Instance | str, int, str]:
+    """For an ad-hoc run (no manifest): the first parameter draw of a static-only case whose
+    realisation passes its post-conditions on init state 0, as manifest generation picks it
+    (a cheap check: one policy step, no cameras unless an Observation shift needs them).
+
+    Returns (instance, attempt, reasons of the failed draws); the instance is attempt 0's when
+    every draw fails (its episodes are then recorded invalid with the reason), or the
+    applicability reason (a string) when the pair does not apply. Runtime cases are not checked
+    here (that needs the scripted controller): they run with attempt 0.
+    """
+    from liberopro.shifts import get_shift
+
+    first = make_instance(ref, case, seed, 0)
+    if isinstance(first, str) or any(get_shift(sid).kind == "runtime" for sid in case):
+        return first, 0, ""
+    reasons = []
+    for attempt in range(attempts):
+        inst = first if attempt == 0 else make_instance(ref, case, seed, attempt)
+        if isinstance(inst, str):
+            return first, 0, "; ".join(reasons)
+        ok, why, _ = validate_instance(inst, cache, seed)
+        _drop_variant_scenes(cache)
+        if ok:
+            return inst, attempt, "; ".join(reasons)
+        reasons.append(f"attempt {attempt + 1}: {why}")
+    return first, 0, "; ".join(reasons)
+
+
 def _drop_variant_scenes(cache: dict) -> None:
     """Keep only the task's own scenes: a scene holds 1.5-2.5 GB and each prop or swap variant is
     needed by one case only."""
