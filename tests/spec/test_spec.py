@@ -86,6 +86,27 @@ def test_act_before_reset_is_refused_with_a_reason(serve_app):
     assert info.value.reason == "policy_http_error" and "409" in info.value.detail
 
 
+def test_a_failing_policy_is_reported_readably_under_msgpack(serve_app):
+    """The SDK answers a policy exception with HTTP 500 in the request's encoding; the client
+    shows that body decoded (not msgpack bytes as text), and a URL without scheme is refused."""
+    meta = ZeroPolicy().metadata
+
+    def broken(obs):
+        raise ValueError("weights not loaded")
+
+    url = serve_app(create_app(broken, meta))
+    with PolicyClient(url, encoding="msgpack") as client, pytest.raises(PolicyError) as info:
+        client.reset("ep1", "put the bowl on the plate")
+        client.act(_obs(meta), meta.chunk_length)
+    assert info.value.reason == "policy_http_error" and "500" in info.value.detail
+    assert "weights not loaded" in info.value.detail and "\ufffd" not in info.value.detail
+    with pytest.raises(ValueError, match="no scheme"):
+        PolicyClient("127.0.0.1:8000")
+    with PolicyClient("http://127.0.0.1:9") as client, pytest.raises(PolicyError) as info:
+        client.wait_healthy(0.5)
+    assert "connection refused" in info.value.detail and "--policy-cmd" in info.value.detail
+
+
 def test_conformance_checker_passes_the_examples(serve_app):
     for policy in (ZeroPolicy(), RandomPolicy()):
         report = check_policy(serve_app(create_app(policy)), health_timeout=5)

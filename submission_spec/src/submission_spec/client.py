@@ -61,7 +61,18 @@ class ActResult:
     server_ms: float | None
 
 
-def _snippet(body: bytes, limit: int = 200) -> str:
+def _snippet(body: bytes, limit: int = 200, content_type: str | None = None) -> str:
+    """Readable start of a response body: a msgpack body (the SDK's errors under msgpack) is
+    decoded and shown as JSON; anything else as UTF-8 text."""
+    if content_type and "msgpack" in content_type:
+        try:
+            import json
+
+            import msgpack
+
+            body = json.dumps(msgpack.unpackb(body, raw=False), default=repr).encode()
+        except Exception:  # noqa: BLE001 - not valid msgpack: show the bytes as text
+            pass
     text = body[:limit].decode("utf-8", errors="replace")
     return text + ("..." if len(body) > limit else "")
 
@@ -90,6 +101,8 @@ class PolicyClient:
         connect_timeout: float = 5.0,
         request_timeout: float = 30.0,
     ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"policy URL {base_url!r} has no scheme: give it as http://HOST:PORT")
         self.base_url = base_url.rstrip("/")
         self.encoding = encoding
         self.connect_timeout = connect_timeout
@@ -150,7 +163,8 @@ class PolicyClient:
             raise PolicyError("policy_connect_error", f"{method} {path}: {exc!r}") from exc
         if resp.status_code != 200:
             raise PolicyError(
-                "policy_http_error", f"{method} {path} answered HTTP {resp.status_code}: {_snippet(resp.content)}"
+                "policy_http_error", f"{method} {path} answered HTTP {resp.status_code}: "
+                f"{_snippet(resp.content, 600, resp.headers.get('content-type'))}"
             )
         return resp
 
@@ -177,11 +191,23 @@ class PolicyClient:
         """Poll ``/health`` until it answers 200; raises :class:`PolicyError`
         (``policy_connect_error``) after ``timeout`` seconds."""
         end = time.monotonic() + timeout
+        last = "no attempt"
         while time.monotonic() < end:
-            if self.health(timeout=min(2.0, max(0.1, end - time.monotonic()))):
-                return
+            try:
+                r = self._client.get("/health", timeout=min(2.0, max(0.1, end - time.monotonic())))
+                if r.status_code == 200:
+                    return
+                last = f"HTTP {r.status_code}"
+            except httpx.ConnectError:
+                self._drop_connection()
+                last = "connection refused (nothing listens there)"
+            except httpx.HTTPError as exc:
+                self._drop_connection()
+                last = type(exc).__name__
             time.sleep(poll)
-        raise PolicyError("policy_connect_error", f"{self.base_url}/health did not answer 200 within {timeout:.0f} s")
+        raise PolicyError("policy_connect_error", f"{self.base_url}/health did not answer 200 within {timeout:.0f} s "
+                                                  f"(last attempt: {last}); start the policy server first, check the "
+                                                  "host and port, or let the evaluator start it with --policy-cmd")
 
     def metadata(self) -> PolicyMetadata:
         """``GET /metadata``, validated."""

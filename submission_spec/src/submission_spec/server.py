@@ -178,8 +178,16 @@ def serve(
     ``openvla`` (OpenVLA's REST ``/act``, :mod:`submission_spec.adapters.openvla_server`): the
     same policy, another wire.
     """
+    import sys
+
     import uvicorn
 
+    host = host or os.environ.get("HOST", "127.0.0.1")
+    port = int(port or os.environ.get("PORT", 8000))
+    name = getattr(metadata, "policy_name", None) or getattr(getattr(policy, "metadata", None), "policy_name", "policy")
+    scheme = "ws" if protocol == "openpi" else "http"
+    print(f"serving {name} ({protocol} protocol) on {scheme}://{host}:{port}; Ctrl-C stops it", file=sys.stderr,
+          flush=True)
     if protocol == "openpi":
         from submission_spec.adapters.openpi_server import serve_openpi
 
@@ -194,8 +202,8 @@ def serve(
         raise ValueError(f"unknown protocol {protocol!r}; serve liberopro, openpi or openvla")
     uvicorn.run(
         app,
-        host=host or os.environ.get("HOST", "127.0.0.1"),
-        port=int(port or os.environ.get("PORT", 8000)),
+        host=host,
+        port=port,
         log_level=log_level,
         access_log=False,
     )
