@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what LIBERO-Pro2.0 needs from the OS on a fresh Debian/Ubuntu machine, and uv.
 # Usage: scripts/setup-system.sh [--with-test-deps]
-#   always: Mesa EGL (headless MuJoCo rendering on the CPU), ffmpeg, curl, uv
+#   always: Mesa EGL (headless MuJoCo rendering on the CPU), curl, git, uv (review MP4s use the
+#           ffmpeg that the imageio-ffmpeg wheel bundles)
 #   --with-test-deps: also the Docker engine (docker.io), Compose v1 (docker-compose), debootstrap, Chromium (browser tests)
 set -euo pipefail
 
