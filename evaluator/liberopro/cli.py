@@ -88,9 +88,8 @@ class EvalArgs:
 def _instances(a: EvalArgs):
     """(instances, skipped reasons, episodes per instance) from a manifest or from tasks x cases."""
     from liberopro.instances import make_instance, parse_cases
-    from liberopro.manifest import ManifestError, read_manifest
+    from liberopro.manifest import ManifestError, first_valid_static, read_manifest
     from liberopro.split import split_tasks
-    from liberopro.manifest import first_valid_static
     from liberopro.tasks import parse_task_list
 
     if a.manifest is not None:

@@ -83,10 +83,12 @@ def parse_task_list(text: str) -> list[TaskRef]:
         if not item:
             continue
         suite, _, idx = item.partition(":")
-        if not idx:
-            refs.extend(TaskRef(suite, i) for i in range(TASKS_PER_SUITE))
-            continue
         try:
+            if not idx:
+                refs.extend(TaskRef(suite, i) for i in range(TASKS_PER_SUITE))
+                continue
+            if not idx.strip().isdigit():
+                raise ValueError(f"the index {idx!r} is not a number")
             refs.append(TaskRef(suite, int(idx)))
         except ValueError as exc:
             raise ValueError(f"bad task {item!r}: {exc} (format SUITE:INDEX, e.g. libero_goal:0)") from exc
