@@ -147,7 +147,9 @@ class _ValidationPolicy:
             from liberopro import scripted
         except ImportError:
             return
-        scene = next(iter(s for k, s in self._runner._scenes.items() if k[0] == self._ref), None)
+        # the episode's own scene: a prop or swap variant runs in a scene of its own, and a
+        # controller reading the task's plain scene would steer by a robot that never moves
+        scene = self._runner.current_scene
         if scene is not None and hasattr(scripted, "ScriptedController"):
             from liberopro.instances import semantics_of
 

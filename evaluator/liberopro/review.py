@@ -57,7 +57,8 @@ class _ReviewPolicy:
         self._controller = None
 
     def _scene(self):
-        return next(s for k, s in self.runner._scenes.items() if k[0] == self.ref)
+        """The scene this episode runs in (a prop or swap variant has its own scene)."""
+        return self.runner.current_scene
 
     def reset(self, episode_id: str, instruction: str) -> None:
         self.capture = Capture()

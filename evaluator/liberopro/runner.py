@@ -102,6 +102,9 @@ class EpisodeRunner:
         self.before_episode = before_episode
         self._shared = scenes is not None
         self._scenes: dict = scenes if scenes is not None else {}
+        #: The scene of the episode being run (its variant included), for privileged tooling
+        #: (the validation and review controllers); None between episodes.
+        self.current_scene: LiberoScene | None = None
 
     def close(self) -> None:
         """Close the scenes this runner owns (none when the cache is shared)."""
@@ -167,7 +170,7 @@ class EpisodeRunner:
         instruction = info.instruction
         recovery: dict = {"protocol": plan.diagnostic.recovery}
         try:
-            scene = self.scene_for(ref, self.variant_of(shifts))
+            scene = self.current_scene = self.scene_for(ref, self.variant_of(shifts))
             contexts = [
                 EpisodeContext(scene=scene, sem=sem, rng=np.random.default_rng(stable_seed(plan.seed, s.id, i)))
                 for i, s in enumerate(shifts)

@@ -167,22 +167,29 @@ class LiberoScene:
         return self.inner.sim.data._data
 
     def close(self) -> None:
-        """Close the environment and free its OpenGL context now.
+        """Close the environment and free its rendering resources now, in its own GL context.
 
-        robosuite frees a render context in ``__del__``, and its ``free`` ends with
-        ``eglReleaseThread``, which unbinds whatever context is current in the thread. Left to the
-        garbage collector (the render context sits in a reference cycle), that happens at a random
-        later moment, possibly between another scene's ``make_current`` and its render, and that
-        render then returns the previous frame's pixels (measured: D08 saw 100% of the brightness
-        after dimming, in a review run that had closed two scenes before). Freed here, the release
-        happens at a known point, and every render entry point makes its own context current."""
-        ctx = getattr(getattr(self.env, "env", None), "sim", None)
-        ctx = getattr(ctx, "_render_context_offscreen", None)
-        with contextlib.suppress(Exception):
-            self.env.close()
+        robosuite frees a render context in ``__del__`` (``binding_utils.MjRenderContext``):
+        ``mjr_freeContext`` deletes the context's textures, buffers and framebuffers by id in
+        whatever GL context is current, then ``eglReleaseThread`` unbinds the current context.
+        The render context sits in a reference cycle, so the garbage collector runs that at a
+        random later moment, with another scene's context current: it deletes that scene's
+        objects of the same ids, or unbinds it mid-render, and its renders return noise or the
+        previous pixels (measured: five review scenes rendered as coloured noise, and D08 saw
+        100% of the brightness after dimming, after earlier scenes had been closed). Here both
+        are freed at once, with this scene's context current; the later ``__del__`` finds
+        nothing left to free (``mjr_freeContext`` resets the context; ``free`` skips a freed
+        EGL context). Every render entry point makes its own context current again."""
+        sim = getattr(getattr(self.env, "env", None), "sim", None)
+        ctx = getattr(sim, "_render_context_offscreen", None)
         if ctx is not None:
             with contextlib.suppress(Exception):
+                ctx.gl_ctx.make_current()
+                ctx.con.free()
+            with contextlib.suppress(Exception):
                 ctx.gl_ctx.free()
+        with contextlib.suppress(Exception):
+            self.env.close()
 
     def make_gl_current(self) -> None:
         """Make this scene's OpenGL context current. robosuite's offscreen renderer does not do it

@@ -553,6 +553,9 @@ def test_closing_a_scene_frees_its_gl_context_at_once_and_others_still_render(se
     ctx = extra.inner.sim._render_context_offscreen
     extra.close()
     assert ctx.gl_ctx._context is None
+    assert ctx.con.offFBO == 0 and ctx.con.ntexture == 0  # its GL objects were freed in its own context
+    ctx.con.free()  # what the garbage collector will run later, with another context current: nothing left
+    assert plain.render("agentview", 96).astype(float).mean() > 0
     before = plain.render("agentview", 96).astype(float).mean()
     light = plain.model_field("light_diffuse")
     saved = light.copy()
@@ -563,3 +566,20 @@ def test_closing_a_scene_frees_its_gl_context_at_once_and_others_still_render(se
     finally:
         light[:] = saved
         plain.refresh()
+
+
+def test_privileged_controllers_steer_by_the_episodes_own_scene(serve_app, scenes):
+    """A prop shift's episode runs in a variant scene of its own: the validation controller
+    (manifests) must read that scene, not the task's plain scene that the cache also holds
+    (reading the plain one, it steered by a robot that never moved)."""
+    from liberopro.local_policy import LocalPolicyClient
+    from liberopro.manifest import _validation_metadata, _ValidationPolicy
+
+    nominal(serve_app, scenes, GOAL1)  # the plain scene is in the cache first
+    meta = _validation_metadata(["D04"])
+    runner = EpisodeRunner(None, meta, RunSettings(render_size=PX, max_steps=3), scenes=scenes)  # type: ignore[arg-type]
+    policy = _ValidationPolicy(meta, runner, GOAL1)
+    runner.client = LocalPolicyClient(policy)
+    runner.run_episode(EpisodePlan(inst(GOAL1, "D04", PARAMS[GOAL1]["D04"]), 0, 0, 0))
+    assert runner.current_scene is not None and "liberopro_prop_d04_block" in runner.current_scene.props
+    assert policy._controller is not None and policy._controller.scene is runner.current_scene
