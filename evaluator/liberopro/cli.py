@@ -334,6 +334,8 @@ def instances_generate(
     pairs = len(instances) + len(dropped)
     rep = report(header, dropped, pairs)
     rep["validated"] = validate
+    if refs is not None or cases is not None:  # a subset: the reference counts do not apply
+        rep["reference_instances"] = rep["difference_vs_reference"] = None
     report_path = out_path.with_name(out_path.name + ".report.json")
     report_path.write_text(json.dumps(rep, indent=2) + "\n")
     table = Table(title=f"{split} manifest: {header.instances} instances of {pairs} pairs ({len(dropped)} dropped)")
