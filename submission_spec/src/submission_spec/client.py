@@ -179,13 +179,21 @@ class PolicyClient:
                 f"{_snippet(resp.content)!r} ({str(exc).splitlines()[0]})",
             ) from exc
 
+    def _probe_health(self, timeout: float) -> str | None:
+        """None when ``GET /health`` answers 200 within ``timeout`` seconds, else what it got."""
+        try:
+            r = self._client.get("/health", timeout=timeout)
+        except httpx.ConnectError:
+            self._drop_connection()
+            return "connection refused (nothing listens there)"
+        except httpx.HTTPError as exc:
+            self._drop_connection()
+            return type(exc).__name__
+        return None if r.status_code == 200 else f"HTTP {r.status_code}"
+
     def health(self, timeout: float = 2.0) -> bool:
         """True when ``GET /health`` answers 200 within ``timeout`` seconds."""
-        try:
-            return self._client.get("/health", timeout=timeout).status_code == 200
-        except httpx.HTTPError:
-            self._drop_connection()
-            return False
+        return self._probe_health(timeout) is None
 
     def wait_healthy(self, timeout: float, poll: float = 0.2) -> None:
         """Poll ``/health`` until it answers 200; raises :class:`PolicyError`
@@ -193,17 +201,9 @@ class PolicyClient:
         end = time.monotonic() + timeout
         last = "no attempt"
         while time.monotonic() < end:
-            try:
-                r = self._client.get("/health", timeout=min(2.0, max(0.1, end - time.monotonic())))
-                if r.status_code == 200:
-                    return
-                last = f"HTTP {r.status_code}"
-            except httpx.ConnectError:
-                self._drop_connection()
-                last = "connection refused (nothing listens there)"
-            except httpx.HTTPError as exc:
-                self._drop_connection()
-                last = type(exc).__name__
+            last = self._probe_health(min(2.0, max(0.1, end - time.monotonic())))
+            if last is None:
+                return
             time.sleep(poll)
         raise PolicyError("policy_connect_error", f"{self.base_url}/health did not answer 200 within {timeout:.0f} s "
                                                   f"(last attempt: {last}); start the policy server first, check the "
