@@ -191,6 +191,24 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     return True, "", applied
 
 
+def _draw_valid(ref, case: list[str], seed: int, cache: dict, attempts: int) -> tuple[Instance | str | None, int, str]:
+    """Draw parameters for (ref, case) until a draw's realisation passes its post-conditions on
+    init state 0. Returns (instance, attempt, reasons of the failed draws joined by "; "); the
+    instance is the applicability reason (a string) when the pair does not apply, and None when
+    all ``attempts`` draws failed."""
+    reasons: list[str] = []
+    for attempt in range(attempts):
+        inst = make_instance(ref, case, seed, attempt)
+        if isinstance(inst, str):
+            return inst, attempt, "; ".join(reasons)
+        ok, why, _ = validate_instance(inst, cache, seed)
+        _drop_variant_scenes(cache)
+        if ok:
+            return inst, attempt, "; ".join(reasons)
+        reasons.append(f"attempt {attempt + 1}: {why}")
+    return None, attempts, "; ".join(reasons)
+
+
 def first_valid_static(ref, case: list[str], seed: int, cache: dict, attempts: int = 5) -> tuple[Instance | str, int, str]:
     """For an ad-hoc run (no manifest): the first parameter draw of a static-only case whose
     realisation passes its post-conditions on init state 0, as manifest generation picks it
@@ -206,17 +224,10 @@ def first_valid_static(ref, case: list[str], seed: int, cache: dict, attempts: i
     first = make_instance(ref, case, seed, 0)
     if isinstance(first, str) or any(get_shift(sid).kind == "runtime" for sid in case):
         return first, 0, ""
-    reasons = []
-    for attempt in range(attempts):
-        inst = first if attempt == 0 else make_instance(ref, case, seed, attempt)
-        if isinstance(inst, str):
-            return first, 0, "; ".join(reasons)
-        ok, why, _ = validate_instance(inst, cache, seed)
-        _drop_variant_scenes(cache)
-        if ok:
-            return inst, attempt, "; ".join(reasons)
-        reasons.append(f"attempt {attempt + 1}: {why}")
-    return first, 0, "; ".join(reasons)
+    inst, attempt, why = _draw_valid(ref, case, seed, cache, attempts)
+    if isinstance(inst, Instance):
+        return inst, attempt, why
+    return first, 0, why
 
 
 def _drop_variant_scenes(cache: dict) -> None:
@@ -251,25 +262,18 @@ def _generate_task(args: tuple) -> tuple[list[Instance], list[DroppedPair]]:
     try:
         for case in cases:
             label = "+".join(case)
-            last = ""
-            for attempt in range(attempts):
-                inst = make_instance(ref, case, seed, attempt)
-                if isinstance(inst, str):
-                    dropped.append(DroppedPair(suite=ref.suite, task_index=ref.index, case=label,
-                                               stage="applicability", reason=inst))
-                    break
-                if not validate:
-                    kept.append(inst)
-                    break
-                ok, why, _ = validate_instance(inst, cache, seed)
-                _drop_variant_scenes(cache)
-                if ok:
-                    kept.append(inst)
-                    break
-                last = f"attempt {attempt + 1}: {why}" if not last else f"{last}; attempt {attempt + 1}: {why}"
+            if validate:
+                inst, _, why = _draw_valid(ref, case, seed, cache, attempts)
             else:
+                inst, why = make_instance(ref, case, seed, 0), ""
+            if isinstance(inst, str):
+                dropped.append(DroppedPair(suite=ref.suite, task_index=ref.index, case=label,
+                                           stage="applicability", reason=inst))
+            elif inst is None:
                 dropped.append(DroppedPair(suite=ref.suite, task_index=ref.index, case=label, stage="validation",
-                                           reason=f"no valid parameters in {attempts} draws: {last}"))
+                                           reason=f"no valid parameters in {attempts} draws: {why}"))
+            else:
+                kept.append(inst)
     finally:
         for scene in cache.values():
             scene.close()
