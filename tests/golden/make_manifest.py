@@ -1,0 +1,54 @@
+"""Writes the golden run's fixed manifest (``manifest.jsonl``); run once, the file is committed.
+
+``python -m tests.golden.make_manifest``. Parameters are drawn by the catalog for seed 0, then
+the runtime shifts' fallback steps (and D10's window, D18's open steps) are set inside the
+golden run's 24-step horizon.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from liberopro.instances import Instance, make_instance
+from liberopro.manifest import ManifestHeader, content_hash, seed_commitment, write_manifest
+from liberopro.tasks import TaskRef
+
+from tests.golden.run import EPISODES, MANIFEST
+
+TASKS = (TaskRef("libero_spatial", 0), TaskRef("libero_object", 2), TaskRef("libero_goal", 1))
+CASES = ([], ["S01"], ["S14"], ["S19"], ["D01"], ["D10"], ["D18"])
+OVERRIDES = {"D01": {"fallback_step": 6}, "D10": {"fallback_step": 6, "duration_steps": 10},
+             "D18": {"fallback_step": 10, "open_steps": 10}}
+
+
+def golden_instances() -> list[Instance]:
+    out = []
+    for ref in TASKS:
+        for case in CASES:
+            inst = make_instance(ref, case, seed=0)
+            assert not isinstance(inst, str), inst
+            data = inst.model_dump(mode="json")
+            for s in data["shifts"]:
+                s["params"].update(OVERRIDES.get(s["id"], {}))
+            data["instance_id"] = f"golden-{ref.suite}-{ref.index}-{inst.case}"
+            out.append(Instance.model_validate(data))
+    return out
+
+
+def main() -> None:
+    instances = golden_instances()
+    per_shift: dict[str, int] = {}
+    per_suite: dict[str, int] = {}
+    for inst in instances:
+        per_shift[inst.case] = per_shift.get(inst.case, 0) + 1
+        per_suite[inst.suite] = per_suite.get(inst.suite, 0) + 1
+    header = ManifestHeader(split="golden", seed_sha256=seed_commitment(0), episodes_per_instance=EPISODES,
+                            created=dt.datetime(2026, 12, 1, tzinfo=dt.UTC).isoformat(), instances=len(instances),
+                            per_shift=per_shift, per_suite=per_suite, dropped=0,
+                            content_hash=content_hash(instances))
+    write_manifest(MANIFEST, header, instances)
+    print(f"wrote {MANIFEST}: {len(instances)} instances, content hash {header.content_hash[:12]}")
+
+
+if __name__ == "__main__":
+    main()
