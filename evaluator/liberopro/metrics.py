@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 Z95 = 1.959963984540054
 
@@ -115,3 +116,114 @@ def bootstrap_mean_of_rates(
         "cases": len(cases),
         "episodes": int(n.sum()),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Paired differences (composition gaps, drops from nominal, live minus frozen, recovery gains).
+
+#: An episode's pairing key: (task key, init state, env seed). Episode ``e`` of every case starts
+#: from init state ``e`` with seed ``seed + e`` (docs/evaluator.md), so the same key in two cases
+#: is the same start: the difference of their outcomes is free of the start's difficulty.
+PairKey = tuple[str, int, int]
+
+
+def paired_table(conditions: dict[str, dict[PairKey, bool]]) -> dict[str, Any]:
+    """Align the outcomes of several conditions on the episodes they ALL ran.
+
+    Args:
+        conditions: condition name -> pairing key -> success (valid episodes only).
+
+    Returns ``{"names": [...], "tasks": {task: (n_pairs, K) float array of 0/1}}`` with the
+    columns in the order of ``names``; a task keeps only its keys present in every condition, and
+    a task with none drops out.
+    """
+    import numpy as np
+
+    names = list(conditions)
+    common = set.intersection(*(set(v) for v in conditions.values())) if conditions else set()
+    by_task: dict[str, list[PairKey]] = defaultdict(list)
+    for key in sorted(common):
+        by_task[key[0]].append(key)
+    tasks = {t: np.array([[float(conditions[n][k]) for n in names] for k in keys]) for t, keys in sorted(by_task.items())}
+    return {"names": names, "tasks": tasks}
+
+
+def paired_bootstrap(
+    table: dict[str, Any],
+    stat: Callable[[Any], Any],
+    replicates: int = BOOTSTRAP_REPLICATES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict:
+    """A statistic of task-averaged success rates of paired conditions, with a percentile
+    bootstrap interval that resamples tasks, then episodes within each task JOINTLY across the
+    conditions (a resampled episode keeps its outcome in every condition: that is the pairing).
+
+    Args:
+        table: :func:`paired_table` output.
+        stat: maps an array (..., K) of per-condition success rates (task-averaged, in [0, 1]) to
+            the statistic (...,), e.g. ``lambda r: r[..., 0] - r[..., 1]``.
+
+    Returns ``value`` (the statistic at the observed rates; None without pairs), ``ci95``
+    ([2.5, 97.5] percentiles; None without pairs), ``tasks`` and ``pairs`` (episodes per
+    condition that entered).
+    """
+    import numpy as np
+
+    tasks = list(table["tasks"].values())
+    if not tasks:
+        return {"value": None, "ci95": None, "tasks": 0, "pairs": 0}
+    point_rates = np.mean([x.mean(axis=0) for x in tasks], axis=0)
+    value = float(stat(point_rates[None])[0])
+    rng = np.random.default_rng(seed)
+    n_tasks = len(tasks)
+    draws = rng.integers(0, n_tasks, size=(replicates, n_tasks))
+    weight = np.zeros((replicates, n_tasks))
+    np.add.at(weight, (np.repeat(np.arange(replicates), n_tasks), draws.ravel()), 1.0)
+    per_task = np.stack([x[rng.integers(0, len(x), size=(replicates, len(x)))].mean(axis=1) for x in tasks], axis=1)
+    rates = (weight[:, :, None] * per_task).sum(axis=1) / n_tasks  # (B, K)
+    stats = np.asarray(stat(rates), dtype=float)
+    return {
+        "value": round(value, 6),
+        "ci95": [round(float(np.percentile(stats, 2.5)), 6), round(float(np.percentile(stats, 97.5)), 6)],
+        "tasks": n_tasks,
+        "pairs": int(sum(len(x) for x in tasks)),
+    }
+
+
+def paired_difference(a: dict[PairKey, bool], b: dict[PairKey, bool], **kwargs: Any) -> dict:
+    """SR(a) - SR(b) over the episodes both ran, with its paired bootstrap interval
+    (:func:`paired_bootstrap`)."""
+    return paired_bootstrap(paired_table({"a": a, "b": b}), lambda r: r[..., 0] - r[..., 1], **kwargs)
+
+
+def weakest_single_gap(composition: dict[PairKey, bool], constituents: dict[str, dict[PairKey, bool]],
+                       **kwargs: Any) -> dict:
+    """Delta(C) = SR(C) - min_i SR(c_i) (``docs/evaluator.md``, "Metrics"), every rate over the
+    SAME episodes: the composition's tasks and starts that each constituent also ran. Comparing
+    SR(C) with a constituent's rate over its own, different task set would mix task difficulty
+    into the gap. Returns :func:`paired_bootstrap`'s dict plus ``weakest_single`` (the id of the
+    weakest constituent at the observed rates) and ``constituent_rates``."""
+    import numpy as np
+
+    table = paired_table({"__composition__": composition, **constituents})
+    out = paired_bootstrap(table, lambda r: r[..., 0] - r[..., 1:].min(axis=-1), **kwargs)
+    if table["tasks"]:
+        rates = np.mean([x.mean(axis=0) for x in table["tasks"].values()], axis=0)
+        names = table["names"][1:]
+        out["constituent_rates"] = {n: round(float(r), 6) for n, r in zip(names, rates[1:], strict=True)}
+        out["composition_rate"] = round(float(rates[0]), 6)
+        out["weakest_single"] = names[int(np.argmin(rates[1:]))]
+    else:
+        out.update(constituent_rates={}, composition_rate=None, weakest_single=None)
+    return out
+
+
+def mean_paired_difference(pairs: dict[str, tuple[dict[PairKey, bool], dict[PairKey, bool]]], **kwargs: Any) -> dict:
+    """The mean over cases of SR(a_c) - SR(b_c) (e.g. live minus frozen, recovery minus none),
+    over the tasks and starts common to every case, with a paired bootstrap interval."""
+    flat: dict[str, dict[PairKey, bool]] = {}
+    for case, (a, b) in pairs.items():
+        flat[f"{case}\x1fa"], flat[f"{case}\x1fb"] = a, b
+    out = paired_bootstrap(paired_table(flat), lambda r: (r[..., 0::2] - r[..., 1::2]).mean(axis=-1), **kwargs)
+    out["cases"] = len(pairs)
+    return out

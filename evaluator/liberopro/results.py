@@ -13,7 +13,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from liberopro.metrics import bootstrap_mean_of_rates, success_rate
+from liberopro.metrics import (
+    PairKey,
+    bootstrap_mean_of_rates,
+    mean_paired_difference,
+    paired_difference,
+    success_rate,
+    weakest_single_gap,
+)
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -92,6 +99,12 @@ class EpisodeRecord(BaseModel):
     def task_key(self) -> str:
         return f"{self.suite}:{self.task_index}"
 
+    @property
+    def pair_key(self) -> PairKey:
+        """(task, init state, seed): the same start in every case of a run (pairing key of
+        :mod:`liberopro.metrics`' paired differences)."""
+        return self.task_key, self.init_state_id, self.seed
+
 
 def case_kind(shift_records: list[dict]) -> str:
     kinds = {s["kind"] for s in shift_records}
@@ -117,10 +130,14 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
     * ``static_mean`` / ``runtime_mean``: mean SR over the single-shift cases of that kind, with
       a bootstrap interval over tasks and episodes.
     * ``categories``: the same per category, static and runtime apart.
-    * ``compositions``: for each multi-shift case, SR, the weakest single constituent's SR and
-      the weakest-single gap Delta = SR(C) - min_i SR(c_i) (None when a constituent was not run).
-    * ``live_minus_frozen``: per case run both ways, SR(live) - SR(frozen), and their mean.
-    * ``recovery_gain``: per protocol, mean over cases run both ways of SR(protocol) - SR(none).
+    * ``compositions``: for each multi-shift case, SR, the weakest-single gap
+      Delta = SR(C) - min_i SR(c_i) with every rate over the composition's own tasks and starts
+      (paired per task and episode, :func:`liberopro.metrics.weakest_single_gap`), its bootstrap
+      interval, the weakest constituent and its paired rate (None when a constituent was not run).
+    * ``live_minus_frozen``: per case run both ways, SR(live) - SR(frozen) over the starts both
+      ran, with a paired bootstrap interval; and their mean with its interval.
+    * ``recovery_gain``: per protocol, mean over cases run both ways of SR(protocol) - SR(none),
+      paired, with its interval.
     Only standard-condition rows (live, no recovery) enter the first four.
     """
     standard = {k: v for k, v in rows.items() if not v[0].diagnostic_label}
@@ -142,29 +159,46 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
     for kind, cats in categories.items():
         for cat in sorted(cats):
             cats[cat] = group(kind, cat)
+    def paired(recs: list[EpisodeRecord]) -> dict[PairKey, bool]:
+        return {r.pair_key: r.success for r in recs if r.valid}
+
     compositions = []
     for key, recs in standard.items():
         ids = [s["id"] for s in recs[0].shifts]
         if len(ids) < 2:
             continue
-        parts = {i: sr(standard[i]) if i in standard else None for i in ids}
-        weakest = None if None in parts.values() else min(parts.values())
-        total = sr(recs)
-        compositions.append({"case": key, "success_rate": total, "constituents": parts, "weakest_single": weakest,
-                             "weakest_single_gap": None if weakest is None or total is None else round(total - weakest, 6)})
-    frozen = []
+        gap = weakest_single_gap(paired(recs), {i: paired(standard[i]) for i in ids if i in standard}) \
+            if all(i in standard for i in ids) else None
+        compositions.append({
+            "case": key, "success_rate": sr(recs),
+            # SR of each constituent over its own tasks (context; the gap does not use these)
+            "constituents": {i: sr(standard[i]) if i in standard else None for i in ids},
+            # the weakest constituent and its rate over the composition's own episodes
+            "weakest_constituent": gap["weakest_single"] if gap else None,
+            "weakest_single": gap["constituent_rates"][gap["weakest_single"]] if gap and gap["weakest_single"] else None,
+            "weakest_single_gap": gap["value"] if gap else None,
+            "gap_ci95": gap["ci95"] if gap else None,
+            "paired_tasks": gap["tasks"] if gap else 0,
+            "paired_episodes": gap["pairs"] if gap else 0,
+            "paired_rates": {"composition": gap["composition_rate"], **gap["constituent_rates"]} if gap else {},
+        })
+    frozen, frozen_pairs = [], {}
     for recs in rows.values():
         if recs[0].observations == "frozen" and recs[0].recovery.get("protocol", "none") == "none" and recs[0].case in standard:
-            live, fro = sr(standard[recs[0].case]), sr(recs)
-            if live is not None and fro is not None:
-                frozen.append({"case": recs[0].case, "live": live, "frozen": fro, "gap": round(live - fro, 6)})
-    recovery: dict[str, list[float]] = defaultdict(list)
+            live, fro = paired(standard[recs[0].case]), paired(recs)
+            d = paired_difference(live, fro)
+            if d["value"] is not None:
+                frozen_pairs[recs[0].case] = (live, fro)
+                frozen.append({"case": recs[0].case, "live": sr(standard[recs[0].case]), "frozen": sr(recs),
+                               "gap": d["value"], "ci95": d["ci95"], "paired_episodes": d["pairs"]})
+    recovery: dict[str, dict] = defaultdict(dict)
     for recs in rows.values():
         proto = recs[0].recovery.get("protocol", "none")
         if proto != "none" and recs[0].observations == "live" and recs[0].case in standard:
-            base, rec = sr(standard[recs[0].case]), sr(recs)
-            if base is not None and rec is not None:
-                recovery[proto].append(rec - base)
+            base, rec = paired(standard[recs[0].case]), paired(recs)
+            if paired_difference(rec, base)["value"] is not None:
+                recovery[proto][recs[0].case] = (rec, base)
+    mean_frozen = mean_paired_difference(frozen_pairs) if frozen_pairs else None
     nominal = standard.get("nominal")
     return {
         "nominal": success_rate((r.task_key, r.success) for r in nominal if r.valid) if nominal else None,
@@ -173,24 +207,53 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
         "runtime_mean": group("runtime"),
         "categories": categories,
         "compositions": compositions,
-        "live_minus_frozen": {"cases": frozen,
-                              "mean_gap": round(sum(f["gap"] for f in frozen) / len(frozen), 6) if frozen else None},
-        "recovery_gain": {p: {"mean_gain": round(sum(g) / len(g), 6), "cases": len(g)} for p, g in sorted(recovery.items())},
+        "live_minus_frozen": {"cases": frozen, "mean_gap": mean_frozen["value"] if mean_frozen else None,
+                              "mean_gap_ci95": mean_frozen["ci95"] if mean_frozen else None},
+        "recovery_gain": {p: _gain(g) for p, g in sorted(recovery.items())},
     }
+
+
+def _fired_counts(valid: list[EpisodeRecord]) -> dict[str, int] | None:
+    """For a case with runtime shifts: how many valid episodes saw every runtime shift fire by its
+    phase, how many by a fallback step (at least one), and how many ended before one fired."""
+    if not any(s["kind"] == "runtime" for s in (valid[0].shifts if valid else [])):
+        return None
+    out = {"phase": 0, "fallback": 0, "not_fired": 0}
+    for r in valid:
+        by = [s.get("fired_by") for s in r.shifts if s["kind"] == "runtime"]
+        out["not_fired" if None in by else "fallback" if "fallback" in by else "phase"] += 1
+    return out
+
+
+def _drop(nominal: dict[PairKey, bool], valid: list[EpisodeRecord]) -> dict[str, Any]:
+    """SR(nominal) - SR(case) over the starts both ran (positive: the shift costs success), with
+    a paired bootstrap interval."""
+    return paired_difference(nominal, {r.pair_key: r.success for r in valid})
+
+
+def _gain(by_case: dict[str, tuple[dict, dict]]) -> dict[str, Any]:
+    """Mean recovery gain over cases (protocol minus none, paired), with its interval."""
+    d = mean_paired_difference(by_case)
+    return {"mean_gain": d["value"], "ci95": d["ci95"], "cases": len(by_case), "paired_episodes": d["pairs"]}
 
 
 def summarize(records: list[EpisodeRecord], header: dict[str, Any]) -> dict[str, Any]:
     """``summary.json`` content: per row (case with its diagnostic conditions) the task-averaged
-    success rate with its Wilson interval and counts, and the :func:`headline` metrics."""
+    success rate with its Wilson interval and counts, the paired drop from the policy's own
+    nominal (``drop_from_nominal``: SR(nominal) - SR(case) over the same tasks, init states and
+    seeds, with a paired bootstrap interval), how runtime shifts fired (``runtime_fired``: by
+    phase, by fallback, not fired), and the :func:`headline` metrics."""
     rows: dict[str, list[EpisodeRecord]] = defaultdict(list)
     for r in records:
         rows[r.row_key].append(r)
+    nominal = {r.pair_key: r.success for r in rows.get("nominal", []) if r.valid}
     cases = []
     for key in sorted(rows, key=lambda c: (not c.startswith("nominal"), c)):
         recs = rows[key]
         valid = [r for r in recs if r.valid]
         rate = success_rate((r.task_key, r.success) for r in valid)
         first = recs[0].shifts
+        fired = _fired_counts(valid)
         cases.append({
             "case": key,
             "shift_ids": [s["id"] for s in first],
@@ -201,9 +264,10 @@ def summarize(records: list[EpisodeRecord], header: dict[str, Any]) -> dict[str,
             "recovery": recs[0].recovery.get("protocol", "none"),
             **rate,
             "invalid_episodes": len(recs) - len(valid),
-            "runtime_not_fired": sum(any(s["kind"] == "runtime" and s.get("fired_at_step") is None for s in r.shifts)
-                                     for r in valid),
+            "runtime_not_fired": fired["not_fired"] if fired else 0,
             "invalid_reasons": sorted({r.detail or "" for r in recs if not r.valid}),
+            "runtime_fired": fired,
+            "drop_from_nominal": _drop(nominal, valid) if first and nominal and not recs[0].diagnostic_label else None,
         })
     return {
         "schema_version": RESULTS_SCHEMA_VERSION,

@@ -101,6 +101,8 @@ class CaseRate(BaseModel):
     recovery: str = Field("none", description="Recovery protocol (diagnostic): none, hold, retry, restore.")
     rate: Rate
     invalid_episodes: int = Field(0, description="Episodes whose shift could not be realised (in no rate).")
+    drop_from_nominal: PairedDifference | None = Field(
+        None, description="SR(nominal) - SR(case) over the same tasks, init states and seeds (positive: the shift costs).")
 
     @property
     def standard(self) -> bool:
@@ -111,26 +113,41 @@ class CaseRate(BaseModel):
         return "nominal" if not self.shift_names else " + ".join(self.shift_names)
 
 
+class PairedDifference(BaseModel):
+    """A difference of success rates over the same tasks, init states and seeds, with its paired
+    bootstrap interval (``liberopro.metrics.paired_bootstrap``)."""
+
+    value: float | None
+    ci95: tuple[float, float] | None = None
+    pairs: int = Field(0, description="Episodes per side that entered.")
+
+
 class Composition(BaseModel):
-    """A composition of shifts and its weakest-single gap SR(C) - min_i SR(c_i)."""
+    """A composition of shifts and its weakest-single gap SR(C) - min_i SR(c_i), every rate over
+    the composition's own tasks and starts (paired)."""
 
     case: str
     success_rate: float | None
-    constituents: dict[str, float | None]
-    weakest_single: float | None
+    constituents: dict[str, float | None] = Field(..., description="Each constituent's SR over its own tasks (context).")
+    weakest_constituent: str | None = None
+    weakest_single: float | None = Field(None, description="The weakest constituent's SR over the composition's episodes.")
     weakest_single_gap: float | None
+    gap_ci95: tuple[float, float] | None = None
+    paired_episodes: int = 0
 
 
 class FrozenGap(BaseModel):
     case: str
     live: float
     frozen: float
-    gap: float
+    gap: float = Field(..., description="SR(live) - SR(frozen) over the starts both ran.")
+    ci95: tuple[float, float] | None = None
 
 
 class RecoveryGain(BaseModel):
     mean_gain: float
     cases: int
+    ci95: tuple[float, float] | None = None
 
 
 class Diagnostics(BaseModel):
@@ -138,6 +155,7 @@ class Diagnostics(BaseModel):
 
     live_minus_frozen: list[FrozenGap] = []
     live_minus_frozen_mean_gap: float | None = None
+    live_minus_frozen_mean_gap_ci95: tuple[float, float] | None = None
     recovery_gain: dict[str, RecoveryGain] = {}
 
 
@@ -236,7 +254,14 @@ def _case(raw: dict[str, Any]) -> CaseRate:
         kind=str(raw.get("kind") or "nominal"), observations=str(raw.get("observations") or "live"),
         recovery=str(raw.get("recovery") or "none"), rate=wilson_rate(raw),
         invalid_episodes=int(raw.get("invalid_episodes") or 0),
+        drop_from_nominal=_paired(raw.get("drop_from_nominal")),
     )
+
+
+def _paired(raw: dict[str, Any] | None) -> PairedDifference | None:
+    if not raw or raw.get("value") is None:
+        return None
+    return PairedDifference(value=float(raw["value"]), ci95=_interval(raw.get("ci95")), pairs=int(raw.get("pairs") or 0))
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -263,13 +288,16 @@ def public_result(row: Any) -> PublicResult:
     )
     lmf = head.get("live_minus_frozen") or {}
     diagnostics = Diagnostics(
-        live_minus_frozen=[FrozenGap(**{k: f[k] for k in ("case", "live", "frozen", "gap")}) for f in lmf.get("cases") or []],
+        live_minus_frozen=[FrozenGap(**{k: f[k] for k in ("case", "live", "frozen", "gap")}, ci95=_interval(f.get("ci95")))
+                           for f in lmf.get("cases") or []],
         live_minus_frozen_mean_gap=lmf.get("mean_gap"),
-        recovery_gain={p: RecoveryGain(mean_gain=g["mean_gain"], cases=g["cases"])
-                       for p, g in (head.get("recovery_gain") or {}).items()},
+        live_minus_frozen_mean_gap_ci95=_interval(lmf.get("mean_gap_ci95")),
+        recovery_gain={p: RecoveryGain(mean_gain=g["mean_gain"], cases=g["cases"], ci95=_interval(g.get("ci95")))
+                       for p, g in (head.get("recovery_gain") or {}).items() if g.get("mean_gain") is not None},
     )
-    compositions = [Composition(**{k: c.get(k) for k in ("case", "success_rate", "constituents", "weakest_single",
-                                                          "weakest_single_gap")})
+    compositions = [Composition(**{k: c.get(k) for k in ("case", "success_rate", "constituents", "weakest_constituent",
+                                                          "weakest_single", "weakest_single_gap")},
+                                gap_ci95=_interval(c.get("gap_ci95")), paired_episodes=int(c.get("paired_episodes") or 0))
                     for c in head.get("compositions") or []]
     return PublicResult(
         meta=meta, metrics=metrics_of(summary), cases=[_case(c) for c in summary.get("cases") or []],

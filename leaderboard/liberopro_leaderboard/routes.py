@@ -96,6 +96,11 @@ def fmt_diff(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:+.1f}".replace("-", "\u2212")
 
 
+def fmt_diff_ci(ci: tuple[float, float] | None) -> str:
+    """An interval of a difference in points: ``[−12.5, +3.0]`` (empty when missing)."""
+    return "" if ci is None else f"[{fmt_diff(ci[0])}, {fmt_diff(ci[1])}]"
+
+
 def fmt_date(d) -> str:
     return d.strftime("%Y-%m-%d")
 
@@ -113,7 +118,7 @@ def column_title(c: Column) -> str:
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(PACKAGE / "templates"))
     env = templates.env
-    env.filters.update(pct=fmt_pct, ci=fmt_ci, diff=fmt_diff, date=fmt_date, param=fmt_param)
+    env.filters.update(pct=fmt_pct, ci=fmt_ci, diff=fmt_diff, diff_ci=fmt_diff_ci, date=fmt_date, param=fmt_param)
     env.filters.update(column_title=column_title)
     env.globals.update(css_variables=css_variables(), CATEGORIES=CATEGORIES, KINDS=KINDS, COLUMNS=COLUMNS,
                        TIE_RULE=TIE_RULE)
