@@ -190,3 +190,23 @@ def test_platform_adapter_check_fails_a_trickling_server_within_its_limits(proto
     assert last["name"] == "protocol" and last["detail"].startswith("policy_timeout"), last
     assert "wall-clock" in last["hint"]
     assert elapsed <= DEADLINE + SLACK + 0.5, f"the check took {elapsed:.2f} s"
+
+
+def test_a_client_called_from_inside_a_running_event_loop_still_works_and_is_bounded():
+    """A notebook or an async application calls the (blocking) client from inside its own event
+    loop; the client's loop then runs in a helper thread for the call."""
+    import asyncio
+
+    async def main(url: str):
+        with make_client(url, "liberopro", request_timeout=DEADLINE) as client:
+            meta = client.metadata()
+            obs = synthetic_observation(meta, "ep1", 0, np.random.default_rng(0)).to_message()
+            t0 = time.monotonic()
+            with pytest.raises(PolicyError) as err:
+                client.act(obs, meta.chunk_length)
+            return meta, err.value.reason, time.monotonic() - t0
+
+    with DripServer("body", metadata=server_metadata()) as server:
+        meta, reason, elapsed = asyncio.run(main(server.url))
+    assert meta.policy_name == "drip"
+    assert reason == "policy_timeout" and elapsed <= DEADLINE + SLACK

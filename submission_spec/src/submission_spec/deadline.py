@@ -79,11 +79,7 @@ class LoopRunner:
         with self._lock:
             if self._loop.is_closed():
                 raise RuntimeError("the policy client is closed")
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return self._run_here(bounded())
-            return _in_thread(lambda: self._run_here(bounded()))
+            return _outside_running_loop(lambda: self._run_here(bounded()))
 
     def _run_here(self, coro: Awaitable[T]) -> T:
         task = self._loop.create_task(coro)
@@ -97,16 +93,27 @@ class LoopRunner:
             raise
 
     def close(self) -> None:
-        """Close the loop (pending callbacks are dropped). Idempotent."""
+        """Run the callbacks still pending (sockets being closed), then close the loop.
+        Idempotent."""
+
+        def finish() -> None:
+            with contextlib.suppress(Exception):
+                self._loop.run_until_complete(asyncio.sleep(0))
+                self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.close()
+
         with self._lock:
             if not self._loop.is_closed():
-                with contextlib.suppress(Exception):  # run pending callbacks (sockets closing), then finish
-                    self._loop.run_until_complete(asyncio.sleep(0))
-                    self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-                self._loop.close()
+                _outside_running_loop(finish)
 
 
-def _in_thread(fn: Callable[[], T]) -> T:
+def _outside_running_loop(fn: Callable[[], T]) -> T:
+    """``fn()`` in this thread, or in a helper thread when this thread runs an event loop
+    (another loop cannot run here then)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn()
     out: dict[str, Any] = {}
 
     def target() -> None:
