@@ -119,8 +119,8 @@ class PolicyClient:
     :meth:`act`) ends first. The connection is kept alive with TCP_NODELAY set (without it a
     request costs 40-90 ms of Nagle/delayed-ACK stalls on loopback). After a timeout or
     transport error the connection is dropped, so a late answer can never be read as the
-    answer to a later request; the ``step`` echo check guards the same thing. Not for
-    concurrent use from several threads (calls are serialised).
+    answer to a later request; the ``step`` echo check guards the same thing. Calls from
+    several threads run one at a time.
     """
 
     def __init__(
