@@ -279,8 +279,10 @@ def evaluate(
         None, "--protocol-option", help="KEY=VALUE for the protocol's client, repeatable, e.g. chunk_length=10, "
         "variant=oft, image_size=224 (see docs/adapters.md)."),
     render_size: int | None = typer.Option(None, help="Render resolution (default: 128 if the policy asks <=128 px, else 256)."),
-    request_timeout: float = typer.Option(30.0, help="Seconds for one policy request."),
-    episode_budget: float = typer.Option(600.0, help="Seconds of policy time per episode."),
+    request_timeout: float = typer.Option(30.0, help="Wall-clock seconds for one policy request, to the last byte of "
+                                          "the answer."),
+    episode_budget: float = typer.Option(600.0, help="Wall-clock seconds of policy time per episode; a request in "
+                                         "flight is cut when it runs out."),
     startup_timeout: float = typer.Option(120.0, help="Seconds for the policy to answer /health."),
     observations: str = typer.Option("live", help="Diagnostic: live and/or frozen (the policy keeps its first observation)."),
     recovery: str = typer.Option("none", help="Diagnostic after a runtime shift fires: none, hold, retry, restore (comma list)."),

@@ -82,9 +82,10 @@ class ShardStopped(Exception):
 # ---------------------------------------------------------------- validation
 def _adapter_check(url: str, spec: CheckSpec) -> dict[str, Any]:
     """The conformance check's shape for a non-liberopro protocol, through its adapter:
-    health, metadata, reset, two acts with a synthetic observation."""
+    health, metadata, reset, two acts with a synthetic observation. Every request is bounded by
+    ``request_timeout_s`` wall-clock seconds (connecting by the client's ``connect_timeout``)."""
     import numpy as np
-    from submission_spec.conformance import Check, ConformanceReport, synthetic_observation
+    from submission_spec.conformance import Check, ConformanceReport, synthetic_observation, timeout_hint
     from submission_spec.transports import make_client
 
     from submission_spec import PolicyError
@@ -110,6 +111,7 @@ def _adapter_check(url: str, spec: CheckSpec) -> dict[str, Any]:
                       f"answer within {spec.act_limit_s:.0f} s per request"))
     except PolicyError as exc:
         add(Check("protocol", False, f"{exc.reason}: {exc.detail}",
+                  timeout_hint(spec.request_timeout_s) if exc.reason == "policy_timeout" else
                   f"the server must speak the {spec.protocol} protocol its image label declares"))
     finally:
         client.close()

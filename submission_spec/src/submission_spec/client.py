@@ -6,7 +6,6 @@ the evaluator can end that one episode with a named reason and go on.
 
 from __future__ import annotations
 
-import socket
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -16,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from submission_spec import codec
+from submission_spec.deadline import DEFAULT_MAX_REPLY_BYTES, DeadlineExceeded, HTTPSession, Reply, ReplyTooLarge
 from submission_spec.models import (
     ActResponse,
     ObservationMessage,
@@ -36,6 +36,9 @@ FailureReason = Literal[
 ]
 """Why a policy call failed. Each ends only the current episode."""
 
+#: Largest ``/health`` answer read (bytes).
+HEALTH_REPLY_BYTES = 64 * 1024
+
 
 class PolicyError(Exception):
     """A policy call failed; ``reason`` is a :data:`FailureReason`, ``detail`` says what happened."""
@@ -52,7 +55,7 @@ class ActResult:
 
     Attributes:
         actions: (T, 7) float64, finite, in the policy's declared gripper convention.
-        latency_ms: wall time of the HTTP round trip as the evaluator saw it.
+        latency_ms: wall time of the round trip as the evaluator saw it (ms).
         server_ms: the server's own ``infer_ms`` if it sent one.
     """
 
@@ -77,6 +80,28 @@ def _snippet(body: bytes, limit: int = 200, content_type: str | None = None) -> 
     return text + ("..." if len(body) > limit else "")
 
 
+def time_left(request_timeout: float, deadline: float | None) -> tuple[float, bool]:
+    """Seconds one request may take: ``request_timeout``, or less when the episode's deadline
+    (``time.monotonic()`` seconds) comes first; and whether the deadline is the limit.
+
+    Raises :class:`PolicyError` ``policy_episode_timeout`` when the deadline has passed."""
+    if deadline is None:
+        return request_timeout, False
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise PolicyError("policy_episode_timeout", "the episode's policy time budget is spent")
+    return min(request_timeout, left), left < request_timeout
+
+
+def timeout_error(what: str, timeout: float, clipped: bool) -> PolicyError:
+    """The :class:`PolicyError` for a call cut at its deadline: ``policy_episode_timeout`` when
+    the episode budget was the limit (``clipped``), else ``policy_timeout``."""
+    if clipped:
+        return PolicyError("policy_episode_timeout", f"{what}: the episode's policy time budget ran out "
+                           f"({timeout:.1f} s were left)")
+    return PolicyError("policy_timeout", f"{what}: no complete answer within {timeout:.1f} s")
+
+
 class PolicyClient:
     """HTTP client for one policy server.
 
@@ -85,12 +110,17 @@ class PolicyClient:
         encoding: body encoding of ``/reset`` and ``/act``: ``"msgpack"`` (default, raw array
             bytes) or ``"json"`` (base64 arrays).
         connect_timeout: seconds to open a TCP connection.
-        request_timeout: seconds for one request, connection included.
+        request_timeout: wall-clock seconds for one request, from sending it to the last byte
+            of the answer (connection included), however slowly the bytes arrive.
+        max_reply_bytes: largest answer body read; a larger one is ``policy_bad_response``.
 
-    The connection is kept alive with TCP_NODELAY set (without it a request costs 40-90 ms of
-    Nagle/delayed-ACK stalls on loopback; ``shared/reference/build-machine.md``). After a
-    timeout or transport error the connection is dropped, so a late answer can never be read
-    as the answer to a later request; the ``step`` echo check guards the same thing.
+    Every call is bounded by a wall-clock deadline (:mod:`submission_spec.deadline`): the
+    request timeout, or less when the episode's budget (``deadline`` of :meth:`reset` and
+    :meth:`act`) ends first. The connection is kept alive with TCP_NODELAY set (without it a
+    request costs 40-90 ms of Nagle/delayed-ACK stalls on loopback). After a timeout or
+    transport error the connection is dropped, so a late answer can never be read as the
+    answer to a later request; the ``step`` echo check guards the same thing. Calls from
+    several threads run one at a time.
     """
 
     def __init__(
@@ -100,6 +130,7 @@ class PolicyClient:
         encoding: codec.Encoding = "msgpack",
         connect_timeout: float = 5.0,
         request_timeout: float = 30.0,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"policy URL {base_url!r} has no scheme: give it as http://HOST:PORT")
@@ -107,25 +138,10 @@ class PolicyClient:
         self.encoding = encoding
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
-        self._client = self._new_client()
-
-    def _new_client(self) -> httpx.Client:
-        transport = httpx.HTTPTransport(
-            socket_options=[
-                (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),
-                (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
-            ],
-            retries=0,
-        )
-        return httpx.Client(
-            base_url=self.base_url,
-            transport=transport,
-            timeout=httpx.Timeout(self.request_timeout, connect=self.connect_timeout),
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-        )
+        self._http = HTTPSession(self.base_url, max_reply_bytes=max_reply_bytes)
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def __enter__(self) -> PolicyClient:
         return self
@@ -133,42 +149,32 @@ class PolicyClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _drop_connection(self) -> None:
-        self._client.close()
-        self._client = self._new_client()
-
-    def _request(self, method: str, path: str, *, body: bytes | None = None, deadline: float | None = None) -> httpx.Response:
-        timeout, clipped = self.request_timeout, False
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise PolicyError("policy_episode_timeout", "the episode's policy time budget is spent")
-            timeout, clipped = min(timeout, left), left < timeout
+    def _request(self, method: str, path: str, *, body: bytes | None = None, deadline: float | None = None) -> Reply:
+        timeout, clipped = time_left(self.request_timeout, deadline)
         headers = {}
         if body is not None:
             headers["content-type"] = codec.media_type(self.encoding)
             headers["accept"] = codec.media_type(self.encoding)
+        where = f"{method} {path}"
         try:
-            resp = self._client.request(
-                method, path, content=body, headers=headers,
-                timeout=httpx.Timeout(timeout, connect=min(self.connect_timeout, timeout)),
-            )
-        except httpx.TimeoutException as exc:
-            self._drop_connection()
-            if clipped:
-                raise PolicyError("policy_episode_timeout", f"{method} {path}: episode time budget spent") from exc
-            raise PolicyError("policy_timeout", f"{method} {path}: no answer within {timeout:.1f} s") from exc
-        except httpx.TransportError as exc:
-            self._drop_connection()
-            raise PolicyError("policy_connect_error", f"{method} {path}: {exc!r}") from exc
+            resp = self._http.request(method, path, content=body, headers=headers, timeout=timeout,
+                                      connect_timeout=self.connect_timeout)
+        except (DeadlineExceeded, httpx.TimeoutException) as exc:
+            raise timeout_error(where, timeout, clipped) from exc
+        except ReplyTooLarge as exc:
+            raise PolicyError("policy_bad_response", f"{where}: {exc}") from exc
+        except httpx.DecodingError as exc:
+            raise PolicyError("policy_bad_response", f"{where}: undecodable answer body: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise PolicyError("policy_connect_error", f"{where}: {exc!r}") from exc
         if resp.status_code != 200:
             raise PolicyError(
-                "policy_http_error", f"{method} {path} answered HTTP {resp.status_code}: "
+                "policy_http_error", f"{where} answered HTTP {resp.status_code}: "
                 f"{_snippet(resp.content, 600, resp.headers.get('content-type'))}"
             )
         return resp
 
-    def _parse(self, resp: httpx.Response, model: type[BaseModel], path: str):
+    def _parse(self, resp: Reply, model: type[BaseModel], path: str):
         try:
             enc = codec.encoding_of(resp.headers.get("content-type"))
             return codec.decode(resp.content, model, enc)
@@ -180,49 +186,56 @@ class PolicyClient:
             ) from exc
 
     def _probe_health(self, timeout: float) -> str | None:
-        """None when ``GET /health`` answers 200 within ``timeout`` seconds, else what it got."""
+        """None when ``GET /health`` answers 200 within ``timeout`` wall-clock seconds, else
+        what it got."""
         try:
-            r = self._client.get("/health", timeout=timeout)
+            r = self._http.request("GET", "/health", timeout=timeout, max_bytes=HEALTH_REPLY_BYTES)
         except httpx.ConnectError:
-            self._drop_connection()
             return "connection refused (nothing listens there)"
-        except httpx.HTTPError as exc:
-            self._drop_connection()
+        except DeadlineExceeded:
+            return f"no complete answer within {timeout:.1f} s"
+        except (httpx.HTTPError, ReplyTooLarge) as exc:
             return type(exc).__name__
         return None if r.status_code == 200 else f"HTTP {r.status_code}"
 
     def health(self, timeout: float = 2.0) -> bool:
-        """True when ``GET /health`` answers 200 within ``timeout`` seconds."""
+        """True when ``GET /health`` answers 200 within ``timeout`` wall-clock seconds."""
         return self._probe_health(timeout) is None
 
     def wait_healthy(self, timeout: float, poll: float = 0.2) -> None:
         """Poll ``/health`` until it answers 200; raises :class:`PolicyError`
-        (``policy_connect_error``) after ``timeout`` seconds."""
+        (``policy_connect_error``) after ``timeout`` wall-clock seconds."""
         end = time.monotonic() + timeout
         last = "no attempt"
         while time.monotonic() < end:
             last = self._probe_health(min(2.0, max(0.1, end - time.monotonic())))
             if last is None:
                 return
-            time.sleep(poll)
+            time.sleep(min(poll, max(0.0, end - time.monotonic())))
         raise PolicyError("policy_connect_error", f"{self.base_url}/health did not answer 200 within {timeout:.0f} s "
                                                   f"(last attempt: {last}); start the policy server first, check the "
                                                   "host and port, or let the evaluator start it with --policy-cmd")
 
     def metadata(self) -> PolicyMetadata:
-        """``GET /metadata``, validated."""
+        """``GET /metadata``, validated, within ``request_timeout`` wall-clock seconds."""
         return self._parse(self._request("GET", "/metadata"), PolicyMetadata, "/metadata")
 
     def reset(self, episode_id: str, instruction: str, deadline: float | None = None) -> None:
-        """``POST /reset`` before an episode."""
+        """``POST /reset`` before an episode; ``deadline`` (``time.monotonic()`` seconds): the
+        end of the episode's policy time budget (see :meth:`act`)."""
         body = codec.encode(ResetRequest(episode_id=episode_id, instruction=instruction), self.encoding)
         self._parse(self._request("POST", "/reset", body=body, deadline=deadline), ResetResponse, "/reset")
 
     def act(self, observation: ObservationMessage, chunk_length: int, deadline: float | None = None) -> ActResult:
         """``POST /act``; returns the validated chunk.
 
-        Raises :class:`PolicyError` with ``policy_step_mismatch`` when the echo is not this
-        request's, ``policy_bad_action_shape`` unless the chunk is (T, 7) with
+        The call ends within ``request_timeout`` wall-clock seconds, or at ``deadline``
+        (``time.monotonic()`` seconds, the end of the episode's policy time budget) when that
+        comes first, however slowly the answer arrives.
+
+        Raises :class:`PolicyError` with ``policy_timeout`` / ``policy_episode_timeout`` when cut
+        at the request timeout / the episode deadline, ``policy_step_mismatch`` when the echo
+        is not this request's, ``policy_bad_action_shape`` unless the chunk is (T, 7) with
         1 <= T <= ``chunk_length``, ``policy_nonfinite_action`` for NaN/inf.
         """
         body = codec.encode(observation, self.encoding)
@@ -231,7 +244,7 @@ class PolicyClient:
         latency_ms = (time.perf_counter() - t0) * 1e3
         msg: ActResponse = self._parse(resp, ActResponse, "/act")
         if msg.step != observation.step or msg.episode_id != observation.episode_id:
-            self._drop_connection()
+            self._http.drop()
             raise PolicyError(
                 "policy_step_mismatch",
                 f"answer echoes episode {msg.episode_id!r} step {msg.step}, request was "

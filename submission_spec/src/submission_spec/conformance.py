@@ -65,6 +65,12 @@ def synthetic_observation(meta: PolicyMetadata, episode_id: str, step: int, rng:
                        images=images, proprio=proprio)
 
 
+def timeout_hint(request_timeout: float) -> str:
+    """The fix hint for a request cut at its (wall-clock) timeout."""
+    return (f"send the whole answer within {request_timeout:.0f} s of the request: the limit is wall-clock, from "
+            "sending the request to the last byte of the answer, however the bytes are spread out")
+
+
 def check_policy(
     url: str,
     *,
@@ -72,7 +78,12 @@ def check_policy(
     request_timeout: float = 30.0,
     act_latency_limit_s: float = 10.0,
 ) -> ConformanceReport:
-    """Run every check against the server at ``url``; never raises for a policy fault."""
+    """Run every check against the server at ``url``; never raises for a policy fault.
+
+    Every request is bounded by ``request_timeout`` wall-clock seconds (a server that trickles
+    its answer fails with ``policy_timeout``), the wait for ``/health`` by ``health_timeout``;
+    an ``/act`` answered within the request timeout but after ``act_latency_limit_s`` fails too.
+    """
     report = ConformanceReport(url=url)
     add = report.checks.append
     rng = np.random.default_rng(0)
@@ -112,9 +123,10 @@ def check_policy(
                 try:
                     result = client.act(obs, meta.chunk_length)
                 except PolicyError as exc:
-                    add(Check(f"act ({encoding}, step {step})", False, f"{exc.reason}: {exc.detail}",
-                              "POST /act must answer an ActResponse echoing episode_id and step, with "
-                              f"a finite float (T, 7) chunk, 1 <= T <= chunk_length ({meta.chunk_length})"))
+                    hint = (timeout_hint(request_timeout) if exc.reason == "policy_timeout" else
+                            "POST /act must answer an ActResponse echoing episode_id and step, with "
+                            f"a finite float (T, 7) chunk, 1 <= T <= chunk_length ({meta.chunk_length})")
+                    add(Check(f"act ({encoding}, step {step})", False, f"{exc.reason}: {exc.detail}", hint))
                     break
                 elapsed = time.perf_counter() - t0
                 ok = elapsed <= act_latency_limit_s

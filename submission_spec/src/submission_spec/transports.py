@@ -13,7 +13,8 @@ protocol       wire                                           client
 
 Every client offers the same methods (``health``, ``wait_healthy``, ``metadata``, ``reset``,
 ``act``, ``close``) and raises :class:`submission_spec.client.PolicyError` with the same reason
-codes, so the episode runner does not know which protocol is behind it.
+codes, so the episode runner does not know which protocol is behind it. Their time limits are
+wall-clock deadlines (:mod:`submission_spec.deadline`).
 
 A submitted image declares its protocol with the label :data:`PROTOCOL_LABEL`
 (``LABEL org.liberopro.protocol="openpi"``); no label means ``liberopro``. Options for its
@@ -25,9 +26,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from submission_spec.client import PolicyClient
+from submission_spec.deadline import DEFAULT_MAX_REPLY_BYTES
 
 Protocol = Literal["liberopro", "openpi", "openvla"]
 PROTOCOLS: tuple[str, ...] = ("liberopro", "openpi", "openvla")
@@ -44,6 +46,7 @@ class LiberoProOptions(BaseModel):
     encoding: Literal["msgpack", "json"] = "msgpack"
     connect_timeout: float = 5.0
     request_timeout: float = 30.0
+    max_reply_bytes: int = Field(DEFAULT_MAX_REPLY_BYTES, ge=1024)
 
 
 def _check_protocol(protocol: str) -> str:
@@ -56,7 +59,8 @@ def make_client(url: str, protocol: str = "liberopro", **options: Any):
     """A client for ``url`` speaking ``protocol``.
 
     ``options`` are the client's settings, typed or as strings (from ``--protocol-option
-    KEY=VALUE``): ``encoding``, ``connect_timeout``, ``request_timeout`` for ``liberopro``;
+    KEY=VALUE``): ``encoding``, ``connect_timeout``, ``request_timeout``, ``max_reply_bytes`` for
+    ``liberopro``;
     :class:`~submission_spec.adapters.openpi.OpenPIOptions` and
     :class:`~submission_spec.adapters.openvla.OpenVLAOptions` for the others. Raises
     ``ValueError`` for an unknown protocol or option, naming the valid ones.

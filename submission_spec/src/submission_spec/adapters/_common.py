@@ -15,13 +15,12 @@ layers, later ones winning:
 from __future__ import annotations
 
 import math
-import time
 from typing import Any, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from submission_spec.client import PolicyError
+from submission_spec.client import PolicyError, time_left, timeout_error  # noqa: F401 - re-exported for the adapters
 from submission_spec.models import (
     PROPRIO_FIELDS,
     CameraName,
@@ -191,23 +190,6 @@ def check_chunk(actions: Any, chunk_length: int, where: str) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise PolicyError("policy_nonfinite_action", f"{where}: the action chunk contains NaN or infinity")
     return arr.astype(np.float64)
-
-
-def time_left(request_timeout: float, deadline: float | None) -> tuple[float, bool]:
-    """Seconds this request may take and whether the episode deadline (not the request
-    timeout) is the limit. Raises ``policy_episode_timeout`` when the deadline has passed."""
-    if deadline is None:
-        return request_timeout, False
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise PolicyError("policy_episode_timeout", "the episode's policy time budget is spent")
-    return min(request_timeout, left), left < request_timeout
-
-
-def timeout_error(what: str, timeout: float, clipped: bool) -> PolicyError:
-    if clipped:
-        return PolicyError("policy_episode_timeout", f"{what}: the episode's policy time budget ran out")
-    return PolicyError("policy_timeout", f"{what}: no answer within {timeout:.1f} s")
 
 
 def snippet(text: str | bytes, limit: int = 600) -> str:

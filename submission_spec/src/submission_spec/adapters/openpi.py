@@ -42,28 +42,38 @@ travels as ``prompt`` in every request. Set ``reconnect_each_episode=false`` to 
 connection across episodes (openpi's own LIBERO client does that); a lost connection is still
 re-opened at the next reset.
 
+Time limits are wall-clock (:mod:`submission_spec.deadline`): ``connect_timeout`` bounds the
+handshake and the metadata frame together, ``request_timeout`` (or the episode's remaining
+budget) bounds sending the request and receiving the whole answer, however slowly its bytes or
+frames arrive; a server that stops reading the request cannot hold the call either. Answers
+are capped at ``max_message_bytes``.
+
 Stale answers: the protocol has no request ids, so a timed-out request closes the connection
-(an answer that arrives late is never read as the answer to a later request). When the server
-is a LIBERO-Pro2.0 SDK server (its metadata frame says ``"liberopro/echo": true``), requests
-also carry ``liberopro/episode_id`` and ``liberopro/step`` and the answer must echo them.
+at once, without a closing handshake (an answer that arrives late is never read as the answer
+to a later request). When the server is a LIBERO-Pro2.0 SDK server (its metadata frame says
+``"liberopro/echo": true``), requests also carry ``liberopro/episode_id`` and
+``liberopro/step`` and the answer must echo them.
 
 Errors become :class:`~submission_spec.client.PolicyError`: the text frame + close 1011 ->
 ``policy_http_error`` (detail: the end of the server's traceback); connection refused, lost or
-closed otherwise -> ``policy_connect_error``; no answer in time -> ``policy_timeout`` (or
-``policy_episode_timeout``); an answer that is not a msgpack map with ``actions`` ->
-``policy_bad_response``; wrong shape -> ``policy_bad_action_shape``; NaN/inf ->
+closed otherwise -> ``policy_connect_error``; no complete answer in time -> ``policy_timeout``
+(or ``policy_episode_timeout``); an answer over ``max_message_bytes`` or not a msgpack map with
+``actions`` -> ``policy_bad_response``; wrong shape -> ``policy_bad_action_shape``; NaN/inf ->
 ``policy_nonfinite_action``; a wrong echo -> ``policy_step_mismatch``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from typing import Any, Self
 
 import httpx
 import numpy as np
+from pydantic import Field
+from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
-from websockets.sync.client import ClientConnection, connect
 
 from submission_spec.adapters import msgpack_numpy
 from submission_spec.adapters._common import (
@@ -81,11 +91,14 @@ from submission_spec.adapters._common import (
     time_left,
     timeout_error,
 )
-from submission_spec.client import ActResult, PolicyError
+from submission_spec.client import HEALTH_REPLY_BYTES, ActResult, PolicyError
+from submission_spec.deadline import DEFAULT_MAX_REPLY_BYTES, DeadlineExceeded, HTTPSession, LoopRunner, ReplyTooLarge
 from submission_spec.models import LIBERO_STATE8, CameraSpec, ObservationMessage, PolicyMetadata
 
 #: Close code of a server error (RFC 6455 1011, "internal error").
 INTERNAL_ERROR = 1011
+#: Close code for a message over the size limit (RFC 6455 1009, "message too big").
+MESSAGE_TOO_BIG = 1009
 
 #: openpi's LIBERO conventions (``examples/libero/main.py``); see the module docstring.
 OPENPI_LIBERO_DEFAULTS = PolicyMetadata(
@@ -106,8 +119,9 @@ class OpenPIOptions(ConventionOptions):
     """Options of :class:`OpenPIClient` (all may be given as strings).
 
     Attributes:
-        connect_timeout: seconds to open the websocket and read the metadata frame.
-        request_timeout: seconds for one inference answer.
+        connect_timeout: wall-clock seconds to open the websocket and read the metadata frame.
+        request_timeout: wall-clock seconds for one inference: sending the request and
+            receiving the whole answer, however slowly its bytes or frames arrive.
         image_key / wrist_image_key / state_key / prompt_key: request keys (openpi LIBERO
             names by default; other openpi configs, e.g. DROID, use other names).
         api_key: sent as ``Authorization: Api-Key <key>``.
@@ -122,7 +136,7 @@ class OpenPIOptions(ConventionOptions):
     state_key: str = "observation/state"
     prompt_key: str = "prompt"
     api_key: str | None = None
-    max_message_bytes: int = 64 * 1024 * 1024
+    max_message_bytes: int = Field(DEFAULT_MAX_REPLY_BYTES, ge=1024)
     reconnect_each_episode: bool = True
 
 
@@ -164,55 +178,77 @@ class OpenPIClient:
         self._server_meta: dict | None = None
         self._echo = False
         self._meta: PolicyMetadata | None = None
-        self._http = httpx.Client(timeout=self.options.connect_timeout, trust_env=False)
+        self._io = LoopRunner()  # the websocket and the /healthz probe share one event loop
+        self._http = HTTPSession(http_url(self.url), runner=self._io)
 
     # ------------------------------------------------------------------ connection
     def _keys(self) -> dict[str, str]:
         return {"agentview": self.options.image_key, "wrist": self.options.wrist_image_key}
 
-    def _connect(self, timeout: float) -> None:
-        self._disconnect()
+    async def _open(self) -> tuple[ClientConnection, Any]:
+        """Handshake, then the metadata frame (bounded as one call by the caller's deadline)."""
         headers = {"Authorization": f"Api-Key {self.options.api_key}"} if self.options.api_key else None
+        ws = await connect(self.url, compression=None, max_size=self.options.max_message_bytes,
+                           additional_headers=headers, open_timeout=None, ping_interval=None,
+                           close_timeout=1.0, proxy=None)
         try:
-            ws = connect(self.url, compression=None, max_size=self.options.max_message_bytes,
-                         additional_headers=headers, open_timeout=timeout, ping_interval=None,
-                         close_timeout=1.0, proxy=None)
-            ws = ws.__enter__()  # the connection as a context; closed by _disconnect (websockets >= 17 warns otherwise)
-        except TimeoutError as exc:
-            raise PolicyError("policy_connect_error", f"openpi {self.url}: no websocket handshake within {timeout:.1f} s") from exc
+            return ws, await ws.recv()
+        except BaseException:
+            ws.transport.abort()
+            raise
+
+    def _connect(self, timeout: float, clipped: bool = False) -> None:
+        self._disconnect()
+        try:
+            ws, first = self._io.run(self._open, timeout=timeout)
+        except DeadlineExceeded as exc:
+            if clipped:
+                raise PolicyError("policy_episode_timeout", f"openpi {self.url}: the episode's policy time budget ran "
+                                  f"out while connecting ({timeout:.1f} s were left)") from exc
+            raise PolicyError("policy_connect_error", f"openpi {self.url}: no websocket handshake and metadata frame "
+                              f"within {timeout:.1f} s") from exc
+        except ConnectionClosed as exc:
+            raise PolicyError("policy_connect_error", f"openpi {self.url}: no metadata frame after connecting ({exc!r})") from exc
         except (OSError, InvalidHandshake, InvalidURI) as exc:
             raise PolicyError("policy_connect_error", f"openpi {self.url}: cannot connect: {exc!r}") from exc
-        try:
-            first = ws.recv(timeout=timeout)
-        except (TimeoutError, ConnectionClosed) as exc:
-            ws.close()
-            raise PolicyError("policy_connect_error", f"openpi {self.url}: no metadata frame after connecting ({exc!r})") from exc
         if isinstance(first, str):
-            ws.close()
+            self._abort(ws)
             raise PolicyError("policy_http_error", f"openpi {self.url}: server sent an error instead of its metadata: {snippet(first)}")
         try:
             meta = msgpack_numpy.unpackb(first)
         except ValueError as exc:
-            ws.close()
+            self._abort(ws)
             raise PolicyError("policy_bad_response", f"openpi {self.url}: metadata frame is not msgpack-numpy: {exc}") from exc
         if not isinstance(meta, dict):
-            ws.close()
+            self._abort(ws)
             raise PolicyError("policy_bad_response", f"openpi {self.url}: metadata frame is a {type(meta).__name__}, not a map")
         self._ws, self._used = ws, False
         self._server_meta = meta
         self._echo = meta.get(ECHO_FLAG) is True
 
+    def _abort(self, ws: ClientConnection) -> None:
+        """Close ``ws`` at once, without a closing handshake (after a timeout or a protocol fault)."""
+        if self._ws is ws:
+            self._ws = None
+
+        async def abort() -> None:
+            ws.transport.abort()
+            await asyncio.sleep(0)  # let the transport close its socket now
+
+        with contextlib.suppress(Exception):
+            self._io.run(abort, timeout=1.0)
+
     def _disconnect(self) -> None:
+        """Close the current connection with a closing handshake (at most ``close_timeout``, 1 s)."""
         ws, self._ws = self._ws, None
         if ws is not None:
-            try:
-                ws.close()
-            except Exception:  # noqa: BLE001, S110  (closing a broken socket may raise; it is gone either way)
-                pass
+            with contextlib.suppress(Exception):  # closing a broken connection may raise; it is gone either way
+                self._io.run(ws.close, timeout=2.0)
 
     def close(self) -> None:
         self._disconnect()
         self._http.close()
+        self._io.close()
 
     def __enter__(self) -> Self:
         return self
@@ -222,12 +258,12 @@ class OpenPIClient:
 
     # ------------------------------------------------------------------ client methods
     def health(self, timeout: float = 2.0) -> bool:
-        """True when ``GET /healthz`` answers 200 within ``timeout`` seconds, or, for servers
-        older than openpi's ``/healthz`` (they answer it with a failed handshake, e.g. 426),
-        when a websocket handshake and the metadata frame succeed."""
+        """True when ``GET /healthz`` answers 200 within ``timeout`` wall-clock seconds, or, for
+        servers older than openpi's ``/healthz`` (they answer it with a failed handshake, e.g.
+        426), when a websocket handshake and the metadata frame succeed."""
         try:
-            status = self._http.get(http_url(self.url) + "/healthz", timeout=timeout).status_code
-        except httpx.HTTPError:
+            status = self._http.request("GET", "/healthz", timeout=timeout, max_bytes=HEALTH_REPLY_BYTES).status_code
+        except (httpx.HTTPError, DeadlineExceeded, ReplyTooLarge):
             return False
         if status == 200:
             return True
@@ -245,7 +281,7 @@ class OpenPIClient:
         while time.monotonic() < end:
             if self.health(timeout=min(2.0, max(0.1, end - time.monotonic()))):
                 return
-            time.sleep(poll)
+            time.sleep(min(poll, max(0.0, end - time.monotonic())))
         raise PolicyError("policy_connect_error", f"{http_url(self.url)}/healthz did not answer 200 within {timeout:.0f} s "
                           "and no openpi websocket handshake succeeded (is the server up, and does it speak openpi?)")
 
@@ -272,9 +308,9 @@ class OpenPIClient:
     def reset(self, episode_id: str, instruction: str, deadline: float | None = None) -> None:
         """Start an episode: a fresh connection (see the module docstring). ``instruction``
         needs no message: it travels as ``prompt`` with every request."""
-        timeout, _ = time_left(self.options.connect_timeout, deadline)
+        timeout, clipped = time_left(self.options.connect_timeout, deadline)
         if self._ws is None or (self._used and self.options.reconnect_each_episode):
-            self._connect(timeout)
+            self._connect(timeout, clipped)
 
     def request(self, observation: ObservationMessage) -> dict[str, Any]:
         """The openpi request dict for ``observation`` (keys as configured)."""
@@ -308,16 +344,18 @@ class OpenPIClient:
         self._used = True
         t0 = time.perf_counter()
         try:
-            ws.send(data)
-            reply = ws.recv(timeout=timeout)
-        except TimeoutError as exc:
-            self._disconnect()
+            reply = self._io.run(self._exchange, ws, data, timeout=timeout)
+        except DeadlineExceeded as exc:
+            self._abort(ws)
+            sent = ws.protocol.close_sent
+            if sent is not None and sent.code == MESSAGE_TOO_BIG:  # the server went on sending after 1009
+                raise self._too_big() from exc
             raise timeout_error(f"openpi {self.url} step {observation.step}", timeout, clipped) from exc
         except ConnectionClosed as exc:
-            self._disconnect()
+            self._abort(ws)
             raise self._closed_error(exc) from exc
         except OSError as exc:
-            self._disconnect()
+            self._abort(ws)
             raise PolicyError("policy_connect_error", f"openpi {self.url}: {exc!r}") from exc
         latency_ms = (time.perf_counter() - t0) * 1e3
         if isinstance(reply, str):
@@ -328,14 +366,14 @@ class OpenPIClient:
         try:
             answer = msgpack_numpy.unpackb(reply)
         except ValueError as exc:
-            self._disconnect()
+            self._abort(ws)
             raise PolicyError("policy_bad_response", f"openpi answer is not msgpack-numpy: {exc}") from exc
         if not isinstance(answer, dict) or "actions" not in answer:
-            self._disconnect()
+            self._abort(ws)
             keys = sorted(map(str, answer)) if isinstance(answer, dict) else type(answer).__name__
             raise PolicyError("policy_bad_response", f"openpi answer has no 'actions' (got {keys})")
         if self._echo and (answer.get(EPISODE_KEY) != observation.episode_id or answer.get(STEP_KEY) != observation.step):
-            self._disconnect()
+            self._abort(ws)
             raise PolicyError("policy_step_mismatch", f"answer echoes episode {answer.get(EPISODE_KEY)!r} step "
                               f"{answer.get(STEP_KEY)!r}, request was episode {observation.episode_id!r} step {observation.step}")
         actions = check_chunk(answer["actions"], chunk_length, "openpi answer")
@@ -343,19 +381,29 @@ class OpenPIClient:
         server_ms = finite_ms(timing.get("infer_ms")) if isinstance(timing, dict) else None
         return ActResult(actions=actions, latency_ms=latency_ms, server_ms=server_ms)
 
-    # ------------------------------------------------------------------ errors
     @staticmethod
-    def _close_code(ws: ClientConnection) -> int | None:
-        """Wait briefly for the close that follows an error frame; its code, if any."""
+    async def _exchange(ws: ClientConnection, data: bytes) -> Any:
+        await ws.send(data)
+        return await ws.recv()
+
+    # ------------------------------------------------------------------ errors
+    def _close_code(self, ws: ClientConnection) -> int | None:
+        """Wait briefly (1 s) for the close that follows an error frame; its code, if any."""
         try:
-            ws.recv(timeout=1.0)
+            self._io.run(ws.recv, timeout=1.0)
         except ConnectionClosed as exc:
             return exc.rcvd.code if exc.rcvd is not None else None
         except Exception:  # noqa: BLE001  (any other failure: the code is unknown)
             return None
         return None
 
+    def _too_big(self) -> PolicyError:
+        return PolicyError("policy_bad_response", f"openpi {self.url}: the answer is larger than max_message_bytes "
+                           f"({self.options.max_message_bytes} bytes)")
+
     def _closed_error(self, exc: ConnectionClosed) -> PolicyError:
+        if exc.sent is not None and exc.sent.code == MESSAGE_TOO_BIG:
+            return self._too_big()
         code = exc.rcvd.code if exc.rcvd is not None else None
         reason = exc.rcvd.reason if exc.rcvd is not None else ""
         if code == INTERNAL_ERROR:

@@ -49,7 +49,9 @@ and the answer must echo them.
 
 Errors: HTTP 200 ``"error"`` and any non-200 status -> ``policy_http_error``; connection
 refused or lost -> ``policy_connect_error``; no answer in time -> ``policy_timeout`` /
-``policy_episode_timeout`` (the connection is dropped, so a late answer is never read);
+``policy_episode_timeout``, wall-clock: the whole answer must arrive in time, however slowly
+its bytes trickle (the connection is dropped, so a late answer is never read); an answer over
+``max_reply_bytes`` -> ``policy_bad_response``;
 unreadable answer -> ``policy_bad_response``; wrong shape -> ``policy_bad_action_shape``;
 NaN/inf -> ``policy_nonfinite_action``; wrong echo -> ``policy_step_mismatch``.
 """
@@ -57,12 +59,12 @@ NaN/inf -> ``policy_nonfinite_action``; wrong echo -> ``policy_step_mismatch``.
 from __future__ import annotations
 
 import json
-import socket
 import time
 from typing import Any, Literal, Self
 
 import httpx
 import numpy as np
+from pydantic import Field
 
 from submission_spec.adapters import json_numpy
 from submission_spec.adapters._common import (
@@ -78,7 +80,8 @@ from submission_spec.adapters._common import (
     time_left,
     timeout_error,
 )
-from submission_spec.client import ActResult, PolicyError
+from submission_spec.client import HEALTH_REPLY_BYTES, ActResult, PolicyError
+from submission_spec.deadline import DEFAULT_MAX_REPLY_BYTES, DeadlineExceeded, HTTPSession, Reply, ReplyTooLarge
 from submission_spec.models import LIBERO_STATE8, CameraSpec, ObservationMessage, PolicyMetadata
 
 #: Path of the LIBERO-Pro2.0 extension that advertises a policy's conventions.
@@ -118,7 +121,10 @@ class OpenVLAOptions(ConventionOptions):
 
     Attributes:
         variant: ``openvla`` or ``oft`` (defaults above).
-        connect_timeout / request_timeout: seconds.
+        connect_timeout: seconds to open the TCP connection (and for ``GET /liberopro/metadata``).
+        request_timeout: wall-clock seconds for one ``/act``, from sending it to the last byte of
+            the answer, however slowly the bytes arrive.
+        max_reply_bytes: largest answer body read; a larger one is ``policy_bad_response``.
         unnorm_key: added to the payload when set.
         double_encode: send ``{"encoded": json-numpy text}``.
         image_key: key of the agentview image (default ``image`` / ``full_image`` by variant).
@@ -129,6 +135,7 @@ class OpenVLAOptions(ConventionOptions):
     variant: Literal["openvla", "oft"] = "openvla"
     connect_timeout: float = 5.0
     request_timeout: float = 30.0
+    max_reply_bytes: int = Field(DEFAULT_MAX_REPLY_BYTES, ge=1024)
     unnorm_key: str | None = None
     double_encode: bool = False
     image_key: str | None = None
@@ -183,6 +190,7 @@ class OpenVLAClient:
         **options: see :class:`OpenVLAOptions`; ``ValueError`` for an unknown or invalid one.
 
     Keep-alive with TCP_NODELAY, one connection; dropped after a timeout or transport error.
+    Every call is bounded by a wall-clock deadline (:mod:`submission_spec.deadline`).
     """
 
     def __init__(self, url: str, **options: Any) -> None:
@@ -190,25 +198,12 @@ class OpenVLAClient:
         build_metadata(VARIANT_DEFAULTS[self.options.variant], None, self.options)  # ValueError if inconsistent
         self.base_url = url.rstrip("/")
         self.image_key = self.options.image_key or VARIANT_IMAGE_KEY[self.options.variant]
-        self._client = self._new_client()
+        self._http = HTTPSession(self.base_url, max_reply_bytes=self.options.max_reply_bytes)
         self._meta: PolicyMetadata | None = None
         self._echo = False
 
-    def _new_client(self) -> httpx.Client:
-        transport = httpx.HTTPTransport(
-            socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)],
-            retries=0,
-        )
-        return httpx.Client(base_url=self.base_url, transport=transport, trust_env=False,
-                            timeout=httpx.Timeout(self.options.request_timeout, connect=self.options.connect_timeout),
-                            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
-
-    def _drop_connection(self) -> None:
-        self._client.close()
-        self._client = self._new_client()
-
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def __enter__(self) -> Self:
         return self
@@ -216,12 +211,16 @@ class OpenVLAClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _get(self, path: str, timeout: float) -> Reply:
+        return self._http.request("GET", path, timeout=timeout, connect_timeout=self.options.connect_timeout,
+                                  max_bytes=HEALTH_REPLY_BYTES)
+
     def health(self, timeout: float = 2.0) -> bool:
-        """True when the server answers HTTP at all (status < 500) on ``health_path``."""
+        """True when the server answers HTTP at all (status < 500) on ``health_path`` within
+        ``timeout`` wall-clock seconds."""
         try:
-            return self._client.get(self.options.health_path, timeout=timeout).status_code < 500
-        except httpx.HTTPError:
-            self._drop_connection()
+            return self._get(self.options.health_path, timeout).status_code < 500
+        except (httpx.HTTPError, DeadlineExceeded, ReplyTooLarge):
             return False
 
     def wait_healthy(self, timeout: float, poll: float = 0.2) -> None:
@@ -229,7 +228,7 @@ class OpenVLAClient:
         while time.monotonic() < end:
             if self.health(timeout=min(2.0, max(0.1, end - time.monotonic()))):
                 return
-            time.sleep(poll)
+            time.sleep(min(poll, max(0.0, end - time.monotonic())))
         raise PolicyError("policy_connect_error", f"{self.base_url}{self.options.health_path} did not answer HTTP "
                           f"within {timeout:.0f} s (is the server up?)")
 
@@ -241,13 +240,15 @@ class OpenVLAClient:
         advertised = None
         if self.options.use_server_metadata:
             try:
-                resp = self._client.get(METADATA_PATH, timeout=self.options.connect_timeout)
-            except httpx.HTTPError as exc:
-                self._drop_connection()
+                resp = self._get(METADATA_PATH, self.options.connect_timeout)
+            except DeadlineExceeded as exc:
+                raise PolicyError("policy_timeout", f"GET {self.base_url}{METADATA_PATH}: no complete answer within "
+                                  f"{self.options.connect_timeout:.1f} s") from exc
+            except (httpx.HTTPError, ReplyTooLarge) as exc:
                 raise PolicyError("policy_connect_error", f"{self.base_url}: {exc!r}") from exc
             if resp.status_code == 200:
                 try:
-                    advertised = resp.json()
+                    advertised = json.loads(resp.content)
                 except ValueError:
                     advertised = None
                 self._echo = isinstance(advertised, dict)
@@ -289,21 +290,23 @@ class OpenVLAClient:
         where = f"POST {self.base_url}{self.options.act_path} step {observation.step}"
         t0 = time.perf_counter()
         try:
-            resp = self._client.post(self.options.act_path, content=text.encode(),
-                                     headers={"content-type": "application/json"},
-                                     timeout=httpx.Timeout(timeout, connect=min(self.options.connect_timeout, timeout)))
-        except httpx.TimeoutException as exc:
-            self._drop_connection()
+            resp = self._http.request("POST", self.options.act_path, content=text.encode(),
+                                      headers={"content-type": "application/json"}, timeout=timeout,
+                                      connect_timeout=self.options.connect_timeout)
+        except (DeadlineExceeded, httpx.TimeoutException) as exc:
             raise timeout_error(where, timeout, clipped) from exc
-        except httpx.TransportError as exc:
-            self._drop_connection()
+        except ReplyTooLarge as exc:
+            raise PolicyError("policy_bad_response", f"{where}: {exc} (option max_reply_bytes)") from exc
+        except httpx.DecodingError as exc:
+            raise PolicyError("policy_bad_response", f"{where}: undecodable answer body: {exc}") from exc
+        except httpx.HTTPError as exc:
             raise PolicyError("policy_connect_error", f"{where}: {exc!r}") from exc
         latency_ms = (time.perf_counter() - t0) * 1e3
         if resp.status_code != 200:
             raise PolicyError("policy_http_error", f"{where} answered HTTP {resp.status_code}: {snippet(resp.content, 300)}")
         actions, rest = parse_answer(resp.content)
         if self._echo and (rest.get(EPISODE_KEY) != observation.episode_id or rest.get(STEP_KEY) != observation.step):
-            self._drop_connection()
+            self._http.drop()
             raise PolicyError("policy_step_mismatch", f"answer echoes episode {rest.get(EPISODE_KEY)!r} step "
                               f"{rest.get(STEP_KEY)!r}, request was episode {observation.episode_id!r} step {observation.step}")
         chunk = check_chunk(actions, chunk_length, "OpenVLA answer")
