@@ -210,3 +210,58 @@ def test_a_client_called_from_inside_a_running_event_loop_still_works_and_is_bou
         meta, reason, elapsed = asyncio.run(main(server.url))
     assert meta.policy_name == "drip"
     assert reason == "policy_timeout" and elapsed <= DEADLINE + SLACK
+
+
+def test_openpi_client_does_not_follow_a_handshake_redirect():
+    """A server answering the websocket handshake with a redirect cannot send the evaluator's
+    connection to another address: nothing connects there, and the call fails as a connect error."""
+    import socket
+    import threading
+
+    from submission_spec.transports import make_client
+
+    canary = socket.socket()
+    canary.bind(("127.0.0.1", 0))
+    canary.listen(4)
+    canary.settimeout(0.2)
+    target = canary.getsockname()[1]
+    redirector = socket.socket()
+    redirector.bind(("127.0.0.1", 0))
+    redirector.listen(4)
+    port = redirector.getsockname()[1]
+    accepted: list = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        redirector.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = redirector.accept()
+            except OSError:
+                continue
+            conn.recv(65536)
+            conn.sendall(f"HTTP/1.1 302 Found\r\nLocation: ws://127.0.0.1:{target}/\r\nContent-Length: 0\r\n\r\n".encode())
+            conn.close()
+
+    def watch() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(canary.accept()[0])
+            except OSError:
+                continue
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (serve, watch)]
+    for t in threads:
+        t.start()
+    try:
+        with make_client(f"ws://127.0.0.1:{port}", "openpi") as client:
+            with pytest.raises(PolicyError) as info:
+                client.reset("e1", "put the bowl on the plate")
+        assert info.value.reason == "policy_connect_error"
+        assert not accepted, "the client followed the redirect"
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=2)
+        canary.close()
+        redirector.close()

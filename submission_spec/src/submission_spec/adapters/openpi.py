@@ -115,6 +115,16 @@ OPENPI_LIBERO_DEFAULTS = PolicyMetadata(
 )
 
 
+
+class _connect_here(connect):
+    """websockets' ``connect`` that never follows a redirect: the evaluator talks to the URL it
+    was given, and a policy server answering the handshake with a 3xx cannot send the connection
+    elsewhere (websockets follows up to 10 by default). A redirect fails the handshake, which
+    ends the episode as ``policy_connect_error``."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        return exc
+
 class OpenPIOptions(ConventionOptions):
     """Options of :class:`OpenPIClient` (all may be given as strings).
 
@@ -188,7 +198,7 @@ class OpenPIClient:
     async def _open(self) -> tuple[ClientConnection, Any]:
         """Handshake, then the metadata frame (bounded as one call by the caller's deadline)."""
         headers = {"Authorization": f"Api-Key {self.options.api_key}"} if self.options.api_key else None
-        ws = await connect(self.url, compression=None, max_size=self.options.max_message_bytes,
+        ws = await _connect_here(self.url, compression=None, max_size=self.options.max_message_bytes,
                            additional_headers=headers, open_timeout=None, ping_interval=None,
                            close_timeout=1.0, proxy=None)
         try:
