@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from liberopro.instances import Diagnostic, EpisodePlan, Instance, ShiftEntry, make_instance
+from liberopro.instances import Diagnostic, EpisodePlan, Instance, ShiftEntry, make_instance, parse_cases
 from liberopro.manifest import (
     ManifestError,
     check_manifest,
@@ -40,7 +40,6 @@ def test_manifest_generation_is_deterministic_validated_and_tamper_evident(tmp_p
     assert h1.content_hash == h2.content_hash and [i.model_dump() for i in i1] == [i.model_dump() for i in i2]
     assert h1.instances == 5 and h1.per_shift == {"D10": 1, "S12": 1, "S22": 1, "S22+D10": 1, "nominal": 1}
     assert i1[0].shifts == [] and i1[0].case == "nominal"  # nominal is an instance like any other
-    assert default_cases()[0] == [] and len(default_cases()) == 43  # and leads the default case list
     assert [(d.case, d.stage) for d in d1] == [("S01+S01", "applicability")] and "twice" in d1[0].reason
     assert h1.seed_sha256 == seed_commitment(7)  # a commitment to the seed, never the seed itself
     assert [k for k in h1.model_dump() if "seed" in k] == ["seed_sha256"]
@@ -53,6 +52,11 @@ def test_manifest_generation_is_deterministic_validated_and_tamper_evident(tmp_p
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ManifestError, match="content hash mismatch"):
         read_manifest(path)
+
+
+def test_nominal_leads_the_default_cases_and_is_kept_when_named():
+    assert default_cases() == [[]] + [[sid] for sid in SHIFTS]
+    assert parse_cases("nominal,S12,S01+D10") == [[], ["S12"], ["S01", "D10"]]
 
 
 def test_a_manifest_is_checked_whole_against_the_shift_catalog_with_each_bad_line_named(tmp_path):
