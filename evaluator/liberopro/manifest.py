@@ -227,7 +227,7 @@ def _generate_task(args: tuple) -> tuple[list[Instance], list[DroppedPair]]:
     cache: dict = {}
     try:
         for case in cases:
-            label = "+".join(case)
+            label = "+".join(case) or NOMINAL
             if validate:
                 inst, _, why = _draw_valid(ref, case, seed, cache, attempts)
             else:
