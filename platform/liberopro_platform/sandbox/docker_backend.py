@@ -376,8 +376,9 @@ class DockerBackend:
 
         s = self.settings
         notes: list[str] = []
+        added = False
         if upload_path is not None:
-            image_id, dropped = self._load_archive(upload_path)
+            image_id, dropped, added = self._load_archive(upload_path)
             if dropped:
                 notes.append(f"the archive's own names ({', '.join(dropped[:5])}) were ignored")
         else:
@@ -403,8 +404,8 @@ class DockerBackend:
             volumes = image_volumes(image.attrs)
             check_volumes(volumes)
         except PolicyRejected:
-            if upload_path is not None:
-                self._remove_untagged(image)
+            if added:
+                self._remove_refused_upload(image)
             raise
         if volumes:
             notes.append(f"the image declares VOLUME {' '.join(volumes)}: the sandbox mounts an empty tmpfs of "
@@ -414,12 +415,13 @@ class DockerBackend:
             image.tag(f"{SUBMISSION_REPO}/{source.submission_id}", "latest")
         return PreparedImage(digest=image.id, size=size, labels=labels, notes=notes)
 
-    def _remove_untagged(self, image: Any) -> None:
-        """Remove a refused upload unless something else (a tag, a container) still uses it."""
+    def _remove_refused_upload(self, image: Any) -> None:
+        """Remove a refused upload that was not on the engine before it, unless something else (a
+        tag, a container, a child image) uses it by now; never a platform image."""
         from docker.errors import DockerException
 
         image.reload()
-        if image.tags:
+        if image.tags or image.id in self.platform_ids:
             return
         try:
             self.client.images.remove(image.id, noprune=False)
@@ -464,9 +466,9 @@ class DockerBackend:
                                  "check that this digest exists in that registry and can be pulled without "
                                  f"credentials, or {UPLOAD_AGAIN}", admin_detail=f"pull {ref}: {exc}") from exc
 
-    def _load_archive(self, path: str) -> tuple[str, list[str]]:
-        """Load the uploaded archive at ``path`` without any of its names; returns the image id
-        and the names the archive asked for (ignored)."""
+    def _load_archive(self, path: str) -> tuple[str, list[str], bool]:
+        """Load the uploaded archive at ``path`` without any of its names; returns the image id,
+        the names the archive asked for (ignored) and whether the image is new on the engine."""
         from docker.errors import DockerException, ImageNotFound
 
         fix = "create the archive with `docker save IMAGE -o policy.tar` (one image) and upload it again"
@@ -476,6 +478,11 @@ class DockerBackend:
                 info = sanitize_archive(path, clean)
             except ArchiveRejected as exc:
                 raise PolicyRejected(f"the uploaded archive was refused: {exc}", fix) from exc
+            try:
+                self.client.images.get(info.image_id)
+                existed = True
+            except ImageNotFound:
+                existed = False
             loaded: set[str] = set()
             named: list[str] = []
             try:
@@ -498,7 +505,7 @@ class DockerBackend:
                 self.client.images.get(info.image_id)
             except ImageNotFound:
                 raise PolicyRejected("the engine loaded no image from the archive", fix) from None
-            return info.image_id, info.dropped_tags
+            return info.image_id, info.dropped_tags, not existed
         finally:
             try:
                 os.remove(clean)

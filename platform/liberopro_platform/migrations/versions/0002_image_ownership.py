@@ -36,6 +36,10 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_team_images_image_id'), ['image_id'], unique=False)
 
     # ### end Alembic commands ###
+    # A team owns what it uploaded before this revision (the worker still refuses platform images).
+    op.execute("INSERT INTO team_images (team_id, image_id, source, submission_id, created_at) "
+               "SELECT team_id, image_digest, 'upload', MIN(id), MIN(created_at) FROM submissions "
+               "WHERE source = 'upload' AND image_digest IS NOT NULL GROUP BY team_id, image_digest")
 
 
 def downgrade() -> None:
