@@ -11,8 +11,17 @@
 #        liberopro/evaluator                                docker/evaluator.Dockerfile
 #        liberopro/platform (api and worker)                docker/platform.Dockerfile
 #
-# Usage: docker/build-images.sh [all|base|wheelhouse|examples|evaluator|platform]...  (default all)
-# Env:   DEBIAN_MIRROR (default http://deb.debian.org/debian), TAG (default latest),
+#   4. the image ids, fixed at deployment, written to ENV_FILE (default .env beside compose.yaml,
+#      which compose reads, as do the platform's settings): LIBEROPRO_EVALUATOR_IMAGE,
+#      LIBEROPRO_PLATFORM_IMAGE, LIBEROPRO_REDIS_IMAGE, LIBEROPRO_POSTGRES_IMAGE,
+#      LIBEROPRO_EXAMPLE_ZERO_IMAGE, LIBEROPRO_EXAMPLE_RANDOM_IMAGE = sha256:<id> of each image of
+#      this TAG that is present (other lines of the file are kept). The platform names its images
+#      by these ids, never by a tag, which anyone able to load an image could move.
+#
+# Usage: docker/build-images.sh [all|base|wheelhouse|examples|evaluator|platform|pin]...  (default all;
+#        pin only rewrites ENV_FILE from the images present, e.g. after `docker load` on an air-gapped host)
+# Env:   DEBIAN_MIRROR (default http://deb.debian.org/debian), TAG (default latest), ENV_FILE,
+#        REDIS_IMAGE / POSTGRES_IMAGE (default liberopro/redis:$TAG, liberopro/postgres:$TAG) to pin others,
 #        BASE_PYTHON / BASE_SIM to build FROM other base images (e.g. python:3.11-slim-bookworm
 #        where a registry is reachable; the sim base then needs libgl1 libegl1 libegl-mesa0
 #        libgl1-mesa-dri libglib2.0-0).
@@ -23,6 +32,7 @@ BUILD="$REPO/build"
 WHEELS="$BUILD/wheelhouse"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 TAG="${TAG:-latest}"
+ENV_FILE="${ENV_FILE:-$REPO/.env}"
 BASE_PYTHON="${BASE_PYTHON:-liberopro/base-python:bookworm}"
 BASE_SIM="${BASE_SIM:-liberopro/base-sim:bookworm}"
 # iptables: the platform image's sandbox-firewall service (compose) installs the host rule with it.
@@ -176,6 +186,26 @@ build_platform() {
   build "liberopro/platform:$TAG" "$REPO/docker/platform.Dockerfile" "$BUILD/ctx-platform" "$BASE_PYTHON"
 }
 
+# ---------------------------------------------------------------- 4. image ids
+pin() {  # KEY IMAGE: KEY=<id of IMAGE> in $ENV_FILE, other lines kept (skipped when IMAGE is absent)
+  local key="$1" image="$2" id rest
+  id="$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null)" || return 0
+  touch "$ENV_FILE"
+  rest="$(grep -v "^$key=" "$ENV_FILE" || true)"
+  { [ -n "$rest" ] && printf '%s\n' "$rest"; printf '%s=%s\n' "$key" "$id"; } >"$ENV_FILE"
+  log "$key=${id:0:19}... ($image)"
+}
+
+pin_all() {
+  pin LIBEROPRO_EVALUATOR_IMAGE "liberopro/evaluator:$TAG"
+  pin LIBEROPRO_PLATFORM_IMAGE "liberopro/platform:$TAG"
+  pin LIBEROPRO_REDIS_IMAGE "${REDIS_IMAGE:-liberopro/redis:$TAG}"
+  pin LIBEROPRO_POSTGRES_IMAGE "${POSTGRES_IMAGE:-liberopro/postgres:$TAG}"
+  pin LIBEROPRO_EXAMPLE_ZERO_IMAGE "liberopro/example-zero:$TAG"
+  pin LIBEROPRO_EXAMPLE_RANDOM_IMAGE "liberopro/example-random:$TAG"
+  log "image ids in $ENV_FILE"
+}
+
 targets=("$@")
 [ "${#targets[@]}" -eq 0 ] && targets=(all)
 T0=$SECONDS
@@ -187,7 +217,9 @@ for t in "${targets[@]}"; do
     examples) build_bases; wheelhouse; build_examples ;;
     evaluator) build_bases; wheelhouse; build_evaluator ;;
     platform) build_bases; wheelhouse; build_platform ;;
-    *) echo "unknown target $t (all|base|wheelhouse|examples|evaluator|platform)" >&2; exit 2 ;;
+    pin) ;;
+    *) echo "unknown target $t (all|base|wheelhouse|examples|evaluator|platform|pin)" >&2; exit 2 ;;
   esac
 done
+pin_all
 log "done in $((SECONDS - T0)) s"

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,20 +91,81 @@ def _explain(resp: Any) -> str:
     return f"HTTP {resp.status_code}: {detail}"
 
 
-def pin_image(image: str) -> str:
-    """``image`` pinned by digest: kept when already pinned, else resolved on the local Docker
-    engine to its registry digest (``repo@sha256:...``) or its image id (``sha256:...``)."""
-    if image.startswith("sha256:") or "@sha256:" in image:
-        return image
+@dataclass
+class SubmitPlan:
+    """How ``liberopro submit`` sends an image: by ``reference`` (an image id the team uploaded
+    before, or a digest of an allowed registry) or by ``upload`` (``docker save`` of the local
+    ``image``); ``why`` says which and why, for the user."""
+
+    kind: str  # reference | upload
+    image: str
+    why: str
+
+
+def _local_image(image: str) -> tuple[Any | None, str]:
+    """The image named ``image`` on the local Docker engine, or None and why not (absent, or the
+    engine does not answer)."""
     try:
+        from docker.errors import ImageNotFound
+
         import docker
 
-        img = docker.from_env().images.get(image)
-    except Exception as exc:
-        raise PlatformError(f"{image} is not pinned by digest and could not be resolved on the local Docker engine "
-                            f"({exc}); give repo@sha256:<digest> or the image id sha256:<id>") from exc
-    digests = img.attrs.get("RepoDigests") or []
-    return digests[0] if digests else img.id
+        client = docker.from_env()
+        try:
+            return client.images.get(image), ""
+        except ImageNotFound:
+            return None, "is not on your local Docker engine"
+    except Exception as exc:  # noqa: BLE001 - the engine is down or unreachable
+        return None, f"could not be read from your local Docker engine ({exc})"
+
+
+def plan_submit(c: PlatformClient, image: str, force_upload: bool) -> SubmitPlan:
+    """Decide how to submit ``image``: an image id the team already uploaded goes by id (a cheap
+    ``GET /images/{id}``), a digest of a registry the platform pulls from by digest, anything
+    else is uploaded from the local engine (``docker save``). ``force_upload`` always uploads.
+    Raises :class:`PlatformError` when none of these is possible."""
+    from liberopro_platform.image_refs import IMAGE_ID, parse_repo_digest, registry_allowed
+
+    allowed: list[str] | None = None
+
+    def allowed_registries() -> list[str]:
+        nonlocal allowed
+        if allowed is None:
+            allowed = c.request("GET", "/images")["allowed_registries"]
+        return allowed
+
+    def owned(image_id: str) -> bool:
+        return bool(c.request("GET", f"/images/{image_id}")["owned"])
+
+    by_id = "your team uploaded it before, so it is submitted by id (no upload; --upload sends it again)"
+    digest = parse_repo_digest(image)
+    if not force_upload:
+        if IMAGE_ID.match(image) and owned(image):
+            return SubmitPlan("reference", image, f"{image[:19]}: {by_id}")
+        if digest is not None and registry_allowed(digest, allowed_registries()):
+            return SubmitPlan("reference", image, f"{image}: the platform pulls it from {digest.registry}")
+    local, absent = _local_image(image)
+    if local is None:
+        if IMAGE_ID.match(image):
+            raise PlatformError(f"image {image} was not uploaded by your team, and it {absent} to upload it: build "
+                                "or load it there, then `liberopro submit IMAGE`")
+        if digest is not None:
+            raise PlatformError(f"{digest.registry} is not a registry the platform pulls from (allowed: "
+                                f"{', '.join(allowed_registries()) or 'none'}), and {image} {absent} to upload it: "
+                                "`docker pull` it, then `liberopro submit IMAGE`")
+        raise PlatformError(f"image {image} {absent}: build or pull it first (or give repo@sha256:<digest> of a "
+                            "registry the platform pulls from)")
+    if not force_upload:
+        for rd in local.attrs.get("RepoDigests") or []:
+            parsed = parse_repo_digest(rd)
+            if parsed is not None and registry_allowed(parsed, allowed_registries()):
+                return SubmitPlan("reference", rd, f"{image} is {rd}: the platform pulls it from {parsed.registry}")
+        if owned(local.id):
+            return SubmitPlan("reference", local.id, f"{image} is {local.id[:19]}: {by_id}")
+    size = int(local.attrs.get("Size", 0)) / 2**20
+    return SubmitPlan("upload", local.id if IMAGE_ID.match(image) else image,
+                      f"uploading {image} ({local.id[:19]}, {size:.0f} MiB uncompressed): the platform runs only "
+                      "images your team uploaded (or digests from its allowed registries)")
 
 
 def _save_image(image: str, dest: Path) -> int:
@@ -176,27 +238,33 @@ def register(app: typer.Typer) -> None:
 
     @app.command("submit")
     def submit(
-        image: str = typer.Argument(..., help="Image name, repo@sha256:<digest> or sha256:<id>."),
-        upload: bool = typer.Option(False, "--upload", help="Send the image itself (docker save) instead of a reference."),
+        image: str = typer.Argument(..., help="A local image (name:tag or sha256:<id>), or repo@sha256:<digest> of a "
+                                    "registry the platform pulls from."),
+        upload: bool = typer.Option(False, "--upload", help="Always send the image itself (docker save), even when "
+                                    "your team uploaded it before."),
         note: str = typer.Option("", help="A note stored with the submission."),
         wait: bool = typer.Option(False, "--wait", help="Follow the submission until it is final."),
     ) -> None:
-        """Submit a policy image to the platform (pinned by digest, or uploaded)."""
+        """Submit a policy image. A local image is uploaded (docker save) unless your team uploaded
+        the same image id before (then it goes by id); a digest of a registry the platform pulls
+        from goes by digest."""
         c = client()
         try:
-            if upload:
+            plan = plan_submit(c, image, upload)
+            typer.echo(plan.why, err=True)
+            if plan.kind == "upload":
                 with tempfile.TemporaryDirectory() as tmp:
                     path = Path(tmp) / "policy.tar"
                     try:
-                        size = _save_image(image, path)
+                        size = _save_image(plan.image, path)
                     except Exception as exc:  # noqa: BLE001
                         fail(f"could not export {image} with the local Docker engine: {exc}")
-                    typer.echo(f"uploading {image} ({size / 2**20:.0f} MiB)...", err=True)
+                    typer.echo(f"sending the archive ({size / 2**20:.0f} MiB)...", err=True)
                     with path.open("rb") as fh:
                         created = c.request("POST", "/submissions/upload", files={"file": ("policy.tar", fh)},
                                             data={"note": note}, timeout=3600)
             else:
-                created = c.request("POST", "/submissions", json={"image": pin_image(image), "note": note})
+                created = c.request("POST", "/submissions", json={"image": plan.image, "note": note})
         except PlatformError as exc:
             fail(str(exc))
         typer.echo(f"submitted: {created['id']} ({created['state']}; {created['queue_position']} ahead)")

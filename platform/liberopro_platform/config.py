@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """Configuration of the API, the workers and the sandbox."""
+    """Configuration of the API, the workers and the sandbox.
+
+    Platform images are named by image id (``sha256:...``), fixed at deployment:
+    ``docker/build-images.sh`` writes ``LIBEROPRO_EVALUATOR_IMAGE``, ``LIBEROPRO_PLATFORM_IMAGE``,
+    ``LIBEROPRO_REDIS_IMAGE`` and ``LIBEROPRO_POSTGRES_IMAGE`` into ``.env``, which compose and
+    these settings read (docs/platform.md, "Image identity").
+    """
 
     model_config = SettingsConfigDict(env_prefix="LIBEROPRO_", env_file=".env", extra="ignore")
 
@@ -38,19 +44,32 @@ class Settings(BaseSettings):
 
     # --- sandbox
     backend: Literal["docker", "local"] = "docker"
-    evaluator_image: str = "liberopro/evaluator:latest"
+    evaluator_image: str = Field(
+        "liberopro/evaluator:latest", description="The evaluator image by id (sha256:...; docker/build-images.sh "
+        "writes it to .env). A tag is resolved once when the worker starts and pinned for its lifetime; every "
+        "evaluator container's image id is checked against it before it starts.")
+    platform_image: str | None = Field(None, description="The api/worker image by id: never run as a policy.")
+    redis_image: str | None = Field(None, description="The redis image by id: never run as a policy.")
+    postgres_image: str | None = Field(None, description="The postgres image by id: never run as a policy.")
+    allowed_registries: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Registries (host[:port], comma-separated) whose repo@sha256 digests a "
+        "submission may name; the worker pulls those by digest only. Empty (the default): no pull at all, "
+        "teams upload their images.")
     policy_port: int = 8000
     policy_user: str = Field("65534:65534", description="uid:gid the policy runs as (never root).")
     policy_memory: str = "8g"
     policy_cpus: float = 2.0
     policy_pids: int = 512
-    policy_tmpfs_size: str = "1g"
+    policy_tmpfs_size: str = Field("1g", description="Size of the policy's /tmp (a tmpfs, counted in policy_memory).")
+    policy_shm_size: str = Field("1g", description="Size of the policy's /dev/shm (a tmpfs, counted in policy_memory).")
+    policy_volume_tmpfs_size: str = Field(
+        "256m", description="Size of the empty tmpfs mounted at each VOLUME the policy image declares (instead of "
+        "an unbounded anonymous volume on the host's disk; counted in policy_memory).")
     policy_restarts: int = Field(3, description="Restarts of a crashed policy container per shard.")
     runtime: str | None = Field(None, description="OCI runtime of the policy container, e.g. runsc (gVisor).")
     gpus: str | None = Field(None, description="GPU request for the policy: 'all', a count, or device ids '0,1'.")
     evaluator_memory: str = "8g"
     evaluator_cpus: float | None = None
-    allow_pull: bool = Field(True, description="Pull a repo@sha256 reference that is not present locally.")
     pull_timeout_s: float = 900
     max_image_bytes: int = Field(20 * 2**30, description="Largest policy image accepted (uncompressed).")
     max_upload_bytes: int = Field(20 * 2**30, description="Largest `docker save` archive accepted.")
@@ -81,6 +100,18 @@ class Settings(BaseSettings):
     token_ttl_days: int = 90
     submissions_per_day: int = 5
     max_concurrent: int = 1
+
+    @field_validator("allowed_registries", mode="before")
+    @classmethod
+    def _split_registries(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip()
+            if value.startswith("["):
+                import json
+
+                return json.loads(value)
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     def shard_time_limit_s(self, episodes: int) -> float:
         """Wall-clock limit of one shard attempt with ``episodes`` episodes to run."""

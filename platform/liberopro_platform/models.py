@@ -2,7 +2,8 @@
 describes each, and ``migrations/`` holds their Alembic history.
 
 teams -> users -> api_tokens; teams -> submissions -> shards, episodes, events; submissions ->
-results (the published row the leaderboard reads).
+results (the published row the leaderboard reads); teams -> team_images (the images a team
+uploaded or had pulled, which alone it may name by id).
 """
 
 from __future__ import annotations
@@ -229,6 +230,23 @@ class SubmissionEvent(Base):
     at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     state: Mapped[str] = mapped_column(String(16))
     message: Mapped[str] = mapped_column(Text)
+
+
+class TeamImage(Base):
+    """An image id a team may submit by ``sha256:<id>``: one it uploaded (``source`` upload) or
+    whose allowed-registry digest the platform pulled for it (``source`` registry). Recorded by
+    the worker once the image is loaded and checked; never for a platform image. See
+    docs/platform.md, "Image identity"."""
+
+    __tablename__ = "team_images"
+    __table_args__ = (UniqueConstraint("team_id", "image_id", name="uq_team_image"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))  # indexed by uq_team_image
+    image_id: Mapped[str] = mapped_column(String(100), index=True)
+    source: Mapped[str] = mapped_column(String(16))  # upload | registry
+    submission_id: Mapped[str | None] = mapped_column(ForeignKey("submissions.id", ondelete="SET NULL"),
+                                                      default=None)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
 class Result(Base):

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from liberopro_platform.config import Settings
 from liberopro_platform.db import transaction
 from liberopro_platform.evaluator_entry import ShardSpec
+from liberopro_platform.image_refs import IMAGE_ID
 from liberopro_platform.manifest import ManifestError, load_manifest, plan_shards
 from liberopro_platform.models import (
     ACTIVE_STATES,
@@ -129,7 +130,11 @@ class Pipeline:
 
     # ------------------------------------------------------------------ validation
     def validate(self, submission_id: str) -> None:
-        """Stage 1: pin and check the image, start it alone, run the conformance check; then plan."""
+        """Stage 1: check that the team may submit the image (again: the API did, the settings may
+        have changed since), pin and check it, record that the team owns an uploaded or pulled
+        image, start it alone, run the conformance check; then plan."""
+        from liberopro_platform.ownership import grant_image, reference_refusal
+
         with transaction(self.sessions) as s:
             sub = s.get(Submission, submission_id, with_for_update=True)
             if sub is None or sub.state in (S.published.value, S.failed.value, S.cancelled.value,
@@ -141,11 +146,19 @@ class Pipeline:
                 fail(s, sub, "validation", f"validation was attempted {sub.attempts} times without finishing",
                      INTERNAL_FIX)
                 return
+            if sub.source == "reference" and sub.image_ref:
+                refusal = reference_refusal(s, sub.team_id, sub.team.name, sub.image_ref,
+                                            self.settings.allowed_registries)
+                if refusal is not None:
+                    fail(s, sub, "validation", refusal.failure, refusal.fix)
+                    return
             set_state(s, sub, S.validating, "validating: checking the image", worker=self.worker,
                       heartbeat_at=self._now(), attempts=sub.attempts + 1, stuck_reason=None)
             source = PolicySource(submission_id=sub.id, image=sub.image_digest or sub.image_ref,
                                   command=sub.policy_command, protocol=sub.protocol)
             upload = sub.upload_path if not sub.image_digest else None
+            team_id, kind = sub.team_id, sub.source
+            ref_is_id = bool(sub.image_ref and IMAGE_ID.match(sub.image_ref))
         try:
             backend = self.backend
             prepared = backend.prepare(source, upload)
@@ -154,10 +167,15 @@ class Pipeline:
 
                 source = PolicySource(submission_id=submission_id, image=prepared.digest,
                                       protocol=protocol_from_labels(prepared.labels))
+                if kind == "upload" or (kind == "reference" and not ref_is_id):
+                    grant_image(self.sessions, team_id, prepared.digest, "upload" if kind == "upload" else "registry",
+                                submission_id)
                 with transaction(self.sessions) as s:
                     sub = s.get(Submission, submission_id)
                     sub.image_digest, sub.image_size = prepared.digest, prepared.size
                     sub.protocol = source.protocol
+                    for note in prepared.notes:
+                        add_event(s, sub, note)
                     set_state(s, sub, S.validating, f"validating: image {prepared.digest[:19]} "
                               f"({prepared.size / 2**30:.2f} GiB) started in the sandbox, conformance check running")
                 if upload:
@@ -165,7 +183,12 @@ class Pipeline:
             outcome = backend.validate(source, lambda: self._beat_submission(submission_id))
         except PolicyRejected as exc:
             with transaction(self.sessions) as s:
-                fail(s, s.get(Submission, submission_id), "validation", exc.failure, exc.fix)
+                sub = s.get(Submission, submission_id)
+                fail(s, sub, "validation", exc.failure, exc.fix)
+                if exc.admin_detail:
+                    add_event(s, sub, f"[admin] {exc.admin_detail[:2000]}")
+            if upload:
+                _remove_quietly(upload)
             return
         except Exception as exc:  # noqa: BLE001 - an infrastructure fault: bounded retries
             log.exception("validation of %s failed", submission_id)

@@ -192,8 +192,10 @@ def platform_settings(platform_env):
 
 @pytest.fixture(scope="session")
 def worker(platform_env, docker_client, platform_images, tmp_path_factory):
-    """The Celery worker of the session (tests may kill and restart it)."""
-    w = WorkerProcess(platform_env, tmp_path_factory.mktemp("worker") / "worker.log").start()
+    """The Celery worker of the session (tests may kill and restart it); as in production it
+    names the evaluator image by id."""
+    env = {**platform_env, "LIBEROPRO_EVALUATOR_IMAGE": platform_images[EVALUATOR_IMAGE]}
+    w = WorkerProcess(env, tmp_path_factory.mktemp("worker") / "worker.log").start()
     yield w
     w.stop()
 
@@ -236,6 +238,26 @@ def team_token(platform_settings) -> str:
         s.flush()
         _, token = issue_token(s, user, 1)
     return token
+
+
+@pytest.fixture(scope="session")
+def grant(platform_settings, team_token):
+    """``grant(image_id)`` records that the team of ``team_token`` uploaded ``image_id`` (as the
+    worker does after loading an upload), so tests can submit locally built images by id; the
+    upload path itself is tested in test_image_identity.py and test_docker_pipeline.py."""
+    from liberopro_platform.db import make_engine, make_sessionmaker
+    from liberopro_platform.models import ApiToken
+    from liberopro_platform.ownership import grant_image
+
+    sessions = make_sessionmaker(make_engine(platform_settings.database_url))
+    with sessions() as s:
+        team_id = s.get(ApiToken, team_token.split("_")[1]).user.team_id
+
+    def grant_(image_id: str) -> str:
+        grant_image(sessions, team_id, image_id, "upload", None)
+        return image_id
+
+    return grant_
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
-"""The API on a real PostgreSQL database: tokens and why they are refused, pinned references,
-per-team limits, status, cancel, logs, admin endpoints. The queue is a recorder here (the
-Celery path is covered by test_docker_pipeline)."""
+"""The API on a real PostgreSQL database: tokens and why they are refused, which image references
+a team may submit (its own uploads by id, allowed registries' digests), per-team limits, status,
+cancel, logs, admin endpoints. The queue is a recorder here (the Celery path is covered by
+test_docker_pipeline)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import secrets
 
 import pytest
 from fastapi.testclient import TestClient
+from lp_helpers import Canary, free_port
 
 IMAGE_ID = "sha256:" + "ab" * 32
+DIGEST = "sha256:" + "0" * 64
 
 
 class Recorder:
@@ -35,7 +38,7 @@ def env(migrated_pg, tmp_path_factory):
     from liberopro_platform.config import Settings
 
     settings = Settings(database_url=migrated_pg, data_dir=tmp_path_factory.mktemp("api-data"),
-                        submissions_per_day=3, max_concurrent=1)
+                        submissions_per_day=3, max_concurrent=1, allowed_registries=["registry.example.org"])
     recorder = Recorder()
     app = create_app(settings, enqueue=recorder)
     return app, recorder, settings
@@ -62,6 +65,17 @@ def make_user(env):
             return token, user.name, team.name, row.id
 
     return make
+
+
+def own(env, team: str, image_id: str = IMAGE_ID) -> None:
+    """Record that ``team`` uploaded ``image_id`` (what the worker does after loading an upload)."""
+    from liberopro_platform.models import Team
+    from liberopro_platform.ownership import grant_image
+    from sqlalchemy import select
+
+    with env[0].state.sessions() as s:
+        team_id = s.scalar(select(Team.id).where(Team.name == team))
+    grant_image(env[0].state.sessions, team_id, image_id, "upload", None)
 
 
 @pytest.fixture
@@ -114,19 +128,70 @@ def test_a_user_can_rotate_tokens(client, make_user):
 
 def test_image_must_be_pinned_by_digest(client, make_user):
     token, *_ = make_user()
-    r = client.post("/submissions", json={"image": "team/policy:latest"}, headers=auth(token))
-    assert r.status_code == 422
-    d = r.json()["detail"]
-    assert d["error"] == "image_not_pinned" and "sha256" in d["message"] and "liberopro submit" in d["message"]
+    for ref in ("team/policy:latest", "registry.example.org/t/p:v1@" + DIGEST, "sha256:abc", "UPPER/x@" + DIGEST):
+        r = client.post("/submissions", json={"image": ref}, headers=auth(token))
+        assert r.status_code == 422, (ref, r.text)
+        d = r.json()["detail"]
+        assert d["error"] == "image_not_pinned" and "sha256" in d["message"] and "liberopro submit" in d["message"]
     r = client.post("/submissions", json={"command": "python -m x"}, headers=auth(token))
     assert r.status_code == 422 and r.json()["detail"]["error"] == "command_not_allowed"
-    r = client.post("/submissions", json={"image": "registry.example.org/t/p@sha256:" + "0" * 64}, headers=auth(token))
+    r = client.post("/submissions", json={"image": "registry.example.org/t/p@" + DIGEST}, headers=auth(token))
     assert r.status_code == 201, r.text
+
+
+def test_only_the_teams_own_uploads_are_accepted_by_id(client, make_user, env):
+    """Team B cannot submit team A's upload (its id is public on the leaderboard) nor any other
+    id it did not upload; the refusal is the same whether the image exists or not."""
+    token_a, _, team_a, _ = make_user()
+    token_b, _, team_b, _ = make_user()
+    own(env, team_a)
+    assert client.get(f"/images/{IMAGE_ID}", headers=auth(token_a)).json() == {"image_id": IMAGE_ID, "owned": True}
+    assert client.get(f"/images/{IMAGE_ID}", headers=auth(token_b)).json()["owned"] is False
+    assert client.get("/images/latest", headers=auth(token_b)).status_code == 422
+    listed = client.get("/images", headers=auth(token_a)).json()
+    assert listed["allowed_registries"] == ["registry.example.org"]
+    assert [i["image_id"] for i in listed["owned"]] == [IMAGE_ID] and listed["owned"][0]["source"] == "upload"
+    assert client.get("/images", headers=auth(token_b)).json()["owned"] == []
+    refusals = []
+    for ref in (IMAGE_ID, "sha256:" + "ef" * 32):
+        r = client.post("/submissions", json={"image": ref}, headers=auth(token_b))
+        assert r.status_code == 403, r.text
+        d = r.json()["detail"]
+        assert d["error"] == "image_not_owned" and f"not uploaded by team {team_b}" in d["message"]
+        assert "liberopro submit IMAGE" in d["message"]
+        refusals.append(d["message"].replace(ref, "ID"))
+    assert refusals[0] == refusals[1]
+    r = client.post("/submissions", json={"image": IMAGE_ID}, headers=auth(token_a))
+    assert r.status_code == 201, r.text
+    client.post(f"/submissions/{r.json()['id']}/cancel", headers=auth(token_a))
+
+
+def test_registry_digests_only_from_the_allowed_list_and_no_reachability_oracle(client, make_user):
+    """127.0.0.1:<open port> and 127.0.0.1:<closed port> get the same refusal, and nothing
+    connects to the open one (the API never asks the engine)."""
+    token, *_ = make_user()
+    canary = Canary(free_port())
+    closed = free_port()
+    try:
+        answers = []
+        for port in (canary.port, closed):
+            r = client.post("/submissions", json={"image": f"127.0.0.1:{port}/x@{DIGEST}"}, headers=auth(token))
+            assert r.status_code == 422, r.text
+            d = r.json()["detail"]
+            assert d["error"] == "registry_not_allowed" and "registry.example.org" in d["message"]
+            answers.append(d["message"].replace(str(port), "PORT"))
+        r = client.post("/submissions", json={"image": f"docker.io/library/python@{DIGEST}"}, headers=auth(token))
+        assert r.status_code == 422 and "docker.io is not a registry" in r.json()["detail"]["message"]
+        assert answers[0] == answers[1]
+        assert canary.connections == []
+    finally:
+        canary.close()
 
 
 def test_submit_status_cancel(client, make_user, env):
     _, recorder, _ = env
     token, _, team, _ = make_user()
+    own(env, team)
     r = client.post("/submissions", json={"image": IMAGE_ID, "note": "n"}, headers=auth(token))
     assert r.status_code == 201
     sid = r.json()["id"]
@@ -146,8 +211,9 @@ def test_submit_status_cancel(client, make_user, env):
     assert r.status_code == 409 and "already cancelled" in r.json()["detail"]["message"]
 
 
-def test_team_limits_concurrent_and_per_day(client, make_user):
+def test_team_limits_concurrent_and_per_day(client, make_user, env):
     token, _, team, _ = make_user(per_day=2, concurrent=1)
+    own(env, team)
     first = client.post("/submissions", json={"image": IMAGE_ID}, headers=auth(token)).json()["id"]
     r = client.post("/submissions", json={"image": IMAGE_ID}, headers=auth(token))
     assert r.status_code == 429 and r.json()["detail"]["error"] == "too_many_active"
@@ -186,7 +252,8 @@ def test_admin_hides_a_published_result(client, make_user, env):
     from liberopro_platform.db import transaction
     from liberopro_platform.models import Result, Submission
 
-    token, *_ = make_user()
+    token, _, team, _ = make_user()
+    own(env, team)
     admin, *_ = make_user(admin=True)
     sid = client.post("/submissions", json={"image": IMAGE_ID}, headers=auth(token)).json()["id"]
     with transaction(env[0].state.sessions) as s:

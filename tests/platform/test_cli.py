@@ -37,6 +37,7 @@ def server(migrated_pg, tmp_path_factory):
 
 @pytest.fixture
 def token(server) -> tuple[str, str]:
+    """A token of a user in a new team that uploaded IMAGE_ID before."""
     from liberopro_platform.db import transaction
     from liberopro_platform.models import Team, User
     from liberopro_platform.security import issue_token
@@ -49,7 +50,11 @@ def token(server) -> tuple[str, str]:
         s.add(user)
         s.flush()
         row, tok = issue_token(s, user, 1)
-        return tok, row.id
+        team_id = team.id
+    from liberopro_platform.ownership import grant_image
+
+    grant_image(server[1].state.sessions, team_id, IMAGE_ID, "upload", None)
+    return tok, row.id
 
 
 def run(args: list[str], env: dict[str, str]):
@@ -63,6 +68,7 @@ def test_submit_status_cancel_from_the_command_line(server, token, tmp_path):
     env = {"LIBEROPRO_API_URL": api.url, "LIBEROPRO_TOKEN": token[0], "LIBEROPRO_CONFIG": str(tmp_path / "none.toml")}
     r = run(["submit", IMAGE_ID], env)
     assert r.exit_code == 0, r.output
+    assert "your team uploaded it before, so it is submitted by id (no upload" in r.output
     sid = r.output.split("submitted: ")[1].split()[0]
     r = run(["status", sid], env)
     assert r.exit_code == 0 and f"submission {sid}" in r.output and "queued" in r.output
@@ -90,9 +96,21 @@ def test_config_file_and_the_reason_for_a_refused_token(server, token, tmp_path)
     assert r.exit_code == 2
     assert "token_expired" in r.output and "expired on" in r.output and "None" not in r.output
     r = run(["submit", "team/policy:latest"], {**env, "DOCKER_HOST": "unix:///nonexistent.sock"})
-    assert r.exit_code == 2 and "not pinned by digest" in r.output
+    assert r.exit_code == 2 and "team/policy:latest could not be read from your local Docker engine" in r.output
     r = run(["status"], {"LIBEROPRO_CONFIG": str(tmp_path / "missing.toml")})
     assert r.exit_code == 2 and "LIBEROPRO_API_URL" in r.output
+
+
+def test_submit_explains_what_it_cannot_send(server, token, tmp_path):
+    """An id the team did not upload, or a digest of a registry the platform does not pull from,
+    is uploaded from the local engine; when the engine does not have it the CLI says so."""
+    api, _ = server
+    env = {"LIBEROPRO_API_URL": api.url, "LIBEROPRO_TOKEN": token[0], "LIBEROPRO_CONFIG": str(tmp_path / "none.toml"),
+           "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    r = run(["submit", "sha256:" + "ee" * 32], env)
+    assert r.exit_code == 2 and "not uploaded by your team, and it could not be read from your local" in r.output
+    r = run(["submit", "ghcr.io/team/policy@sha256:" + "0" * 64], env)
+    assert r.exit_code == 2 and "ghcr.io is not a registry the platform pulls from (allowed: none)" in r.output, r.output
 
 
 def test_admin_bootstrap_on_the_sqlite_default(tmp_path):

@@ -1,5 +1,6 @@
-"""compose.yaml validates with the installed Compose, and binds services so that nothing but the
-API (on 127.0.0.1) is published."""
+"""compose.yaml validates with the installed Compose, binds services so that nothing but the API
+(on 127.0.0.1) is published, and names every image by id (from .env, written by
+docker/build-images.sh), refusing to start without them."""
 
 from __future__ import annotations
 
@@ -22,12 +23,28 @@ def compose_command() -> list[str]:
     pytest.fail("no Compose found: apt-get install docker-compose (or the docker compose plugin)")
 
 
-def test_compose_file_validates_and_publishes_only_the_api():
+IDS = {f"LIBEROPRO_{name}_IMAGE": "sha256:" + digit * 64
+       for name, digit in (("EVALUATOR", "1"), ("PLATFORM", "2"), ("REDIS", "3"), ("POSTGRES", "4"))}
+
+
+def test_compose_file_validates_and_publishes_only_the_api(tmp_path):
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "POSTGRES_PASSWORD": "x"}
+    # Without the ids (no .env beside the file) Compose refuses and says what to run.
+    bare = tmp_path / "compose.yaml"
+    bare.write_text(COMPOSE.read_text())
+    res = subprocess.run([*compose_command(), "-f", str(bare), "config"], capture_output=True, text=True,
+                         check=False, env=env)
+    assert res.returncode != 0 and "docker/build-images.sh" in res.stderr, res.stderr
     res = subprocess.run([*compose_command(), "-f", str(COMPOSE), "config"], capture_output=True, text=True,
-                         check=False, env={"PATH": "/usr/local/bin:/usr/bin:/bin", "POSTGRES_PASSWORD": "x"})
+                         check=False, env={**env, **IDS})
     assert res.returncode == 0, res.stderr
     config = yaml.safe_load(res.stdout)
     services = config["services"]
+    # Every image by id; the worker pins the evaluator by id and knows the platform's own images.
+    images = {name: s["image"] for name, s in services.items()}
+    assert images["redis"] == IDS["LIBEROPRO_REDIS_IMAGE"] and images["postgres"] == IDS["LIBEROPRO_POSTGRES_IMAGE"]
+    assert {images[n] for n in ("api", "worker", "beat", "migrate", "sandbox-firewall")} == {IDS["LIBEROPRO_PLATFORM_IMAGE"]}
+    assert {k: services["worker"]["environment"][k] for k in IDS} == IDS
     assert {"redis", "postgres", "api", "worker", "beat", "migrate", "sandbox-firewall"} <= set(services)
     published = {name: s.get("ports") for name, s in services.items() if s.get("ports")}
     assert set(published) == {"api"}

@@ -28,7 +28,10 @@ def _sessions(settings):
     return make_sessionmaker(make_engine(settings.database_url))
 
 
-def submit(http, image: str) -> str:
+def submit(http, image: str, grant=None) -> str:
+    """Submit ``image`` by id; ``grant`` first records that the team uploaded it."""
+    if grant is not None:
+        grant(image)
     r = http.post("/submissions", json={"image": image, "note": "platform test"})
     assert r.status_code == 201, r.text
     return r.json()["id"]
@@ -60,10 +63,10 @@ def wait_no_leftovers(docker_client, timeout: float = 30.0) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def reference_run(http, worker, platform_images, platform_settings):
+def reference_run(http, worker, platform_images, platform_settings, grant):
     """The example policy submitted once and run uninterrupted: (status, episodes)."""
     t0 = time.monotonic()
-    sid = submit(http, platform_images[EXAMPLE_IMAGE])
+    sid = submit(http, platform_images[EXAMPLE_IMAGE], grant)
     st = wait_final(http, sid, 600, worker)
     TIMINGS["example submission, submit to published (s)"] = round(time.monotonic() - t0, 1)
     return st, episodes_of(platform_settings, sid)
@@ -108,13 +111,13 @@ def test_example_policy_image_goes_through_the_whole_pipeline(reference_run, htt
 
 
 def test_worker_killed_mid_shard_completes_without_duplicates(reference_run, http, worker, platform_images,
-                                                              platform_settings, docker_client):
+                                                              platform_settings, docker_client, grant):
     """SIGKILL the worker while a shard runs; a restarted worker sweeps the orphaned sandbox,
     reruns only the missing episodes, and the result equals the uninterrupted run."""
     from liberopro_platform.models import Episode
 
     ref_status, ref_episodes = reference_run
-    sid = submit(http, platform_images[EXAMPLE_IMAGE])
+    sid = submit(http, platform_images[EXAMPLE_IMAGE], grant)
     sessions = _sessions(platform_settings)
     end = time.monotonic() + 300
     stored = 0
@@ -149,22 +152,22 @@ def test_worker_killed_mid_shard_completes_without_duplicates(reference_run, htt
 
 
 # ---------------------------------------------------------------- hostile images
-def run_hostile(http, worker, hostile_images, behavior: str) -> tuple[dict, str]:
+def run_hostile(http, worker, hostile_images, behavior: str, grant) -> tuple[dict, str]:
     t0 = time.monotonic()
-    sid = submit(http, hostile_images[behavior])
+    sid = submit(http, hostile_images[behavior], grant)
     st = wait_final(http, sid, 600, worker)
     TIMINGS[f"hostile {behavior}, submit to final (s)"] = round(time.monotonic() - t0, 1)
     assert worker.proc.poll() is None, "the worker died"
     return st, http.get(f"/submissions/{sid}/logs").text
 
 
-def test_hostile_egress_is_refused_everywhere(http, worker, hostile_images, canary, egress_ports, docker_client):
+def test_hostile_egress_is_refused_everywhere(http, worker, hostile_images, canary, egress_ports, docker_client, grant):
     """The image probes the internet, the API and a canary on 0.0.0.0, Redis and PostgreSQL
     (through the sandbox gateway and by compose service name) before serving; every attempt is
     refused, and it still passes validation (then it is cancelled: the shard sandbox is the
     same, see test_policy_container_restrictions)."""
     t0 = time.monotonic()
-    sid = submit(http, hostile_images["egress"])
+    sid = submit(http, hostile_images["egress"], grant)
     end = time.monotonic() + 300
     st = {}
     while time.monotonic() < end:
@@ -193,8 +196,8 @@ def test_hostile_egress_is_refused_everywhere(http, worker, hostile_images, cana
     assert wait_no_leftovers(docker_client) == []
 
 
-def test_hostile_fork_bomb_hits_the_pids_limit(http, worker, hostile_images, platform_settings, docker_client):
-    st, logs = run_hostile(http, worker, hostile_images, "forkbomb")
+def test_hostile_fork_bomb_hits_the_pids_limit(http, worker, hostile_images, platform_settings, docker_client, grant):
+    st, logs = run_hostile(http, worker, hostile_images, "forkbomb", grant)
     assert st["state"] == "failed" and st["failure_stage"] == "validation", st
     assert "/health" in st["failure"] and st["fix"]
     m = re.search(r"FORKBOMB fork failed after (\d+) forks: (.*)", logs)
@@ -204,16 +207,16 @@ def test_hostile_fork_bomb_hits_the_pids_limit(http, worker, hostile_images, pla
     assert wait_no_leftovers(docker_client) == []
 
 
-def test_hostile_memory_bomb_ends_its_episodes_with_oom(http, worker, hostile_images, docker_client):
-    st, logs = run_hostile(http, worker, hostile_images, "memory")
+def test_hostile_memory_bomb_ends_its_episodes_with_oom(http, worker, hostile_images, docker_client, grant):
+    st, logs = run_hostile(http, worker, hostile_images, "memory", grant)
     assert st["state"] == "published", st
     assert st["termination_reasons"] == {"policy_out_of_memory": 2}, st["termination_reasons"]
     assert "MEMORY allocating until killed" in logs
     assert wait_no_leftovers(docker_client) == []
 
 
-def test_hostile_never_healthy_fails_validation_with_a_message(http, worker, hostile_images, docker_client):
-    st, logs = run_hostile(http, worker, hostile_images, "never_healthy")
+def test_hostile_never_healthy_fails_validation_with_a_message(http, worker, hostile_images, docker_client, grant):
+    st, logs = run_hostile(http, worker, hostile_images, "never_healthy", grant)
     assert st["state"] == "failed" and st["failure_stage"] == "validation", st
     assert "/health" in st["failure"], st["failure"]
     assert "GET /health" in st["fix"] and "docker run" in st["fix"]
@@ -222,8 +225,8 @@ def test_hostile_never_healthy_fails_validation_with_a_message(http, worker, hos
     assert wait_no_leftovers(docker_client) == []
 
 
-def test_cancel_during_validation_stops_the_sandbox(http, worker, hostile_images, docker_client):
-    sid = submit(http, hostile_images["never_healthy"])
+def test_cancel_during_validation_stops_the_sandbox(http, worker, hostile_images, docker_client, grant):
+    sid = submit(http, hostile_images["never_healthy"], grant)
     end = time.monotonic() + 120
     while time.monotonic() < end and not any(sid in n for n in sandbox_leftovers(docker_client)):
         time.sleep(0.2)
@@ -235,16 +238,16 @@ def test_cancel_during_validation_stops_the_sandbox(http, worker, hostile_images
     assert http.get(f"/submissions/{sid}").json()["state"] == "cancelled"
 
 
-def test_hostile_slow_policy_times_out(http, worker, hostile_images, docker_client):
-    st, _ = run_hostile(http, worker, hostile_images, "slow")
+def test_hostile_slow_policy_times_out(http, worker, hostile_images, docker_client, grant):
+    st, _ = run_hostile(http, worker, hostile_images, "slow", grant)
     assert st["state"] == "published", st
     assert set(st["termination_reasons"]) == {"policy_timeout"}, st["termination_reasons"]
     assert wait_no_leftovers(docker_client) == []
 
 
 def test_hostile_crash_mid_episode_ends_only_that_episode(http, worker, hostile_images, platform_settings,
-                                                          docker_client):
-    st, logs = run_hostile(http, worker, hostile_images, "crash")
+                                                          docker_client, grant):
+    st, logs = run_hostile(http, worker, hostile_images, "crash", grant)
     assert st["state"] == "published", st
     # Every episode reaches step 2 and crashes there: each is recorded with the cause, and the
     # next episode runs against the restarted container.
@@ -267,7 +270,7 @@ def test_policy_container_restrictions(docker_client, platform_images, platform_
         host = docker_client.api.inspect_container(c.id)["HostConfig"]
         net = docker_client.api.inspect_network(sb.network.id)
         name = sb.name
-    assert host["ReadonlyRootfs"] is True and "/tmp" in host["Tmpfs"]
+    assert host["ReadonlyRootfs"] is True and "/tmp" in host["Tmpfs"] and host["ShmSize"] == 2**30
     assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
     assert host["Memory"] == 384 * 2**20 and host["MemorySwap"] == host["Memory"]
     assert host["PidsLimit"] == settings.policy_pids and host["NanoCpus"] == int(settings.policy_cpus * 1e9)
@@ -285,15 +288,19 @@ def test_policy_container_restrictions(docker_client, platform_images, platform_
 
 def test_worker_goes_on_uploaded_archive_runs_and_cancel_removes_the_sandbox(api, http, team_token, worker, platform_images,
                                                                    docker_client, tmp_path):
-    """After the hostile images the worker goes on: `liberopro submit IMAGE --upload` sends
-    `docker save`; the worker loads, pins and validates it and starts its shard. A cancel while
-    the shard runs stops the sandbox and removes it."""
+    """After the hostile images the worker goes on: `liberopro submit IMAGE` sends `docker save
+    IMAGE` (a tagged archive, as `docker save` always writes); the worker loads it without its tag,
+    tags it liberopro/submission/<id>, validates it and starts its shard. A cancel while the shard
+    runs stops the sandbox and removes it. Submitting the same image again goes by id, without
+    an upload, since the team now owns it."""
     from liberopro.cli import app
     from typer.testing import CliRunner
 
     env = {"LIBEROPRO_API_URL": api.url, "LIBEROPRO_TOKEN": team_token, "LIBEROPRO_CONFIG": str(tmp_path / "x.toml")}
-    r = CliRunner().invoke(app, ["submit", "liberopro/example-random:latest", "--upload"], env=env)
+    image_id = docker_client.images.get("liberopro/example-random:latest").id
+    r = CliRunner().invoke(app, ["submit", "liberopro/example-random:latest"], env=env)
     assert r.exit_code == 0, r.output
+    assert "uploading liberopro/example-random:latest" in r.output, r.output
     sid = r.output.split("submitted: ")[1].split()[0]
     end = time.monotonic() + 300
     st = {}
@@ -305,8 +312,14 @@ def test_worker_goes_on_uploaded_archive_runs_and_cancel_removes_the_sandbox(api
         time.sleep(0.5)
     assert st["state"] == "running", st
     assert st["image_ref"] == "upload:policy.tar"
-    assert st["image_digest"] == docker_client.images.get("liberopro/example-random:latest").id
+    assert st["image_digest"] == image_id == docker_client.images.get("liberopro/example-random:latest").id
+    assert f"liberopro/submission/{sid}:latest" in docker_client.images.get(image_id).tags
     assert st["policy_name"] == "example-random"
+    r = CliRunner().invoke(app, ["submit", "liberopro/example-random:latest"], env=env)
+    assert r.exit_code == 0 and "your team uploaded it before, so it is submitted by id (no upload" in r.output, r.output
+    again = r.output.split("submitted: ")[1].split()[0]
+    assert http.get(f"/submissions/{again}").json()["image_ref"] == image_id
+    assert CliRunner().invoke(app, ["cancel", again], env=env).exit_code == 0
     r = CliRunner().invoke(app, ["cancel", sid], env=env)
     assert r.exit_code == 0 and "cancelled" in r.output, r.output
     assert wait_no_leftovers(docker_client, 30) == []

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from liberopro_leaderboard import make_router as leaderboard_router
 
 from liberopro_platform import __version__
-from liberopro_platform.api.routes import admin, submissions, tokens
+from liberopro_platform.api.routes import admin, images, submissions, tokens
 from liberopro_platform.config import Settings, get_settings
 from liberopro_platform.db import make_engine, make_sessionmaker
 from liberopro_platform.pipeline import Enqueue, Pipeline
@@ -41,6 +41,7 @@ def create_app(settings: Settings | None = None, enqueue: Enqueue | None = None)
         return {"ok": True, "version": __version__, "backend": settings.backend}
 
     app.include_router(submissions.router)
+    app.include_router(images.router)
     app.include_router(tokens.router)
     app.include_router(admin.router)
     app.include_router(leaderboard_router())  # public pages and /api/leaderboard (docs/leaderboard.md)

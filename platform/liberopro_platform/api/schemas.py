@@ -9,13 +9,32 @@ from pydantic import BaseModel, Field
 
 
 class SubmitRequest(BaseModel):
-    """Exactly one of ``image`` (pinned by digest: ``repo@sha256:<digest>``, or the image id
-    ``sha256:<id>`` of an image already on the platform's engine) or ``command`` (development
-    platforms on the local backend only: a shell command serving the policy on $PORT)."""
+    """Exactly one of ``image`` (the image id ``sha256:<id>`` of an image the team uploaded, or
+    ``repo@sha256:<digest>`` from one of the platform's allowed registries) or ``command``
+    (development platforms on the local backend only: a shell command serving the policy on $PORT)."""
 
     image: str | None = Field(None, examples=["registry.example.org/team/policy@sha256:0123...", "sha256:4f2a..."])
     command: str | None = None
     note: str = Field("", max_length=2000)
+
+
+class OwnedImage(BaseModel):
+    image_id: str
+    source: str = Field(..., description="upload, or registry (pulled by digest from an allowed registry)")
+    since: dt.datetime
+
+
+class TeamImages(BaseModel):
+    """What a team may submit by reference."""
+
+    allowed_registries: list[str] = Field(..., description="Registries whose repo@sha256 digests are accepted "
+                                          "(empty: none, images are uploaded).")
+    owned: list[OwnedImage] = Field(..., description="Image ids the team may submit as sha256:<id> (newest 200).")
+
+
+class ImageOwnership(BaseModel):
+    image_id: str
+    owned: bool = Field(..., description="True when the team uploaded this image (submit it by id, no upload).")
 
 
 class Check(BaseModel):

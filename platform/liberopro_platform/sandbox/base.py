@@ -41,11 +41,13 @@ class PolicySource:
 
 @dataclass
 class PreparedImage:
-    """The result of resolving a submission's image: pinned digest, size, labels."""
+    """The result of resolving a submission's image: pinned digest (the image id), size, labels,
+    and ``notes`` for the submitter (e.g. which VOLUMEs became tmpfs mounts)."""
 
     digest: str
     size: int
     labels: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -120,13 +122,15 @@ class SandboxBackend(Protocol):
 
 
 class PolicyRejected(Exception):
-    """The submission cannot run at all (image absent, too large, unknown protocol):
-    ``failure`` and ``fix`` go to the submitter."""
+    """The submission cannot run at all (image absent, too large, unknown protocol, not the
+    team's): ``failure`` and ``fix`` go to the submitter, ``admin_detail`` (e.g. the engine's own
+    error, which may name hosts and ports) to the admins only."""
 
-    def __init__(self, failure: str, fix: str) -> None:
+    def __init__(self, failure: str, fix: str, admin_detail: str = "") -> None:
         super().__init__(failure)
         self.failure = failure
         self.fix = fix
+        self.admin_detail = admin_detail
 
 
 def truncate_log(text: str, limit: int) -> str:

@@ -1,10 +1,18 @@
 """The Docker sandbox: per validation or shard, an internal network holding only the policy
 container and an evaluator container.
 
-The policy container runs with a read-only root, a tmpfs /tmp, all capabilities dropped,
-no-new-privileges, a non-root user, memory/CPU/pids limits and no route out (the internal
-network plus the host rule of :mod:`.firewall`); optionally under gVisor (``runtime``) and with
-GPUs (``gpus``). The shard's slice of the hidden manifest goes into a volume mounted into the
+The policy container runs with a read-only root, a tmpfs /tmp, a sized /dev/shm, an empty
+size-limited tmpfs at each VOLUME its image declares (so no anonymous volume and no writable
+layer: nothing it writes reaches the host's disk), all capabilities dropped, no-new-privileges,
+a non-root user, memory/CPU/pids limits and no route out (the internal network plus the host
+rule of :mod:`.firewall`); optionally under gVisor (``runtime``) and with GPUs (``gpus``).
+
+Image identity (docs/platform.md): the evaluator image is pinned by id when the backend starts
+and every evaluator container's image id is checked before it starts; a policy image is used by
+id only, never one of the platform's own images; an uploaded archive is loaded without any of
+its names (:mod:`.archive`) and tagged ``liberopro/submission/<id>``; a registry digest is
+pulled only from an allowed registry, and a failed pull is reported without the engine's
+(network) detail. The shard's slice of the hidden manifest goes into a volume mounted into the
 evaluator container only. The evaluator reports through marked stdout lines
 (:mod:`liberopro_platform.evaluator_entry`); its stderr is kept for admins only.
 
@@ -17,6 +25,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import posixpath
 import queue
 import secrets
 import tarfile
@@ -27,7 +37,16 @@ from typing import Any
 
 from liberopro_platform.config import Settings
 from liberopro_platform.evaluator_entry import CheckSpec, ShardSpec, parse_event
+from liberopro_platform.image_refs import (
+    IMAGE_ID,
+    SUBMISSION_REPO,
+    describe_allowed,
+    is_platform_tag,
+    parse_repo_digest,
+    registry_allowed,
+)
 from liberopro_platform.sandbox import firewall
+from liberopro_platform.sandbox.archive import ArchiveRejected, sanitize_archive
 from liberopro_platform.sandbox.base import (
     POLICY_CRASHED,
     POLICY_OUT_OF_MEMORY,
@@ -50,6 +69,11 @@ LABEL_SUBMISSION = "org.liberopro.submission"
 LABEL_ROLE = "org.liberopro.role"
 POLICY_HOST = "policy"
 SHARD_DIR = "/shard"
+
+#: At most this many VOLUMEs per policy image (each becomes a tmpfs mount).
+MAX_IMAGE_VOLUMES = 16
+_FORBIDDEN_VOLUME_ROOTS = ("/proc", "/sys", "/dev")
+UPLOAD_AGAIN = "upload it: `liberopro submit IMAGE --upload` (sends `docker save IMAGE`)"
 
 LOCAL_RUN_HINT = ("reproduce it locally: `docker run --rm -p 8000:8000 --read-only --tmpfs /tmp "
                   "--user 65534:65534 --cap-drop ALL --security-opt no-new-privileges IMAGE`, then "
@@ -157,12 +181,16 @@ class _Sandbox:
         return container
 
     def create_policy(self, image: str, restarts: int) -> Any:
-        """Create the policy container with every restriction of the sandbox (not started)."""
+        """Create the policy container from the image id ``image`` with every restriction of the
+        sandbox (not started). Raises :class:`SandboxError` when the engine created anything else
+        (another image, a volume)."""
         s = self.backend.settings
+        tmpfs = {path: f"rw,nosuid,nodev,size={s.policy_volume_tmpfs_size}"
+                 for path in image_volumes(self.client.images.get(image).attrs)}
+        tmpfs["/tmp"] = f"rw,nosuid,nodev,size={s.policy_tmpfs_size}"
         kwargs: dict[str, Any] = {
             "name": f"{self.name}-policy", "detach": True, "labels": {**self.labels, LABEL_ROLE: "policy"},
-            "user": s.policy_user, "read_only": True,
-            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={s.policy_tmpfs_size}"},
+            "user": s.policy_user, "read_only": True, "tmpfs": tmpfs, "shm_size": s.policy_shm_size,
             "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "init": True,
             "mem_limit": s.policy_memory, "memswap_limit": s.policy_memory, "nano_cpus": int(s.policy_cpus * 1e9),
             "pids_limit": s.policy_pids, "network": self.network.name,
@@ -178,6 +206,7 @@ class _Sandbox:
         if s.gpus:
             kwargs["device_requests"] = [_gpu_request(s.gpus)]
         container = self._create(image, None, kwargs)
+        _check_created(container, image, "policy")
         self._connect_alias(container)
         return container
 
@@ -196,7 +225,9 @@ class _Sandbox:
             kwargs["nano_cpus"] = int(s.evaluator_cpus * 1e9)
         if volume is not None:
             kwargs["volumes"] = {volume.name: {"bind": SHARD_DIR, "mode": "rw"}}
-        return self._create(s.evaluator_image, command, kwargs)
+        container = self._create(self.backend.evaluator_id, command, kwargs)
+        _check_created(container, self.backend.evaluator_id, "evaluator", allowed_volumes={SHARD_DIR})
+        return container
 
     def volume(self) -> Any:
         v = self.client.volumes.create(name=f"{self.name}-shard", labels=self.labels)
@@ -221,6 +252,36 @@ class _Sandbox:
         # `network=` at create time gives no alias; reconnect with the fixed host name.
         self.network.disconnect(container)
         self.network.connect(container, aliases=[POLICY_HOST])
+
+
+def image_volumes(attrs: dict[str, Any]) -> list[str]:
+    """The VOLUME paths an image's config declares (``docker image inspect`` attributes), normalized."""
+    volumes = (attrs.get("Config") or {}).get("Volumes") or {}
+    return sorted({posixpath.normpath(v) for v in volumes})
+
+
+def check_volumes(paths: list[str]) -> None:
+    """Raise :class:`PolicyRejected` for VOLUMEs no tmpfs can stand in for."""
+    fix = ("remove the VOLUME line (files under that path stay readable in the read-only image; write scratch "
+           "files to /tmp)")
+    if len(paths) > MAX_IMAGE_VOLUMES:
+        raise PolicyRejected(f"the image declares {len(paths)} VOLUMEs; at most {MAX_IMAGE_VOLUMES} are accepted", fix)
+    for p in paths:
+        if not p.startswith("/") or p == "/" or any(p == r or p.startswith(r + "/") for r in _FORBIDDEN_VOLUME_ROOTS):
+            raise PolicyRejected(f"the image declares VOLUME {p}, which the sandbox cannot mount", fix)
+
+
+def _check_created(container: Any, image_id: str, role: str, allowed_volumes: set[str] | None = None) -> None:
+    """The engine created ``container`` from ``image_id`` and without an unexpected volume (an
+    image VOLUME the sandbox did not cover would be an unbounded writable directory on the host)."""
+    attrs = container.attrs
+    if attrs.get("Image") != image_id:
+        raise SandboxError(f"the {role} container was created from {attrs.get('Image')}, not the pinned image "
+                           f"{image_id}; not starting it")
+    volumes = [m.get("Destination") for m in attrs.get("Mounts") or []
+               if m.get("Type") == "volume" and m.get("Destination") not in (allowed_volumes or set())]
+    if volumes:
+        raise SandboxError(f"the {role} container got volumes at {volumes}; not starting it")
 
 
 def _ulimit(name: str, value: int) -> Any:
@@ -274,72 +335,182 @@ class DockerBackend:
             raise SandboxError(f"the Docker engine does not answer ({exc}): start dockerd "
                                "(scripts/start-dockerd.sh) or mount /var/run/docker.sock into the worker") from exc
         firewall.ensure(settings.sandbox_firewall)
+        #: The evaluator image's id, pinned for this backend's lifetime.
+        self.evaluator_id: str = self._pin_platform_image("evaluator_image", required=True)  # type: ignore[assignment]
+        #: Ids of the platform's own images, never run as a policy.
+        self.platform_ids: set[str] = {self.evaluator_id} | {
+            i for i in (self._pin_platform_image(f) for f in ("platform_image", "redis_image", "postgres_image")) if i}
+
+    def _pin_platform_image(self, field: str, required: bool = False) -> str | None:
+        """The image id of the platform image setting ``field`` (an id, or a tag resolved now)."""
+        from docker.errors import DockerException, ImageNotFound
+
+        value = getattr(self.settings, field)
+        env = f"LIBEROPRO_{field.upper()}"
+        if not value:
+            return None
+        try:
+            image_id = self.client.images.get(value).id
+        except ImageNotFound:
+            if IMAGE_ID.match(value) and not required:
+                return value  # not on this engine, yet never to run as a policy here either
+            msg = (f"{env}={value} is not on this Docker engine: build it (docker/build-images.sh writes the new ids "
+                   "to .env) and restart the worker")
+            if required:
+                raise SandboxError(msg) from None
+            log.warning(msg)
+            return None
+        except DockerException as exc:
+            raise SandboxError(f"could not inspect {env}={value}: {exc}") from exc
+        if not IMAGE_ID.match(value):
+            log.warning("%s is the tag %s: pinned to %s for this worker's lifetime; name it by id (docker/"
+                        "build-images.sh writes the ids to .env)", env, value, image_id)
+        return image_id
 
     # ------------------------------------------------------------ image
     def prepare(self, source: PolicySource, upload_path: str | None = None) -> PreparedImage:
-        """Load or find the image, pin it to its id and check its size and protocol label."""
-        from docker.errors import APIError, ImageNotFound
+        """Load the uploaded archive (without its names) or find/pull the referenced image, pin it
+        to its id and check it: no platform image, size, protocol label, VOLUMEs. An uploaded
+        image that passes is tagged ``liberopro/submission/<submission id>``."""
         from submission_spec.transports import PROTOCOL_LABEL, protocol_from_labels
 
         s = self.settings
+        notes: list[str] = []
+        added = False
         if upload_path is not None:
-            image_id = self._load_archive(upload_path)
+            image_id, dropped, added = self._load_archive(upload_path)
+            if dropped:
+                notes.append(f"the archive's own names ({', '.join(dropped[:5])}) were ignored")
         else:
-            ref = source.image or ""
-            try:
-                image_id = self.client.images.get(ref).id
-            except ImageNotFound:
-                image_id = self._pull(ref)
-            except APIError as exc:
-                raise PolicyRejected(f"image reference {ref!r} was refused by the engine: {exc.explanation}",
-                                     "submit repo@sha256:<digest> or the image id sha256:<id>") from exc
+            image_id = self._resolve_reference(source.image or "")
         image = self.client.images.get(image_id)
-        size = int(image.attrs.get("Size", 0))
-        if size > s.max_image_bytes:
-            raise PolicyRejected(f"the image is {_gib(size)} uncompressed; the limit is {_gib(s.max_image_bytes)}",
-                                 "make it smaller: a multi-stage build, no build caches, package caches or "
-                                 "checkpoints the policy does not load")
-        labels = image.labels or {}
         try:
-            protocol_from_labels(labels)
-        except ValueError as exc:
-            raise PolicyRejected(f"the image label {PROTOCOL_LABEL}={labels.get(PROTOCOL_LABEL)!r} is not a "
-                                 f"protocol this platform speaks ({exc})",
-                                 f"set LABEL {PROTOCOL_LABEL}=liberopro (or openpi, openvla) in the Dockerfile") from exc
-        return PreparedImage(digest=image.id, size=size, labels=labels)
+            if image.id in self.platform_ids or any(is_platform_tag(t) for t in image.tags):
+                raise PolicyRejected("the image is one of the platform's own images (evaluator, platform, redis, "
+                                     "postgres or a base image), which never run as a policy",
+                                     "submit your policy's own image")
+            size = int(image.attrs.get("Size", 0))
+            if size > s.max_image_bytes:
+                raise PolicyRejected(f"the image is {_gib(size)} uncompressed; the limit is {_gib(s.max_image_bytes)}",
+                                     "make it smaller: a multi-stage build, no build caches, package caches or "
+                                     "checkpoints the policy does not load")
+            labels = image.labels or {}
+            try:
+                protocol_from_labels(labels)
+            except ValueError as exc:
+                raise PolicyRejected(f"the image label {PROTOCOL_LABEL}={labels.get(PROTOCOL_LABEL)!r} is not a "
+                                     f"protocol this platform speaks ({exc})",
+                                     f"set LABEL {PROTOCOL_LABEL}=liberopro (or openpi, openvla) in the Dockerfile") from exc
+            volumes = image_volumes(image.attrs)
+            check_volumes(volumes)
+        except PolicyRejected:
+            if added:
+                self._remove_refused_upload(image)
+            raise
+        if volumes:
+            notes.append(f"the image declares VOLUME {' '.join(volumes)}: the sandbox mounts an empty tmpfs of "
+                         f"{s.policy_volume_tmpfs_size} at each instead of a volume on the host's disk (files the "
+                         "image holds under those paths are not visible)")
+        if upload_path is not None:
+            image.tag(f"{SUBMISSION_REPO}/{source.submission_id}", "latest")
+        return PreparedImage(digest=image.id, size=size, labels=labels, notes=notes)
 
-    def _pull(self, ref: str) -> str:
+    def _remove_refused_upload(self, image: Any) -> None:
+        """Remove a refused upload that was not on the engine before it, unless something else (a
+        tag, a container, a child image) uses it by now; never a platform image."""
         from docker.errors import DockerException
 
-        fix = ("push the image to a registry this platform can reach and submit repo@sha256:<digest>, "
-               "or upload it: `liberopro submit IMAGE --upload` (sends `docker save IMAGE`)")
-        if "@sha256:" not in ref or not self.settings.allow_pull:
-            raise PolicyRejected(f"image {ref} is not on the platform's Docker engine", fix)
+        image.reload()
+        if image.tags or image.id in self.platform_ids:
+            return
+        try:
+            self.client.images.remove(image.id, noprune=False)
+        except DockerException as exc:
+            log.info("refused upload %s stays on the engine: %s", image.id[:19], exc)
+
+    def _resolve_reference(self, ref: str) -> str:
+        """The local image id of ``ref``: an image id present here, or an allowed registry's
+        digest (pulled when absent)."""
+        from docker.errors import DockerException, ImageNotFound
+
+        if IMAGE_ID.match(ref):
+            try:
+                return self.client.images.get(ref).id
+            except ImageNotFound:
+                raise PolicyRejected(f"image {ref} is no longer on the platform's engine", UPLOAD_AGAIN) from None
+        digest = parse_repo_digest(ref)
+        if digest is None:
+            raise PolicyRejected(f"the image reference {ref[:200]!r} is neither sha256:<id> nor repo@sha256:<digest>",
+                                 UPLOAD_AGAIN)
+        if not registry_allowed(digest, self.settings.allowed_registries):
+            raise PolicyRejected(f"{digest.registry} is not a registry this platform pulls from (allowed: "
+                                 f"{describe_allowed(self.settings.allowed_registries)})", UPLOAD_AGAIN)
+        try:
+            return self.client.images.get(ref).id
+        except ImageNotFound:
+            pass
+        except DockerException as exc:
+            raise PolicyRejected(f"image {ref} could not be found", UPLOAD_AGAIN, admin_detail=str(exc)) from exc
+        return self._pull(ref, digest.registry)
+
+    def _pull(self, ref: str, registry: str) -> str:
+        """Pull ``ref`` (a digest of an allowed registry). The engine's error stays with the admins:
+        the submitter reads the same sentence whatever went wrong (no host or port detail)."""
+        from docker.errors import DockerException
+
         try:
             return self.client.images.pull(ref).id
         except DockerException as exc:
-            raise PolicyRejected(f"image {ref} is not on the platform and could not be pulled: {exc}", fix) from exc
+            log.warning("pull of %s failed: %s", ref, exc)
+            raise PolicyRejected(f"image {ref} could not be pulled from {registry}",
+                                 "check that this digest exists in that registry and can be pulled without "
+                                 f"credentials, or {UPLOAD_AGAIN}", admin_detail=f"pull {ref}: {exc}") from exc
 
-    def _load_archive(self, path: str) -> str:
-        from docker.errors import DockerException
+    def _load_archive(self, path: str) -> tuple[str, list[str], bool]:
+        """Load the uploaded archive at ``path`` without any of its names; returns the image id,
+        the names the archive asked for (ignored) and whether the image is new on the engine."""
+        from docker.errors import DockerException, ImageNotFound
 
         fix = "create the archive with `docker save IMAGE -o policy.tar` (one image) and upload it again"
-        ids: set[str] = set()
+        clean = f"{path}.clean"
         try:
-            with open(path, "rb") as fh:
-                for chunk in self.client.api.load_image(fh):
-                    if "error" in chunk:
-                        raise PolicyRejected(f"the uploaded archive could not be loaded: {chunk['error']}", fix)
-                    text = chunk.get("stream", "")
-                    if "Loaded image ID:" in text:
-                        ids.add(text.split("Loaded image ID:")[1].strip())
-                    elif "Loaded image:" in text:
-                        ids.add(self.client.images.get(text.split("Loaded image:")[1].strip()).id)
-        except DockerException as exc:
-            raise PolicyRejected(f"the uploaded archive could not be loaded: {exc}", fix) from exc
-        if len(ids) != 1:
-            raise PolicyRejected(f"the uploaded archive holds {len(ids)} images; exactly one is needed", fix)
-        return ids.pop()
+            try:
+                info = sanitize_archive(path, clean)
+            except ArchiveRejected as exc:
+                raise PolicyRejected(f"the uploaded archive was refused: {exc}", fix) from exc
+            try:
+                self.client.images.get(info.image_id)
+                existed = True
+            except ImageNotFound:
+                existed = False
+            loaded: set[str] = set()
+            named: list[str] = []
+            try:
+                with open(clean, "rb") as fh:
+                    for chunk in self.client.api.load_image(fh):
+                        if "error" in chunk:
+                            raise PolicyRejected(f"the uploaded archive could not be loaded: {chunk['error'][:500]}", fix)
+                        text = chunk.get("stream", "")
+                        if "Loaded image ID:" in text:
+                            loaded.add(text.split("Loaded image ID:")[1].strip())
+                        elif "Loaded image:" in text:
+                            named.append(text.split("Loaded image:")[1].strip())
+            except DockerException as exc:
+                raise PolicyRejected(f"the uploaded archive could not be loaded: {str(exc)[:500]}", fix) from exc
+            if named:  # never: the archive was rewritten without names
+                raise SandboxError(f"the engine named the upload {named} although its archive carried no names")
+            if loaded - {info.image_id}:
+                raise PolicyRejected(f"the archive loaded {sorted(loaded)}, not the image its manifest names", fix)
+            try:
+                self.client.images.get(info.image_id)
+            except ImageNotFound:
+                raise PolicyRejected("the engine loaded no image from the archive", fix) from None
+            return info.image_id, info.dropped_tags, not existed
+        finally:
+            try:
+                os.remove(clean)
+            except OSError:
+                pass
 
     # ------------------------------------------------------------ validation
     def validate(self, source: PolicySource, on_heartbeat: Callable[[], bool | None]) -> ValidationOutcome:

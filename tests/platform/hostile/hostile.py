@@ -8,6 +8,9 @@ memory        serves; from step 2 of an episode allocates memory until the OOM k
 slow          serves; from step 2 answers /act after 5 s
 crash         serves; exits with code 3 at step 2 of every episode
 never_healthy listens on $PORT but answers /health with 503 forever
+volume        (volume.Dockerfile, which declares VOLUMEs) writes 1 MiB blocks into each of
+              $WRITE_PATHS until a write fails or $WRITE_CAP_MIB is reached, prints
+              "VOLUME <path> wrote <n> MiB: <outcome>" per path, then serves like the zero policy
 """
 
 from __future__ import annotations
@@ -113,6 +116,22 @@ def never_healthy() -> None:
     HTTPServer(("0.0.0.0", int(os.environ.get("PORT", "8000"))), Handler).serve_forever()
 
 
+def fill_disk() -> None:
+    cap = int(os.environ.get("WRITE_CAP_MIB", "256"))
+    block = b"\xa5" * 2**20
+    for path in os.environ.get("WRITE_PATHS", "").split():
+        n, outcome = 0, "cap reached"
+        try:
+            with open(os.path.join(path, "filler.bin"), "wb", buffering=0) as fh:
+                while n < cap:
+                    fh.write(block)
+                    n += 1
+        except OSError as exc:
+            outcome = f"{exc.__class__.__name__}: {exc.strerror}"
+        log(f"VOLUME {path} wrote {n} MiB: {outcome}")
+    log("VOLUME done")
+
+
 def serve_misbehaving() -> None:
     from submission_spec.server import serve
 
@@ -145,6 +164,9 @@ if __name__ == "__main__":
         forkbomb()
     elif BEHAVIOR == "never_healthy":
         never_healthy()
+    elif BEHAVIOR == "volume":
+        fill_disk()
+        serve_misbehaving()
     elif BEHAVIOR in ("memory", "slow", "crash"):
         serve_misbehaving()
     else:

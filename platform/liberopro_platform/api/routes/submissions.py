@@ -1,9 +1,12 @@
-"""Submissions: create (image reference or uploaded archive), status, logs, cancel."""
+"""Submissions: create (image reference or uploaded archive), status, logs, cancel.
+
+An image reference is accepted only when the team may submit it (:mod:`liberopro_platform.ownership`:
+an id the team uploaded, or a digest from an allowed registry); the API never asks the Docker
+engine, so a refusal tells nothing about which images exist there."""
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +24,7 @@ from liberopro_platform.api.schemas import (
     SubmissionStatus,
     SubmitRequest,
 )
+from liberopro_platform.image_refs import IMAGE_ID
 from liberopro_platform.models import (
     ACTIVE_STATES,
     Episode,
@@ -31,15 +35,10 @@ from liberopro_platform.models import (
     User,
     utcnow,
 )
+from liberopro_platform.ownership import reference_refusal
 from liberopro_platform.pipeline import add_event, queue_position
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])
-
-IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
-REPO_DIGEST = re.compile(r"^[a-z0-9][a-z0-9._\-/:]*@sha256:[0-9a-f]{64}$")
-PIN_FIX = ("pin the image: submit repo@sha256:<digest> (`docker inspect --format '{{index .RepoDigests 0}}' IMAGE`) "
-           "or its id sha256:<id> (`docker inspect --format '{{.Id}}' IMAGE`); `liberopro submit IMAGE` pins it for "
-           "you, and `liberopro submit IMAGE --upload` sends the image itself")
 
 
 def _error(status: int, error: str, message: str) -> HTTPException:
@@ -85,7 +84,8 @@ def _created(request: Request, session: Session, sub: Submission) -> SubmissionC
 
 
 @router.post("", response_model=SubmissionCreated, status_code=201,
-             summary="Submit a policy image pinned by digest (or a command on a development platform)")
+             summary="Submit an image your team uploaded (sha256:<id>) or a digest of an allowed registry "
+                     "(or a command on a development platform)")
 def submit(body: SubmitRequest, request: Request, session: SessionDep,
            user: CurrentUser) -> SubmissionCreated:
     settings = request.app.state.settings
@@ -99,9 +99,9 @@ def submit(body: SubmitRequest, request: Request, session: SessionDep,
                          note=body.note)
     else:
         ref = body.image.strip()
-        if not (IMAGE_ID.match(ref) or REPO_DIGEST.match(ref)):
-            raise _error(422, "image_not_pinned", f"the image reference {ref!r} is not pinned by digest, so what "
-                         f"runs could differ from what you tested: {PIN_FIX}")
+        refusal = reference_refusal(session, user.team_id, user.team.name, ref, settings.allowed_registries)
+        if refusal is not None:
+            raise _error(refusal.status, refusal.error, refusal.message)
         sub = Submission(team_id=user.team_id, user_id=user.id, source="reference", image_ref=ref,
                          image_digest=ref if IMAGE_ID.match(ref) else None, note=body.note)
     check_limits(session, request, user.team)
