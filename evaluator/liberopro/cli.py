@@ -286,14 +286,31 @@ def evaluate(
     startup_timeout: float = typer.Option(120.0, help="Seconds for the policy to answer /health."),
     observations: str = typer.Option("live", help="Diagnostic: live and/or frozen (the policy keeps its first observation)."),
     recovery: str = typer.Option("none", help="Diagnostic after a runtime shift fires: none, hold, retry, restore (comma list)."),
-    replan_steps: int | None = typer.Option(None, help="Diagnostic: execute K actions of each chunk (overrides the policy's)."),
+    replan_steps: str | None = typer.Option(
+        None, help="Diagnostic: execute K actions of each chunk (overrides the policy's). Several values "
+        "(K1,K2,... or @sweep, the committed study values) run one evaluation each, into OUT/replan-K."),
     check_static: bool = typer.Option(True, help="Without --manifest: realise each static case on init state 0 first "
                                       "and take the first parameter draw whose post-conditions hold (as manifests do)."),
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
-    _evaluate(EvalArgs(policy, policy_cmd, split, tasks, shifts, manifest, episodes, max_steps, out, seed, encoding,
-                       protocol, protocol_option, render_size, request_timeout, episode_budget, startup_timeout,
-                       observations, recovery, replan_steps, check_static))
+    from dataclasses import replace
+
+    from liberopro.study import PresetError, parse_replan_steps
+
+    try:
+        sweep = parse_replan_steps(replan_steps)
+    except PresetError as exc:
+        _fail(str(exc))
+    args = EvalArgs(policy, policy_cmd, split, tasks, shifts, manifest, episodes, max_steps, out, seed, encoding,
+                    protocol, protocol_option, render_size, request_timeout, episode_budget, startup_timeout,
+                    observations, recovery, sweep[0], check_static)
+    if len(sweep) == 1:
+        _evaluate(args)
+        return
+    base = out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for k in sweep:  # one run directory per value: `liberopro report` reads them side by side
+        console.print(f"replan-steps sweep: K = {k} -> {base / f'replan-{k}'}")
+        _evaluate(replace(args, replan_steps=k, out=base / f"replan-{k}"))
 
 
 @app.command()
