@@ -194,6 +194,7 @@ def _evaluate(a: EvalArgs) -> dict:
 
     from liberopro.evaluation import run_evaluation
     from liberopro.instances import plan_episodes
+    from liberopro.manifest import content_hash
     from liberopro.runner import RunSettings
     from liberopro.stack import StackError
     from submission_spec import PolicyError
@@ -248,7 +249,9 @@ def _evaluate(a: EvalArgs) -> dict:
                                      replan_steps=a.replan_steps),
                 render_size=a.render_size, request_timeout=a.request_timeout, startup_timeout=a.startup_timeout,
                 skipped=skipped, on_record=on_record,
-                extra_header={"manifest": str(a.manifest) if a.manifest else None},
+                extra_header={"manifest": str(a.manifest) if a.manifest else None,
+                              # read_manifest verified that the instances hash to the header's value
+                              "manifest_sha256": content_hash(instances) if a.manifest else None},
             )
         except StackError as exc:
             _fail(str(exc))
