@@ -328,6 +328,26 @@ def demo(
                        shifts=DEMO_SHIFTS, episodes=1, max_steps=max_steps, out=out))
 
 
+@app.command("report")
+def report_cmd(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories (what `evaluate --out DIR` wrote), or "
+                                          "directories holding them; several policies side by side."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Output directory (default reports/<timestamp>)."),
+    title: str = typer.Option("LIBERO-Pro2.0 report", help="Title of the report."),
+) -> None:
+    """The study's tables from run directories: report.md and a self-contained report.html (inline
+    SVG charts): landscape, per-shift rates with paired drops, paired comparisons between policies,
+    live vs frozen, replan-steps sweep, recovery gains, compositions."""
+    from liberopro.report import ReportError, write_report
+
+    target = out_dir or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    try:
+        paths = write_report(run_dirs, target, title)
+    except ReportError as exc:
+        _fail(str(exc))
+    out.print(f"wrote {paths['markdown']} and {paths['html']} (charts also in {paths['figures']})")
+
+
 instances_app = typer.Typer(no_args_is_help=True, help="Instance manifests.")
 app.add_typer(instances_app, name="instances")
 
