@@ -225,9 +225,14 @@ def test_runs_of_one_policy_combine_and_refuse_duplicates(tmp_path):
     paths = write_report([one, two], tmp_path / "out")
     tables = _html_tables(paths["html"]).tables
     assert _row(tables["frozen-policy-a-table"], "D10 observation freeze")["live - frozen (paired)"].startswith("+75.0")
-    again = write_run(tmp_path / "again", live[:3], header("policy-a"))
-    with pytest.raises(ReportError, match="both hold episode nominal on libero_goal:0"):
-        write_report([one, again], tmp_path / "out2")
+    # an episode in two runs counts once, from the run given first, and the report says so
+    again = write_run(tmp_path / "again", [r.model_copy(update={"success": False}) for r in live[:3]], header("policy-a"))
+    text = write_report([one, again], tmp_path / "out2")["markdown"].read_text()
+    assert f"3 episode(s) of {again} were already in {one}" in text
+    assert "| nominal | 100.0% [67.6, 100.0] n=8 |" in text, "the first run's outcomes"
+    twice = write_run(tmp_path / "twice", live[:2] + live[:1], header("policy-a"))
+    with pytest.raises(ReportError, match="holds episode nominal on libero_goal:0 .* twice"):
+        write_report([one, twice], tmp_path / "out4")
     # a different command is a different policy, even under the same name
     other = write_run(tmp_path / "other", live, header("policy-a", cmd="python other.py"))
     text = write_report([one, other], tmp_path / "out3")["markdown"].read_text()

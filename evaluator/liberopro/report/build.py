@@ -155,6 +155,7 @@ def _runs_section(policies: list[Policy]) -> Section:
                                  ["run", "policy", "identity", "replan steps", "manifest (content hash)", "episodes",
                                   "horizon cap", "evaluator", "finished"], rows)]
     for p in policies:
+        blocks += [Text(f"Note: {p.label}: {n}.") for c in p.conditions.values() for n in c.notes]
         diffs = _provenance_differences(p.runs)
         if diffs:
             blocks.append(Text(f"Note: the runs of {p.label} differ in {', '.join(diffs)}; their numbers are "
@@ -162,7 +163,8 @@ def _runs_section(policies: list[Policy]) -> Section:
     return Section("runs", "Policies and runs", [
         Text("Runs are grouped per policy by the policy's name (its `/metadata`) and identity (image digest, "
              "`--policy-cmd` command or `--policy` URL). A policy's runs at the same replan steps are combined into "
-             "one set of episodes; its runs at its own replan steps are its standard results."), *blocks])
+             "one set of episodes (an episode in two runs counts once, from the run given first); its runs at its "
+             "own replan steps are its standard results."), *blocks])
 
 
 def _provenance_differences(runs: Sequence[Run]) -> list[str]:

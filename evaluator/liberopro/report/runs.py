@@ -11,8 +11,8 @@ Runs are grouped per policy by (policy name, identity): the name is the policy's
 ``--policy-cmd`` command, else the ``--policy`` URL. Within a policy, runs are grouped by their
 effective replan steps (``--replan-steps`` or the policy's own): each group is one *condition*,
 whose records are the union of its runs' (a run of live and a run of frozen observations, or of
-singles and of compositions, make one condition). The condition at the policy's own replan
-steps is its standard one.
+singles and of compositions, make one condition; an episode in two runs counts once, from the run
+given first). The condition at the policy's own replan steps is its standard one.
 """
 
 from __future__ import annotations
@@ -297,6 +297,7 @@ class Condition:
     records: list[EpisodeRecord]
     view: SummaryView
     summary: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
 
     @property
     def manifests(self) -> list[str | None]:
@@ -328,29 +329,39 @@ class Policy:
         return self.conditions.get(self.own_replan)
 
 
-def _combine(runs: list[Run]) -> tuple[list[EpisodeRecord], dict[str, Any]]:
+def _combine(runs: list[Run]) -> tuple[list[EpisodeRecord], dict[str, Any], list[str]]:
+    """The union of the runs' records, its summary, and a note per run whose episodes were
+    already in an earlier run (same row, task, init state and seed): such an episode counts once,
+    from the run given first (e.g. nominal in both a landscape and an ``@compositions`` run)."""
     if len(runs) == 1:
-        return runs[0].records, runs[0].summary
+        return runs[0].records, runs[0].summary, []
     owner: dict[tuple, Run] = {}
     records: list[EpisodeRecord] = []
+    repeated: dict[tuple[str, str], int] = {}
     for run in runs:
+        seen_here: set[tuple] = set()
         for r in run.records:
             key = (r.row_key, r.pair_key)
-            if key in owner and owner[key] is not run:
-                raise ReportError(
-                    f"{owner[key].path} and {run.path} both hold episode {r.row_key} on {r.task_key} (init state "
-                    f"{r.init_state_id}, seed {r.seed}) of policy {run.header.policy_name} at replan steps "
-                    f"{run.header.replan}: give the report one of them")
+            if key in seen_here:
+                raise ReportError(f"{run.path / 'episodes.jsonl'} holds episode {r.row_key} on {r.task_key} (init state "
+                                  f"{r.init_state_id}, seed {r.seed}) twice: it is not one run's output")
+            seen_here.add(key)
+            if key in owner:
+                pair = (str(run.path), str(owner[key].path))
+                repeated[pair] = repeated.get(pair, 0) + 1
+                continue
             owner[key] = run
             records.append(r)
     header = {k: v for k, v in runs[0].summary.items() if k not in ("episodes", "termination_reasons", "headline", "cases")}
     header["combined_runs"] = [str(r.path) for r in runs]
-    return records, summarize(records, header)
+    notes = [f"{n} episode(s) of {later} were already in {first} (same case, task, init state and seed): counted once, "
+             f"from {first}" for (later, first), n in repeated.items()]
+    return records, summarize(records, header), notes
 
 
 def group_policies(runs: list[Run]) -> list[Policy]:
     """Runs grouped per policy (in order of first appearance), each with its conditions.
-    Raises :class:`ReportError` when two runs of one condition hold the same episode."""
+    Raises :class:`ReportError` when one run holds an episode twice."""
     groups: dict[tuple[str, str, str], list[Run]] = {}
     for run in runs:
         h = run.header
@@ -364,9 +375,9 @@ def group_policies(runs: list[Run]) -> list[Policy]:
         for run in members:
             by_replan.setdefault(run.header.replan, []).append(run)
         for replan in sorted(by_replan, key=lambda k: (k is None, k or 0)):
-            records, summary = _combine(by_replan[replan])
+            records, summary, notes = _combine(by_replan[replan])
             policy.conditions[replan] = Condition(replan=replan, runs=by_replan[replan], records=records,
-                                                  view=read_summary(summary), summary=summary)
+                                                  view=read_summary(summary), summary=summary, notes=notes)
         policies.append(policy)
     return policies
 
