@@ -399,7 +399,7 @@ def difference_chart(title: str, labels: Sequence[str],
                         elinewidth=1.4, capsize=2.5, label=name)
         ax.set_yticks(range(len(labels)), list(labels), fontsize=8.5)
         ax.set_ylim(len(labels) - 0.5, -0.5)
-        ax.set_xlim(-100, 100)
+        ax.set_xlim(-104, 104)  # room for a dot at +-100
         ticks = [-100, -50, 0, 50, 100]
         ax.set_xticks(ticks, [f"{t:+d}" if t else "0" for t in ticks])
         ax.grid(axis="x", color=CHART["grid"], linewidth=0.6)
