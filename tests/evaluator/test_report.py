@@ -233,6 +233,13 @@ def test_runs_of_one_policy_combine_and_refuse_duplicates(tmp_path):
     twice = write_run(tmp_path / "twice", live[:2] + live[:1], header("policy-a"))
     with pytest.raises(ReportError, match="holds episode nominal on libero_goal:0 .* twice"):
         write_report([one, twice], tmp_path / "out4")
+    # a case whose every episode was invalid says so (and why, in a note)
+    invalid = [r.model_copy(update={"valid": False, "success": False, "termination_reason": "shift_invalid",
+                                    "detail": "S12: lights out of range"}) if r.case == "S12" else r for r in live]
+    text = write_report([write_run(tmp_path / "inv", invalid, header("policy-a"))], tmp_path / "out5")["markdown"]
+    text = text.read_text()
+    assert "| S12 lighting | no valid episode (8 invalid) | not paired |" in text
+    assert "policy-a, S12: 8 invalid episode(s) (the shift could not be realised; in no rate): S12: lights out" in text
     # a different command is a different policy, even under the same name
     other = write_run(tmp_path / "other", live, header("policy-a", cmd="python other.py"))
     text = write_report([one, other], tmp_path / "out3")["markdown"].read_text()

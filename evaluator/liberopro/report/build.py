@@ -99,6 +99,16 @@ def fmt_rate(r: Rate | None) -> str:
     return f"{pct(r.value)}{ci} n={r.episodes}{cases}"
 
 
+def case_cell(c: CaseRow | None) -> str:
+    """A case row's rate (:func:`fmt_rate`); ``no valid episode (2 invalid)`` when every episode
+    of a run case was invalid."""
+    if c is None:
+        return "not run"
+    if c.rate.value is None and c.invalid:
+        return f"no valid episode ({c.invalid} invalid)"
+    return fmt_rate(c.rate)
+
+
 def fmt_diff(d: PairedDifference | None, cases: int | None = None) -> str:
     """``+12.5 pts [-5.0, +30.0] n=8 pairs``."""
     if d is None or d.value is None:
@@ -234,13 +244,14 @@ def _shifts_section(policies: list[Policy]) -> Section:
         row = [first.label if case != "nominal" else "nominal"]
         for _, cond in std:
             c = cond.view.row(case)
-            row += [fmt_rate(c.rate) if c else "not run",
+            row += [case_cell(c),
                     "-" if case == "nominal" else fmt_diff(c.drop) if c else "not run"]
         rows.append(row)
     sec.blocks.append(Table("shift-rates", "Success rate per case and paired drop from nominal", headers, rows))
     notes = [f"{p.label}, {c.case}: {c.not_fired} episode(s) ended before the runtime shift fired (counted with "
              "their outcome; raise --max-steps)" for p, cond in std for c in cond.view.cases if c.not_fired]
-    notes += [f"{p.label}, {c.case}: {c.invalid} invalid episode(s) (the shift could not be realised; in no rate)"
+    notes += [f"{p.label}, {c.case}: {c.invalid} invalid episode(s) (the shift could not be realised; in no rate): "
+              + "; ".join(r if len(r) <= 200 else r[:197] + "..." for r in c.invalid_reasons[:3])
               for p, cond in std for c in cond.view.cases if c.invalid]
     sec.blocks += [Text("Note: " + n) for n in notes]
     singles = [c for c in cases if c != "nominal"]
@@ -326,8 +337,8 @@ def _frozen_section(policies: list[Policy]) -> Section:
         rows = []
         for case in sorted(v.frozen, key=_case_order):
             live, frozen = v.row(case), v.row(case, observations="frozen")
-            rows.append([live.label if live else case, fmt_rate(live.rate if live else None),
-                         fmt_rate(frozen.rate if frozen else None), fmt_diff(v.frozen[case])])
+            rows.append([live.label if live else case, case_cell(live),
+                         case_cell(frozen), fmt_diff(v.frozen[case])])
         if v.frozen_mean is not None:
             rows.append(["mean over cases", "-", "-", fmt_diff(v.frozen_mean, v.frozen_mean_cases)])
         sec.blocks += [Heading(p.label, f"frozen-{_slug(p.label)}"),
@@ -365,14 +376,19 @@ def _sweep_section(policies: list[Policy]) -> Section:
         for case in cases:
             row_of = [cond.view.row(case) for cond in conds]
             label = next(r.label for r in row_of if r)
-            rows.append([label, *(fmt_rate(r.rate) if r else "not run" for r in row_of)])
+            rows.append([label, *(case_cell(r) for r in row_of)])
         sec.blocks += [Heading(p.label, f"replan-{_slug(p.label)}"),
                        Table(f"replan-{_slug(p.label)}-table", f"{p.label}: success rate per replan steps K",
-                             ["case", *head], rows),
-                       Figure(f"fig-replan-{_slug(p.label)}", sweep_chart(
-                           f"{p.label}: success rate against replan steps, with 95% intervals", values,
-                           [(label, [c.view.metrics[k] for c in conds]) for k, label in keys if k != "overall"],
-                           p.own_replan))]
+                             ["case", *head], rows)]
+        instances = {c.replan: frozenset(r.instance_id for r in c.records) for c in conds}
+        if len(set(instances.values())) > 1:
+            sec.blocks.append(Text(
+                f"Note: {p.label}'s runs at different K evaluated different instances (K="
+                + "; K=".join(f"{k}: {len(v)} instances" for k, v in instances.items())
+                + "): compare the rates of one case across K only where it ran on the same tasks."))
+        sec.blocks.append(Figure(f"fig-replan-{_slug(p.label)}", sweep_chart(
+            f"{p.label}: success rate against replan steps, with 95% intervals", values,
+            [(label, [c.view.metrics[k] for c in conds]) for k, label in keys if k != "overall"], p.own_replan)))
     if not any_sweep:
         sec.blocks.append(Text("No policy was run at two or more replan-steps values."))
     return sec
@@ -415,10 +431,10 @@ def _recovery_section(policies: list[Policy]) -> Section:
         rows = []
         for case in cases:
             base = v.row(case)
-            row = [base.label if base else case, fmt_rate(base.rate if base else None)]
+            row = [base.label if base else case, case_cell(base)]
             for x in protos:
                 r = v.row(case, recovery=x)
-                row += [fmt_rate(r.rate if r else None), fmt_diff(gains.get(x, {}).get(case))]
+                row += [case_cell(r), fmt_diff(gains.get(x, {}).get(case))]
             rows.append(row)
         sec.blocks.append(Table(f"recovery-{_slug(p.label)}-cases", f"{p.label}: success rate and gain per case",
                                 ["case", "none", *(h for x in protos for h in (x, f"{x} gain (paired)"))], rows))
@@ -448,7 +464,7 @@ def _compositions_section(policies: list[Policy]) -> Section:
         for comp in sorted(v.compositions, key=lambda c: (c.group, _case_order(c.case))):
             own = v.row(comp.case)
             weakest = f"{comp.weakest}: {fmt_rate(comp.weakest_paired)}" if comp.weakest else "constituent not run"
-            rows.append([comp.case, comp.group, fmt_rate(own.rate if own else None), fmt_rate(comp.composition_paired),
+            rows.append([comp.case, comp.group, case_cell(own), fmt_rate(comp.composition_paired),
                          weakest, fmt_diff(comp.gap)])
         sec.blocks += [Heading(p.label, f"compositions-{_slug(p.label)}"), Table(
             f"compositions-{_slug(p.label)}-table", f"{p.label}: compositions and weakest-single gaps",

@@ -48,6 +48,7 @@ class CaseRow:
     recovery: str
     rate: Rate
     invalid: int
+    invalid_reasons: list[str]
     not_fired: int
     drop: PairedDifference | None
 
@@ -147,7 +148,8 @@ def read_summary(summary: dict[str, Any]) -> SummaryView:
         case=str(c["case"]), shift_ids=list(c.get("shift_ids") or []), shift_names=list(c.get("shift_names") or []),
         categories=list(c.get("categories") or []), kind=str(c.get("kind") or "nominal"),
         observations=str(c.get("observations") or "live"), recovery=str(c.get("recovery") or "none"),
-        rate=wilson_rate(c), invalid=int(c.get("invalid_episodes") or 0), not_fired=int(c.get("runtime_not_fired") or 0),
+        rate=wilson_rate(c), invalid=int(c.get("invalid_episodes") or 0),
+        invalid_reasons=[str(x) for x in c.get("invalid_reasons") or []], not_fired=int(c.get("runtime_not_fired") or 0),
         drop=_paired_dict(c.get("drop_from_nominal")),
     ) for c in summary.get("cases") or []]
     comps = []
