@@ -292,6 +292,17 @@ def test_study_presets():
         parse_replan_steps("0")
 
 
+def test_evaluate_rejects_bad_presets_before_anything_runs(tmp_path):
+    from liberopro.cli import app
+
+    base = ["evaluate", "--policy", "http://127.0.0.1:9", "--tasks", "libero_goal:1", "--out", str(tmp_path / "o")]
+    bad = CliRunner().invoke(app, [*base, "--shifts", "nominal,@nope"])
+    assert bad.exit_code == 2 and "unknown preset @nope" in bad.output
+    bad = CliRunner().invoke(app, [*base, "--replan-steps", "2,0"])
+    assert bad.exit_code == 2 and "--replan-steps takes integers >= 1 or @sweep, not '0'" in bad.output
+    assert not (tmp_path / "o").exists()
+
+
 def test_preset_file(tmp_path):
     from liberopro.instances import parse_cases
 
