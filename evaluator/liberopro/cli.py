@@ -334,6 +334,7 @@ def report_cmd(
                                           "directories holding them; several policies side by side."),
     out_dir: Path | None = typer.Option(None, "--out", help="Output directory (default reports/<timestamp>)."),
     title: str = typer.Option("LIBERO-Pro2.0 report", help="Title of the report."),
+    charts: bool = typer.Option(True, help="Draw the charts (--no-charts: tables only, in a fraction of the time)."),
 ) -> None:
     """The study's tables from run directories: report.md and a self-contained report.html (inline
     SVG charts): landscape, per-shift rates with paired drops, paired comparisons between policies,
@@ -342,7 +343,7 @@ def report_cmd(
 
     target = out_dir or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     try:
-        paths = write_report(run_dirs, target, title)
+        paths = write_report(run_dirs, target, title, charts)
     except ReportError as exc:
         _fail(str(exc))
     out.print(f"wrote {paths['markdown']} and {paths['html']} (charts also in {paths['figures']})")

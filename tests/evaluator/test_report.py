@@ -209,7 +209,7 @@ def test_pairing_refuses_different_manifests(runs, tmp_path):
     # the report says so in place of the paired table and still writes every other table
     runs_m = [write_run(tmp_path / "m1", policy_records(RATES_A), header("policy-a", manifest="1" * 64)),
               write_run(tmp_path / "m2", policy_records(RATES_B), header("policy-b", manifest="2" * 64))]
-    paths = write_report(runs_m, tmp_path / "out")
+    paths = write_report(runs_m, tmp_path / "out", charts=False)
     text = paths["markdown"].read_text()
     assert "Not paired: cannot pair policy-a (manifest 111111111111) with policy-b (manifest 222222222222): the " \
            "runs evaluated different manifests" in text
@@ -222,36 +222,39 @@ def test_runs_of_one_policy_combine_and_refuse_duplicates(tmp_path):
     frozen = [r for r in policy_records(RATES_A) if r.observations == "frozen"]
     one = write_run(tmp_path / "live", live, header("policy-a"))
     two = write_run(tmp_path / "frozen", frozen, header("policy-a"))
-    paths = write_report([one, two], tmp_path / "out")
+    paths = write_report([one, two], tmp_path / "out", charts=False)
     tables = _html_tables(paths["html"]).tables
     assert _row(tables["frozen-policy-a-table"], "D10 observation freeze")["live - frozen (paired)"].startswith("+75.0")
     # an episode in two runs counts once, from the run given first, and the report says so
     again = write_run(tmp_path / "again", [r.model_copy(update={"success": False}) for r in live[:3]], header("policy-a"))
-    text = write_report([one, again], tmp_path / "out2")["markdown"].read_text()
+    text = write_report([one, again], tmp_path / "out2", charts=False)["markdown"].read_text()
     assert f"3 episode(s) of {again} were already in {one}" in text
     assert "| nominal | 100.0% [67.6, 100.0] n=8 |" in text, "the first run's outcomes"
     twice = write_run(tmp_path / "twice", live[:2] + live[:1], header("policy-a"))
     with pytest.raises(ReportError, match="holds episode nominal on libero_goal:0 .* twice"):
-        write_report([one, twice], tmp_path / "out4")
+        write_report([one, twice], tmp_path / "out4", charts=False)
     # a case whose every episode was invalid says so (and why, in a note)
     invalid = [r.model_copy(update={"valid": False, "success": False, "termination_reason": "shift_invalid",
                                     "detail": "S12: lights out of range"}) if r.case == "S12" else r for r in live]
-    text = write_report([write_run(tmp_path / "inv", invalid, header("policy-a"))], tmp_path / "out5")["markdown"]
+    text = write_report([write_run(tmp_path / "inv", invalid, header("policy-a"))], tmp_path / "out5",
+                        charts=False)["markdown"]
     text = text.read_text()
     assert "| S12 lighting | no valid episode (8 invalid) | not paired |" in text
     assert "policy-a, S12: 8 invalid episode(s) (the shift could not be realised; in no rate): S12: lights out" in text
     # a different command is a different policy, even under the same name
     other = write_run(tmp_path / "other", live, header("policy-a", cmd="python other.py"))
-    text = write_report([one, other], tmp_path / "out3")["markdown"].read_text()
+    text = write_report([one, other], tmp_path / "out3", charts=False)["markdown"].read_text()
     assert "policy-a (command python serve_policy-a.py)" in text and "policy-a (command python other.py)" in text
 
 
 def test_cli_report(runs, tmp_path):
     from liberopro.cli import app
 
-    result = CliRunner().invoke(app, ["report", str(runs["b"]), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(runs["b"]), "--out", str(tmp_path / "r"), "--no-charts"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "r" / "report.html").is_file() and "wrote" in result.output
+    assert "<svg" not in (tmp_path / "r" / "report.html").read_text() and "## Overall landscape" in \
+        (tmp_path / "r" / "report.md").read_text()
     assert find_runs([runs["a"].parent]) == [runs["a"], runs["a-k2"], runs["b"]], "a directory of run directories"
     bad = CliRunner().invoke(app, ["report", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "r2")])
     assert bad.exit_code == 2 and "is not a run directory" in bad.output
