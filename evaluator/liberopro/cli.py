@@ -207,6 +207,7 @@ def _evaluate(a: EvalArgs) -> dict:
 
     from liberopro.evaluation import run_evaluation
     from liberopro.instances import plan_episodes
+    from liberopro.manifest import content_hash
     from liberopro.runner import RunSettings
     from liberopro.stack import StackError
     from submission_spec import PolicyError
@@ -261,7 +262,9 @@ def _evaluate(a: EvalArgs) -> dict:
                                      replan_steps=a.replan_steps),
                 render_size=a.render_size, request_timeout=a.request_timeout, startup_timeout=a.startup_timeout,
                 skipped=skipped, on_record=on_record,
-                extra_header={"manifest": str(a.manifest) if a.manifest else None},
+                extra_header={"manifest": str(a.manifest) if a.manifest else None,
+                              # read_manifest verified that the instances hash to the header's value
+                              "manifest_sha256": content_hash(instances) if a.manifest else None},
             )
         except StackError as exc:
             _fail(str(exc))
@@ -299,14 +302,31 @@ def evaluate(
     startup_timeout: float = typer.Option(120.0, help="Seconds for the policy to answer /health."),
     observations: str = typer.Option("live", help="Diagnostic: live and/or frozen (the policy keeps its first observation)."),
     recovery: str = typer.Option("none", help="Diagnostic after a runtime shift fires: none, hold, retry, restore (comma list)."),
-    replan_steps: int | None = typer.Option(None, help="Diagnostic: execute K actions of each chunk (overrides the policy's)."),
+    replan_steps: str | None = typer.Option(
+        None, help="Diagnostic: execute K actions of each chunk (overrides the policy's). Several values "
+        "(K1,K2,... or @sweep, the committed study values) run one evaluation each, into OUT/replan-K."),
     check_static: bool = typer.Option(True, help="Without --manifest: realise each static case on init state 0 first "
                                       "and take the first parameter draw whose post-conditions hold (as manifests do)."),
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
-    _evaluate(EvalArgs(policy, policy_cmd, split, tasks, shifts, manifest, episodes, max_steps, out, seed, encoding,
-                       protocol, protocol_option, render_size, request_timeout, episode_budget, startup_timeout,
-                       observations, recovery, replan_steps, check_static))
+    from dataclasses import replace
+
+    from liberopro.study import PresetError, parse_replan_steps
+
+    try:
+        sweep = parse_replan_steps(replan_steps)
+    except PresetError as exc:
+        _fail(str(exc))
+    args = EvalArgs(policy, policy_cmd, split, tasks, shifts, manifest, episodes, max_steps, out, seed, encoding,
+                    protocol, protocol_option, render_size, request_timeout, episode_budget, startup_timeout,
+                    observations, recovery, sweep[0], check_static)
+    if len(sweep) == 1:
+        _evaluate(args)
+        return
+    base = out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for k in sweep:  # one run directory per value: `liberopro report` reads them side by side
+        console.print(f"replan-steps sweep: K = {k} -> {base / f'replan-{k}'}")
+        _evaluate(replace(args, replan_steps=k, out=base / f"replan-{k}"))
 
 
 @app.command()
@@ -319,6 +339,27 @@ def demo(
     console.print(f"demo: example policy 'zero' on {DEMO_TASKS}, cases {DEMO_SHIFTS}, {max_steps} steps each")
     _evaluate(EvalArgs(policy_cmd=f"{sys.executable} -m submission_spec.examples zero", tasks=DEMO_TASKS,
                        shifts=DEMO_SHIFTS, episodes=1, max_steps=max_steps, out=out))
+
+
+@app.command("report")
+def report_cmd(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories (what `evaluate --out DIR` wrote), or "
+                                          "directories holding them; several policies side by side."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Output directory (default reports/<timestamp>)."),
+    title: str = typer.Option("LIBERO-Pro2.0 report", help="Title of the report."),
+    charts: bool = typer.Option(True, help="Draw the charts (--no-charts: tables only, in a fraction of the time)."),
+) -> None:
+    """The study's tables from run directories: report.md and a self-contained report.html (inline
+    SVG charts): landscape, per-shift rates with paired drops, paired comparisons between policies,
+    live vs frozen, replan-steps sweep, recovery gains, compositions."""
+    from liberopro.report import ReportError, write_report
+
+    target = out_dir or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    try:
+        paths = write_report(run_dirs, target, title, charts)
+    except ReportError as exc:
+        _fail(str(exc))
+    out.print(f"wrote {paths['markdown']} and {paths['html']} (charts also in {paths['figures']})")
 
 
 instances_app = typer.Typer(no_args_is_help=True, help="Instance manifests.")

@@ -91,9 +91,12 @@ def semantics_of(ref: TaskRef) -> TaskSemantics:
 
 def parse_cases(text: str) -> list[list[str]]:
     """``"nominal,S01,D01,S01+D01"`` -> ``[[], ["S01"], ["D01"], ["S01", "D01"]]``; unknown ids raise
-    ``KeyError`` naming the known ones."""
+    ``KeyError`` naming the known ones. ``@NAME`` / ``@FILE`` items expand to a preset's cases
+    (:mod:`liberopro.study`; duplicates dropped); a bad preset raises ``ValueError``."""
+    from liberopro.study import expand
+
     cases = []
-    for item in (p.strip() for p in text.split(",")):
+    for item in expand([p.strip() for p in text.split(",") if p.strip()]):
         if not item:
             continue
         if item.lower() == NOMINAL:

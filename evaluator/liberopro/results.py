@@ -208,7 +208,8 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
         "categories": categories,
         "compositions": compositions,
         "live_minus_frozen": {"cases": frozen, "mean_gap": mean_frozen["value"] if mean_frozen else None,
-                              "mean_gap_ci95": mean_frozen["ci95"] if mean_frozen else None},
+                              "mean_gap_ci95": mean_frozen["ci95"] if mean_frozen else None,
+                              "mean_gap_paired_episodes": mean_frozen["pairs"] if mean_frozen else 0},
         "recovery_gain": {p: _gain(g) for p, g in sorted(recovery.items())},
     }
 

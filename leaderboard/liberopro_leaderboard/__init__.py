@@ -7,8 +7,22 @@ and the tie rule), :mod:`.comparison`, :mod:`.store` (reading published results,
 standalone app) and ``python -m liberopro_leaderboard`` (serve, catalog snapshot).
 
 The platform mounts the router: ``app.include_router(make_router())``.
+
+Importing the package loads nothing else: :func:`make_router` imports the routes (FastAPI, the
+platform's database) when first used, so ``liberopro report`` draws its charts with
+:mod:`.charts` and :mod:`.public` without them.
 """
 
-from liberopro_leaderboard.routes import make_router
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["make_router"]
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the router on first use
+    if name == "make_router":
+        from liberopro_leaderboard.routes import make_router
+
+        return make_router
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

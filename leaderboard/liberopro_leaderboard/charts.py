@@ -20,8 +20,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from liberopro_leaderboard.palette import CHART, HEATMAP_CMAP, text_on
-from liberopro_leaderboard.public import CATEGORIES, CaseRate, Rate
+from liberopro_leaderboard.palette import CHART, HEATMAP_CMAP, SERIES, text_on
+from liberopro_leaderboard.public import CATEGORIES, CaseRate, PairedDifference, Rate
 
 _RENDER_LOCK = threading.Lock()
 
@@ -235,8 +235,9 @@ def _label_positions(points: list[tuple[str, Rate, Rate]]) -> list:
     return out
 
 
-def static_runtime_chart(points: list[tuple[str, Rate, Rate]]) -> Chart:
-    """Each submission at (static mean, runtime mean) with both intervals; the diagonal marks equal means."""
+def static_runtime_chart(points: list[tuple[str, Rate, Rate]], subject: str = "submission") -> Chart:
+    """Each ``subject`` (a submission, a policy) at (static mean, runtime mean) with both intervals;
+    the diagonal marks equal means."""
     shown = [(label, s, r) for label, s, r in points if s.value is not None and r.value is not None]
 
     def draw(fig) -> None:
@@ -247,12 +248,12 @@ def static_runtime_chart(points: list[tuple[str, Rate, Rate]]) -> Chart:
             ax.errorbar(_values([s for _, s, _ in shown]), _values([r for _, _, r in shown]),
                         xerr=_xerr([s for _, s, _ in shown]), yerr=_xerr([r for _, _, r in shown]),
                         fmt="o", color=CHART["static"], ecolor=CHART["interval"], elinewidth=1, capsize=2,
-                        markersize=5, label="submission (whiskers: 95% intervals)")
+                        markersize=5, label=f"{subject} (whiskers: 95% intervals)")
             for label, (x, y), (lx, ly), ha in _label_positions(shown[:12]):
                 ax.annotate(label, (x, y), xytext=(lx, ly), textcoords="data", fontsize=8, va="center", ha=ha,
                             arrowprops={"arrowstyle": "-", "color": CHART["axis"], "lw": 0.6})
         else:
-            ax.text(50, 50, "no submission with both means", ha="center", va="center")
+            ax.text(50, 50, f"no {subject} with both means", ha="center", va="center")
         _percent_axis(ax, "x")
         _percent_axis(ax, "y")
         ax.set_aspect("equal")
@@ -260,14 +261,14 @@ def static_runtime_chart(points: list[tuple[str, Rate, Rate]]) -> Chart:
         ax.set_ylabel("runtime mean success rate")
         ax.legend(loc="upper left", fontsize=8)
 
-    title = "Static versus runtime mean success rate per submission, with 95% intervals"
+    title = f"Static versus runtime mean success rate per {subject}, with 95% intervals"
     alt = (f"{title}. Points below the diagonal do worse under runtime shifts than under static ones. "
            + " ".join(f"{label}: static {rate_text(s)}; runtime {rate_text(r)}." for label, s, r in points))
     return Chart(title, alt, draw, (5.6, 5.4))
 
 
 def heatmap_chart(rows: list[tuple[str, dict[str, Rate]]], static_ids: list[str], runtime_ids: list[str],
-                  names: dict[str, str]) -> Chart:
+                  names: dict[str, str], subject: str = "submission") -> Chart:
     """Success rate per shift (columns) and submission (rows), static and runtime panels; the
     number in each cell is the rate in percent, a blank grey cell a shift not run."""
     import numpy as np
@@ -312,7 +313,7 @@ def heatmap_chart(rows: list[tuple[str, dict[str, Rate]]], static_ids: list[str]
             bar.set_ticks([0, 0.25, 0.5, 0.75, 1.0], labels=["0%", "25%", "50%", "75%", "100%"])
             bar.set_label("success rate")
 
-    title = "Success rate per shift and submission (heatmap)"
+    title = f"Success rate per shift and {subject} (heatmap)"
     lines = []
     for label, rates in rows:
         run = [(sid, r) for sid, r in rates.items() if r.value is not None and sid != "nominal"]
@@ -321,7 +322,7 @@ def heatmap_chart(rows: list[tuple[str, dict[str, Rate]]], static_ids: list[str]
             best = max(run, key=lambda x: x[1].value)
             lines.append(f"{label}: {len(run)} shifts run, lowest {worst[0]} {names.get(worst[0], '')} "
                          f"({pct(worst[1].value)}), highest {best[0]} {names.get(best[0], '')} ({pct(best[1].value)}).")
-    alt = (f"{title}: {len(rows)} submissions by {len(static_ids)} static and {len(runtime_ids)} runtime shifts. "
+    alt = (f"{title}: {len(rows)} {subject}s by {len(static_ids)} static and {len(runtime_ids)} runtime shifts. "
            + " ".join(lines) + " Every number is in the data table that follows the chart.")
     width = 2.4 + 0.3 * max(len(static_ids), len(runtime_ids), 1)
     panels = (1 if static_ids else 0) + (1 if runtime_ids else 0)
@@ -329,25 +330,120 @@ def heatmap_chart(rows: list[tuple[str, dict[str, Rate]]], static_ids: list[str]
     return Chart(title, alt, draw, (max(width, 7.0), height))
 
 
-def compare_chart(a_label: str, a: dict[str, Rate], b_label: str, b: dict[str, Rate]) -> Chart:
-    """Two submissions' category means side by side (static and runtime panels), with intervals."""
+def series_style(i: int) -> tuple[str, str]:
+    """Colour and hatch of the i-th series of a chart (:data:`~liberopro_leaderboard.palette.SERIES`)."""
+    key, hatch = SERIES[i % len(SERIES)]
+    return CHART[key], hatch
+
+
+def categories_chart(series: Sequence[tuple[str, dict[str, Rate]]], title: str | None = None) -> Chart:
+    """Several runs' category means side by side (static and runtime panels), with intervals;
+    ``series`` = (label, ranking metrics keyed ``static.<Category>`` / ``runtime.<Category>``)."""
+    labels = [label for label, _ in series]
 
     def draw(fig) -> None:
         axes = fig.subplots(1, 2, sharey=True)
         for ax, kind in zip(axes, ("static", "runtime"), strict=True):
-            series = [(a_label, [a.get(f"{kind}.{c}") for c in CATEGORIES], CHART["a"], ""),
-                      (b_label, [b.get(f"{kind}.{c}") for c in CATEGORIES], CHART["b"], "///")]
-            _grouped_bars(ax, series, list(CATEGORIES))
+            bars = [(label, [m.get(f"{kind}.{c}") for c in CATEGORIES], *series_style(i))
+                    for i, (label, m) in enumerate(series)]
+            _grouped_bars(ax, bars, list(CATEGORIES))
             ax.set_title(f"{kind} categories", fontsize=10, loc="left")
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside upper center", ncols=2)
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="outside upper center", ncols=min(len(series), 4))
         fig.supxlabel("mean success rate over the category's cases; whiskers: 95% interval", fontsize=9)
 
-    title = f"Category success rates: {a_label} versus {b_label}, with 95% intervals"
+    title = title or f"Category success rates: {', '.join(labels)}, with 95% intervals"
     alt = f"{title}. " + " ".join(
-        f"{kind} {c}: {a_label} {rate_text(a.get(f'{kind}.{c}'))}; {b_label} {rate_text(b.get(f'{kind}.{c}'))}."
+        f"{kind} {c}: " + "; ".join(f"{label} {rate_text(m.get(f'{kind}.{c}'))}" for label, m in series) + "."
         for kind in ("static", "runtime") for c in CATEGORIES)
-    return Chart(title, alt, draw, (10.0, 4.4))
+    return Chart(title, alt, draw, (10.0, 4.4 + 0.9 * max(0, len(series) - 2)))
+
+
+def compare_chart(a_label: str, a: dict[str, Rate], b_label: str, b: dict[str, Rate]) -> Chart:
+    """Two submissions' category means side by side (static and runtime panels), with intervals."""
+    return categories_chart([(a_label, a), (b_label, b)],
+                            f"Category success rates: {a_label} versus {b_label}, with 95% intervals")
+
+
+def diff_text(d: PairedDifference | None) -> str:
+    """``-12.5 points [-30.0, +5.0], 16 pairs`` (for text alternatives)."""
+    if d is None or d.value is None:
+        return "not paired"
+    ci = f" [{100 * d.ci95[0]:+.1f}, {100 * d.ci95[1]:+.1f}]" if d.ci95 else ""
+    return f"{100 * d.value:+.1f} points{ci}, {d.pairs} pairs"
+
+
+def difference_chart(title: str, labels: Sequence[str],
+                     series: Sequence[tuple[str, Sequence[PairedDifference | None]]], xlabel: str) -> Chart:
+    """Paired differences of success rates (a forest plot): per label and series a dot at the
+    difference in percentage points with its 95% paired interval, and the zero line."""
+    n = max(len(series), 1)
+
+    def draw(fig) -> None:
+        ax = fig.subplots()
+        ax.axvline(0, color=CHART["axis"], linewidth=1)
+        step = 0.7 / n
+        for i, (name, diffs) in enumerate(series):
+            colour, _ = series_style(i)
+            ys, xs, lo, hi = [], [], [], []
+            for j, d in enumerate(diffs):
+                if d is None or d.value is None:
+                    continue
+                ys.append(j - 0.35 + step * (i + 0.5))
+                xs.append(100 * d.value)
+                lo.append(max(0.0, 100 * (d.value - d.ci95[0])) if d.ci95 else 0.0)
+                hi.append(max(0.0, 100 * (d.ci95[1] - d.value)) if d.ci95 else 0.0)
+            if not xs:
+                continue
+            ax.errorbar(xs, ys, xerr=[lo, hi], fmt="os^Dvp"[i % 6], color=colour, ecolor=colour, markersize=5,
+                        elinewidth=1.4, capsize=2.5, label=name)
+        ax.set_yticks(range(len(labels)), list(labels), fontsize=8.5)
+        ax.set_ylim(len(labels) - 0.5, -0.5)
+        ax.set_xlim(-104, 104)  # room for a dot at +-100
+        ticks = [-100, -50, 0, 50, 100]
+        ax.set_xticks(ticks, [f"{t:+d}" if t else "0" for t in ticks])
+        ax.grid(axis="x", color=CHART["grid"], linewidth=0.6)
+        ax.set_axisbelow(True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        ax.set_xlabel(xlabel)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=min(len(series), 4))
+
+    alt = f"{title}. " + " ".join(
+        f"{label}: " + "; ".join(f"{name} {diff_text(diffs[i])}" for name, diffs in series) + "."
+        for i, label in enumerate(labels))
+    return Chart(title, alt, draw, (7.5, 1.5 + 0.3 * len(labels) * max(1.0, n / 2)))
+
+
+def sweep_chart(title: str, values: Sequence[int], series: Sequence[tuple[str, Sequence[Rate | None]]],
+                own: int | None = None) -> Chart:
+    """Success rate against a swept setting (replan steps K): one line per series with 95%
+    whiskers at each value; the policy's own value is marked on the axis."""
+
+    def draw(fig) -> None:
+        ax = fig.subplots()
+        xs = list(range(len(values)))
+        for i, (name, rates) in enumerate(series):
+            colour, _ = series_style(i)
+            shown = [(x, r) for x, r in zip(xs, rates, strict=True) if r is not None and r.value is not None]
+            if not shown:
+                continue
+            dodge = 0.06 * (i - (len(series) - 1) / 2)  # whiskers of one K side by side, not on top
+            px, pr = [x + dodge for x, _ in shown], [r for _, r in shown]
+            ax.errorbar(px, _values(pr), yerr=_xerr(pr), fmt="-" + "os^Dvp"[i % 6], color=colour, ecolor=colour,
+                        markersize=5, elinewidth=1.2, capsize=3, label=name)
+        ax.set_xticks(xs, [f"{k}\n(own)" if k == own else str(k) for k in values])
+        ax.set_xlim(-0.5, len(values) - 0.5)
+        _percent_axis(ax, "y")
+        ax.set_xlabel("replan steps K (actions executed per chunk)")
+        ax.set_ylabel("success rate")
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=min(len(series), 3))
+
+    alt = f"{title}. " + " ".join(
+        f"K={k}: " + "; ".join(f"{name} {rate_text(rates[i])}" for name, rates in series) + "."
+        for i, k in enumerate(values))
+    return Chart(title, alt, draw, (7.0, 4.2))
 
 
 class ChartCache:

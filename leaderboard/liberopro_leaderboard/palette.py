@@ -40,12 +40,21 @@ CHART: dict[str, str] = {
     "runtime": "#D55E00",   # Okabe-Ito vermillion (hatched)
     "a": "#0072B2",         # comparison: first submission
     "b": "#CC79A7",         # comparison: second submission (hatched)
+    "c": "#009E73",         # third series (Okabe-Ito bluish green, dotted hatch)
+    "d": "#D55E00",         # fourth series (cross-hatched)
+    "e": "#6A3D9A",         # fifth series (purple)
+    "f": "#8C6D1F",         # sixth series (brown)
     "nominal": "#1b1f24",
     "missing": "#eaeef2",
 }
 
 #: Colours drawn as data marks on the white chart background (need 3:1).
-CHART_MARKS: tuple[str, ...] = ("static", "runtime", "a", "b", "interval", "nominal", "axis")
+CHART_MARKS: tuple[str, ...] = ("static", "runtime", "a", "b", "c", "d", "e", "f", "interval", "nominal", "axis")
+
+#: Several series side by side (policies in a report, conditions of a study): colour and hatch
+#: of series i are ``SERIES[i % len(SERIES)]``, so no series depends on colour alone.
+SERIES: tuple[tuple[str, str], ...] = (("a", ""), ("b", "///"), ("c", "..."), ("d", "xx"), ("e", "\\\\"),
+                                       ("f", "--"))
 
 #: Colormap of the shift heatmap (perceptually uniform, colour-vision-deficiency friendly).
 HEATMAP_CMAP = "cividis"

@@ -19,6 +19,8 @@ def test_golden_run_is_unchanged(tmp_path):
     expected = json.loads(EXPECTED.read_text())
     got = run_golden(tmp_path)
     assert got["manifest_content_hash"] == expected["manifest_content_hash"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["manifest_sha256"] == expected["manifest_content_hash"], "the summary names the manifest it ran"
     assert sorted(got["records"]) == sorted(expected["records"])
     for key, record in expected["records"].items():
         assert got["records"][key] == record, key
