@@ -17,7 +17,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Configuration of the API, the workers and the sandbox."""
 
-    model_config = SettingsConfigDict(env_prefix="LIBEROPRO_", env_file=".env", extra="ignore")
+    # env_ignore_empty: an empty variable means the default (compose.yaml passes `${MAX_STEPS:-}`
+    # and the like as empty strings when they are not set).
+    model_config = SettingsConfigDict(env_prefix="LIBEROPRO_", env_file=".env", extra="ignore",
+                                      env_ignore_empty=True)
 
     # --- services
     database_url: str = Field("sqlite:///./liberopro-platform.db",
