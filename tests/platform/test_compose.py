@@ -3,6 +3,7 @@ API (on 127.0.0.1) is published."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,8 +24,10 @@ def compose_command() -> list[str]:
 
 
 def test_compose_file_validates_and_publishes_only_the_api():
+    # A clean environment (no stack variables), but where Docker finds its CLI plugins (compose v2).
+    keep = {k: os.environ[k] for k in ("HOME", "DOCKER_CONFIG", "DOCKER_HOST") if k in os.environ}
     res = subprocess.run([*compose_command(), "-f", str(COMPOSE), "config"], capture_output=True, text=True,
-                         check=False, env={"PATH": "/usr/local/bin:/usr/bin:/bin", "POSTGRES_PASSWORD": "x"})
+                         check=False, env={**keep, "PATH": "/usr/local/bin:/usr/bin:/bin", "POSTGRES_PASSWORD": "x"})
     assert res.returncode == 0, res.stderr
     config = yaml.safe_load(res.stdout)
     services = config["services"]
