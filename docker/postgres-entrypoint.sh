@@ -58,14 +58,18 @@ else
     >>"$PGDATA/pg_hba.conf"
   printf "\nlisten_addresses = '*'\n" >>"$PGDATA/postgresql.conf"
   if [ "$db" != "postgres" ]; then
-    # A server on the socket only, so that nothing connects before the database exists.
+    # A server on a private socket only: neither clients nor `pg_isready` (compose's healthcheck,
+    # which uses the default socket) see a server before the database exists.
+    initsock="$(mktemp -d)"
+    trap 'rm -f "$pwfile"; rm -rf "$initsock"' EXIT
     pg_ctl --pgdata="$PGDATA" --wait --silent \
-      -o "-c listen_addresses='' -c unix_socket_directories=/run/postgresql" start
-    PGPASSWORD="$POSTGRES_PASSWORD" psql --no-psqlrc --quiet -v ON_ERROR_STOP=1 -h /run/postgresql \
+      -o "-c listen_addresses='' -c unix_socket_directories=$initsock" start
+    PGPASSWORD="$POSTGRES_PASSWORD" psql --no-psqlrc --quiet -v ON_ERROR_STOP=1 -h "$initsock" \
       -U "$user" -d postgres -v db="$db" <<'SQL'
 CREATE DATABASE :"db";
 SQL
     pg_ctl --pgdata="$PGDATA" --wait --silent -m fast stop
+    rm -rf "$initsock"
   fi
   log "initialised"
 fi

@@ -191,7 +191,8 @@ def test_documented_self_host_journey(docker_client, tmp_path, record_property):
         j.run("generate", j.adapt(steps["generate"]) + " " + TRIAL_GENERATE, STEPS["generate"][1])
         manifest = [json.loads(x) for x in (project / "manifests" / "hidden.jsonl").read_text().splitlines() if x]
         instances = [x for x in manifest if "instance_id" in x]
-        assert any(s["id"] == "S12" for x in instances for s in x["shifts"]), manifest
+        assert manifest[0].get("split") == "eval", manifest[0]
+        assert sorted(tuple(s["id"] for s in x["shifts"]) for x in instances) == [(), ("S12",)], instances
         for step in ("up", "wait_api", "token"):
             j.run(step, j.adapt(steps[step]), STEPS[step][1])
         assert re.fullmatch(r"lp_\w+_\S+", j.exported("LIBEROPRO_TOKEN")), "create-user printed no token"
@@ -208,6 +209,8 @@ def test_documented_self_host_journey(docker_client, tmp_path, record_property):
         board = json.loads(j.run("leaderboard", j.adapt(steps["leaderboard"]), STEPS["leaderboard"][1]))
         rows = [r for r in board["rows"] if r["submission_id"] == sid]
         assert rows and rows[0]["team"] == "lab", board["rows"]
+        # The nominal instance of the eval manifest fills the Nominal column (one episode).
+        assert rows[0]["metrics"]["nominal"]["episodes"] == int(TRIAL_ENV["EPISODES_PER_INSTANCE"]), rows[0]
 
         # The stack ran the images of this CI run, with nothing built or pulled for it.
         f = {"label": [f"com.docker.compose.project={name}"]}
