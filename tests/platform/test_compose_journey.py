@@ -220,7 +220,7 @@ def test_documented_self_host_journey(docker_client, tmp_path, record_property):
         j.run("down", j.adapt(steps["down"]), STEPS["down"][1])
         j.times["total"] = time.monotonic() - t0
         record_property("journey_seconds", {k: round(v, 1) for k, v in j.times.items()})
-        print("journey step seconds:", {k: round(v, 1) for k, v in j.times.items()})
+        print(f"journey with {' '.join(compose)}, step seconds:", {k: round(v, 1) for k, v in j.times.items()})
     assert leftovers(docker_client, name, worker) == []
 
 
