@@ -179,18 +179,18 @@ build_evaluator() {
 }
 
 build_service() {  # NAME (redis|postgres): a Dockerfile and its entrypoint, FROM a debootstrap base
-  local name="$1" ctx="$BUILD/ctx-$1" base
+  local name="$1" ctx="$BUILD/ctx-$1" base args=()
   mkdir -p "$BUILD"
   if [ "$name" = redis ]; then
     base="$BASE_REDIS"; base_image "$base" "$REDIS_PKGS"
   else
     # postgresql-common's postinst made a `main` cluster in the rootfs: the image makes its own.
-    base="$BASE_POSTGRES"
+    base="$BASE_POSTGRES"; args=(--build-arg "PG_MAJOR=$PG_MAJOR")
     base_image "$base" "$POSTGRES_PKGS" "var/lib/postgresql/$PG_MAJOR/main" "etc/postgresql/$PG_MAJOR/main"
   fi
   rm -rf "$ctx"; mkdir -p "$ctx"
   cp "$REPO/docker/$name-entrypoint.sh" "$ctx/"
-  build "liberopro/$name:$TAG" "$REPO/docker/$name.Dockerfile" "$ctx" "$base" --build-arg "PG_MAJOR=$PG_MAJOR"
+  build "liberopro/$name:$TAG" "$REPO/docker/$name.Dockerfile" "$ctx" "$base" "${args[@]}"
 }
 
 build_platform() {
