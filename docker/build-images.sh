@@ -4,12 +4,16 @@
 #   1. base images from Debian packages with debootstrap + `docker import` (skipped when present):
 #        liberopro/base-python:bookworm  python3 + venv, iptables    (policies, api/worker)
 #        liberopro/base-sim:bookworm     + Mesa EGL/GL, glib         (the evaluator: MuJoCo on the CPU)
+#        liberopro/base-redis:bookworm   redis-server, redis-tools   (compose's broker)
+#        liberopro/base-postgres:bookworm postgresql-15               (compose's database)
 #   2. a local wheelhouse (build/wheelhouse) of every locked dependency plus our own wheels
 #      (refreshed only when uv.lock or our sources change);
 #   3. `docker build --network none` of each image from that wheelhouse:
 #        liberopro/example-zero, liberopro/example-random   submission_spec/examples/*/Dockerfile
 #        liberopro/evaluator                                docker/evaluator.Dockerfile
 #        liberopro/platform (api and worker)                docker/platform.Dockerfile
+#        liberopro/redis, liberopro/postgres (the stack's   docker/redis.Dockerfile, docker/postgres.Dockerfile
+#          broker and database; no wheelhouse needed)
 #
 #   4. the image ids, fixed at deployment, written to ENV_FILE (default .env beside compose.yaml,
 #      which compose reads, as do the platform's settings): LIBEROPRO_EVALUATOR_IMAGE,
@@ -18,7 +22,8 @@
 #      this TAG that is present (other lines of the file are kept). The platform names its images
 #      by these ids, never by a tag, which anyone able to load an image could move.
 #
-# Usage: docker/build-images.sh [all|base|wheelhouse|examples|evaluator|platform|pin]...  (default all;
+# Usage: docker/build-images.sh [all|base|wheelhouse|examples|evaluator|platform|redis|postgres|pin]...
+#        (default all;
 #        pin only rewrites ENV_FILE from the images present, e.g. after `docker load` on an air-gapped host)
 # Env:   DEBIAN_MIRROR (default http://deb.debian.org/debian), TAG (default latest), ENV_FILE,
 #        REDIS_IMAGE / POSTGRES_IMAGE (default liberopro/redis:$TAG, liberopro/postgres:$TAG) to pin others,
@@ -38,6 +43,12 @@ BASE_SIM="${BASE_SIM:-liberopro/base-sim:bookworm}"
 # iptables: the platform image's sandbox-firewall service (compose) installs the host rule with it.
 PY_PKGS="python3,python3-venv,iptables"
 SIM_PKGS="python3,python3-venv,libgl1,libegl1,libegl-mesa0,libgl1-mesa-dri,libglib2.0-0"
+# The stack's services from Debian 12's own packages (Redis 7.0, PostgreSQL 15): no registry.
+BASE_REDIS="liberopro/base-redis:bookworm"
+BASE_POSTGRES="liberopro/base-postgres:bookworm"
+PG_MAJOR=15
+REDIS_PKGS="redis-server,redis-tools"
+POSTGRES_PKGS="postgresql-$PG_MAJOR,postgresql-client-$PG_MAJOR"
 
 log() { printf '[build-images %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 need() { command -v "$1" >/dev/null 2>&1 || { echo "missing: $1 ($2)" >&2; exit 1; }; }
@@ -45,7 +56,7 @@ need docker "install docker.io and start dockerd: scripts/start-dockerd.sh"
 docker info >/dev/null 2>&1 || { echo "the Docker engine does not answer: run scripts/start-dockerd.sh" >&2; exit 1; }
 
 # ---------------------------------------------------------------- 1. base images
-base_image() {  # NAME PACKAGES
+base_image() {  # NAME PACKAGES [PATH...]: PATHs (relative to the rootfs) are removed before the import
   local name="$1" pkgs="$2" root
   if docker image inspect "$name" >/dev/null 2>&1; then
     log "$name present"
@@ -60,6 +71,8 @@ base_image() {  # NAME PACKAGES
     >"$BUILD/debootstrap.log" 2>&1 || { tail -30 "$BUILD/debootstrap.log" >&2; rm -rf "$root"; exit 1; }
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/usr/share/doc \
          "$root"/usr/share/man "$root"/usr/share/locale
+  local p
+  for p in "${@:3}"; do rm -rf "${root:?}/$p"; done
   tar -C "$root" -c . | docker import \
     -c 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     -c 'CMD ["/bin/bash"]' - "$name" >/dev/null
@@ -150,10 +163,10 @@ context_for() {  # DIR REQS...
   split_ours "$dir"
 }
 
-build() {  # IMAGE DOCKERFILE CONTEXT BASE
+build() {  # IMAGE DOCKERFILE CONTEXT BASE [--build-arg K=V]...
   local image="$1" file="$2" ctx="$3" base="$4" t0=$SECONDS
   log "docker build $image (FROM $base)"
-  docker build -q --network none --build-arg "BASE_IMAGE=$base" -f "$file" -t "$image" "$ctx" >/dev/null \
+  docker build -q --network none --build-arg "BASE_IMAGE=$base" "${@:5}" -f "$file" -t "$image" "$ctx" >/dev/null \
     2> >(grep -v -E 'DEPRECATED|buildx|docs.docker.com|^[[:space:]]*$' >&2)
   log "$image built in $((SECONDS - t0)) s: $(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}')"
 }
@@ -173,6 +186,21 @@ build_evaluator() {
   rm -f "$BUILD/ctx-evaluator/wheelhouse"/.*stamp
   split_ours "$BUILD/ctx-evaluator"
   build "liberopro/evaluator:$TAG" "$REPO/docker/evaluator.Dockerfile" "$BUILD/ctx-evaluator" "$BASE_SIM"
+}
+
+build_service() {  # NAME (redis|postgres): a Dockerfile and its entrypoint, FROM a debootstrap base
+  local name="$1" ctx="$BUILD/ctx-$1" base args=()
+  mkdir -p "$BUILD"
+  if [ "$name" = redis ]; then
+    base="$BASE_REDIS"; base_image "$base" "$REDIS_PKGS"
+  else
+    # postgresql-common's postinst made a `main` cluster in the rootfs: the image makes its own.
+    base="$BASE_POSTGRES"; args=(--build-arg "PG_MAJOR=$PG_MAJOR")
+    base_image "$base" "$POSTGRES_PKGS" "var/lib/postgresql/$PG_MAJOR/main" "etc/postgresql/$PG_MAJOR/main"
+  fi
+  rm -rf "$ctx"; mkdir -p "$ctx"
+  cp "$REPO/docker/$name-entrypoint.sh" "$ctx/"
+  build "liberopro/$name:$TAG" "$REPO/docker/$name.Dockerfile" "$ctx" "$base" "${args[@]}"
 }
 
 build_platform() {
@@ -211,14 +239,16 @@ targets=("$@")
 T0=$SECONDS
 for t in "${targets[@]}"; do
   case "$t" in
-    all) build_bases; wheelhouse; build_examples; build_evaluator; build_platform ;;
+    all) build_bases; wheelhouse; build_examples; build_evaluator; build_platform
+         build_service redis; build_service postgres ;;
     base) build_bases ;;
     wheelhouse) wheelhouse ;;
     examples) build_bases; wheelhouse; build_examples ;;
     evaluator) build_bases; wheelhouse; build_evaluator ;;
     platform) build_bases; wheelhouse; build_platform ;;
+    redis|postgres) build_service "$t" ;;
     pin) ;;
-    *) echo "unknown target $t (all|base|wheelhouse|examples|evaluator|platform|pin)" >&2; exit 2 ;;
+    *) echo "unknown target $t (all|base|wheelhouse|examples|evaluator|platform|redis|postgres|pin)" >&2; exit 2 ;;
   esac
 done
 pin_all

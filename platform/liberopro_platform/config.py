@@ -23,7 +23,10 @@ class Settings(BaseSettings):
     these settings read (docs/platform.md, "Image identity").
     """
 
-    model_config = SettingsConfigDict(env_prefix="LIBEROPRO_", env_file=".env", extra="ignore")
+    # env_ignore_empty: an empty variable means the default (compose.yaml passes `${MAX_STEPS:-}`
+    # and the like as empty strings when they are not set).
+    model_config = SettingsConfigDict(env_prefix="LIBEROPRO_", env_file=".env", extra="ignore",
+                                      env_ignore_empty=True)
 
     # --- services
     database_url: str = Field("sqlite:///./liberopro-platform.db",

@@ -4,6 +4,7 @@ docker/build-images.sh), refusing to start without them."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,7 +29,9 @@ IDS = {f"LIBEROPRO_{name}_IMAGE": "sha256:" + digit * 64
 
 
 def test_compose_file_validates_and_publishes_only_the_api(tmp_path):
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "POSTGRES_PASSWORD": "x"}
+    # A clean environment (no stack variables), but where Docker finds its CLI plugins (compose v2).
+    keep = {k: os.environ[k] for k in ("HOME", "DOCKER_CONFIG", "DOCKER_HOST") if k in os.environ}
+    env = {**keep, "PATH": "/usr/local/bin:/usr/bin:/bin", "POSTGRES_PASSWORD": "x"}
     # Without the ids (no .env beside the file) Compose refuses and says what to run.
     bare = tmp_path / "compose.yaml"
     bare.write_text(COMPOSE.read_text())
