@@ -243,7 +243,8 @@ def register(app: typer.Typer) -> None:
         upload: bool = typer.Option(False, "--upload", help="Always send the image itself (docker save), even when "
                                     "your team uploaded it before."),
         note: str = typer.Option("", help="A note stored with the submission."),
-        wait: bool = typer.Option(False, "--wait", help="Follow the submission until it is final."),
+        wait: bool = typer.Option(False, "--wait", help="Follow the submission until it is final; the exit code is "
+                                  "1 unless it was published."),
     ) -> None:
         """Submit a policy image. A local image is uploaded (docker save) unless your team uploaded
         the same image id before (then it goes by id); a digest of a registry the platform pulls
@@ -271,9 +272,12 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"follow it with: liberopro status {created['id']}")
         if wait:
             try:
-                show(watch(c, created["id"], 5.0))
+                final = watch(c, created["id"], 5.0)
             except PlatformError as exc:
                 fail(str(exc))
+            show(final)
+            if final["state"] != "published":  # scripts can tell a failed submission from a published one
+                raise typer.Exit(1)
 
     @app.command("status")
     def status(

@@ -14,8 +14,25 @@ IMAGE_ID = "sha256:" + "cd" * 32
 
 
 class Recorder:
+    """The queue: records nothing; a submission whose note is ``fail-me`` is failed at validation
+    half a second after it is queued (so ``submit --wait`` sees a final state)."""
+
+    sessions = None
+
     def validate(self, submission_id, countdown=0):
-        pass
+        import threading
+
+        def fail_it() -> None:
+            from liberopro_platform.db import transaction
+            from liberopro_platform.models import Submission
+            from liberopro_platform.pipeline import fail
+
+            with transaction(self.sessions) as s:
+                sub = s.get(Submission, submission_id)
+                if sub.note == "fail-me":
+                    fail(s, sub, "validation", "the policy failed the conformance check", "answer /act")
+
+        threading.Timer(0.5, fail_it).start()
 
     def run_shard(self, shard_id, countdown=0):
         pass
@@ -30,7 +47,9 @@ def server(migrated_pg, tmp_path_factory):
     from liberopro_platform.config import Settings
 
     settings = Settings(database_url=migrated_pg, data_dir=tmp_path_factory.mktemp("cli-data"), max_concurrent=5)
-    app = create_app(settings, enqueue=Recorder())
+    recorder = Recorder()
+    app = create_app(settings, enqueue=recorder)
+    recorder.sessions = app.state.sessions
     with ApiServer(app, free_port()) as s:
         yield s, app
 
@@ -78,6 +97,14 @@ def test_submit_status_cancel_from_the_command_line(server, token, tmp_path):
     assert r.exit_code == 0 and "cancelled" in r.output
     r = run(["cancel", sid], env)
     assert r.exit_code == 2 and "already cancelled" in r.output
+
+
+def test_submit_wait_exits_non_zero_unless_published(server, token, tmp_path):
+    api, _ = server
+    env = {"LIBEROPRO_API_URL": api.url, "LIBEROPRO_TOKEN": token[0], "LIBEROPRO_CONFIG": str(tmp_path / "none.toml")}
+    r = run(["submit", IMAGE_ID, "--note", "fail-me", "--wait"], env)
+    assert r.exit_code == 1, r.output
+    assert "failed" in r.output and "conformance check" in r.output
 
 
 def test_config_file_and_the_reason_for_a_refused_token(server, token, tmp_path):
