@@ -60,7 +60,15 @@ class LocalBackend:
         s = self.settings
         log_path = self.logs / f"{source.submission_id}-validation.log"
         log_path.unlink(missing_ok=True)
+        stop = threading.Event()
+
+        def beat() -> None:  # the validation's claim stays fresh however long the command takes to serve
+            while not stop.wait(s.heartbeat_interval_s):
+                on_heartbeat()
+
         on_heartbeat()
+        beater = threading.Thread(target=beat, daemon=True)
+        beater.start()
         try:
             with PolicyProcess(source.command or "", log_path, startup_timeout=s.validation_health_timeout_s) as proc:
                 report = check(proc.url, CheckSpec(protocol=source.protocol, health_timeout_s=s.validation_health_timeout_s,
@@ -70,6 +78,8 @@ class LocalBackend:
             return ValidationOutcome(ok=False, failure=exc.detail.split("; last output")[0],
                                      fix="make the command start a server on $PORT that answers GET /health",
                                      policy_log=truncate_log(_read(log_path), s.log_max_bytes))
+        finally:
+            stop.set()
         return _validation_outcome(report, truncate_log(_read(log_path), s.log_max_bytes))
 
     def run_shard(self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks,
@@ -139,3 +149,7 @@ class LocalBackend:
     def sweep(self, worker: str | None = None) -> int:
         """Child processes die with their PolicyProcess (atexit, process group): nothing to sweep."""
         return 0
+
+    def owners(self) -> set[str]:
+        """No resource outlives its worker here: no owner."""
+        return set()
