@@ -28,7 +28,7 @@ def test_compose_file_validates_and_publishes_only_the_api():
     assert res.returncode == 0, res.stderr
     config = yaml.safe_load(res.stdout)
     services = config["services"]
-    assert {"redis", "postgres", "api", "worker", "beat", "migrate", "sandbox-firewall"} <= set(services)
+    assert {"redis", "postgres", "api", "worker", "control", "beat", "migrate", "sandbox-firewall"} <= set(services)
     published = {name: s.get("ports") for name, s in services.items() if s.get("ports")}
     assert set(published) == {"api"}
     port = published["api"][0]
