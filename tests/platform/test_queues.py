@@ -340,18 +340,17 @@ def test_a_shard_message_lost_in_a_redis_restart_is_resent(env, settings, sessio
 
 def test_with_the_only_worker_dead_status_says_so_and_a_new_worker_takes_over(env, settings, sessions, enqueue,
                                                                               redis_server, beat, workers):
-    """The only sandbox worker is SIGKILLed; its shards wait. `status` says that no worker is
-    alive and names the last one; the beat sweep (no worker needed) stored the same reason.
-    A worker started under a new name runs the shards, and aggregation runs on the control
-    worker (the new worker serves only the shards queue)."""
+    """The only worker is SIGKILLed; the shards wait. `status` says that no worker is alive and
+    names the last one; the beat sweep stored the same reason (with no worker at all: beat
+    sweeps in its own process). A worker started under a new name runs the shards, and
+    aggregation runs on a control worker (the new worker serves only the shards queue)."""
     from fastapi.testclient import TestClient
     from liberopro_platform.api.app import create_app
     from liberopro_platform.cli import format_status
     from liberopro_platform.models import WorkerHeartbeat, utcnow
 
     redis_server.client().flushdb()
-    control = workers("q-control@test", queues="control")
-    dead = workers("q-first@test", queues="shards")
+    dead = workers("q-first@test")
     dead.kill()
     sid, shard_ids, token = running_submission(sessions)
     for i in shard_ids:
@@ -376,6 +375,7 @@ def test_with_the_only_worker_dead_status_says_so_and_a_new_worker_takes_over(en
             beat_row = next(r for r in s.query(WorkerHeartbeat) if r.roles == "beat")
         assert (utcnow() - beat_row.beat_at).total_seconds() < 5 and beat_row.info["last_sweep_at"]
 
+        control = workers("q-control@test", queues="control")
         fresh = workers("q-second@test", queues="shards")
         assert "q-first@test" in recovered(fresh), fresh.tail()
         sub = wait_for("published", lambda: (s := state_of(sessions, sid)).state == "published" and s, 60,
