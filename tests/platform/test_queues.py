@@ -315,6 +315,7 @@ def test_a_shard_message_lost_in_a_redis_restart_is_resent(env, settings, sessio
     Redis restarts without persistence and loses them; the beat sweep finds them missing and
     re-sends them, and the submission is published with no admin action."""
     r = redis_server.client()
+    r.flushdb()
     worker = workers("q-solo@test")
     busy = queued_submission(sessions, "echo busy; sleep 60")  # never serves: fails validation after 6 s
     enqueue.validate(busy)
@@ -432,11 +433,13 @@ def test_a_worker_under_a_new_name_removes_sandboxes_of_gone_owners(env, session
         assert {ghost, norow} <= gone and alive not in gone
     finally:
         live.stop()
-        for _, names in created:
-            for getter, n in zip((docker_client.containers.get, docker_client.volumes.get, docker_client.networks.get),
-                                 names, strict=True):
+        from docker.errors import NotFound
+
+        for _, (cont, vol, net) in created:
+            for collection, name, kwargs in ((docker_client.containers, cont, {"force": True}),
+                                             (docker_client.volumes, vol, {"force": True}),
+                                             (docker_client.networks, net, {})):
                 try:
-                    obj = getter(n)
-                    obj.remove(force=True) if getter != docker_client.networks.get else obj.remove()
-                except Exception:  # noqa: BLE001 - already removed (the expected case)
+                    collection.get(name).remove(**kwargs)
+                except NotFound:  # removed by the worker (the expected case but for the live owner's)
                     pass
