@@ -132,9 +132,10 @@ def workers_cmd() -> None:
     from liberopro_platform.heartbeat import all_rows, is_live
     from liberopro_platform.models import utcnow
 
-    now, stale_s = utcnow(), _settings().heartbeat_stale_s
+    stale_s = _settings().heartbeat_stale_s
     with _sessions()() as s:
         rows = all_rows(s)
+    now = utcnow()
     for r in rows:
         state = "alive" if is_live(r, now, stale_s) else ("stopped" if r.stopped_at else "GONE")
         doing = r.task or ("idle" if "beat" not in r.roles else f"last sweep {(r.info or {}).get('last_sweep_at')}")

@@ -66,6 +66,9 @@ def make_celery(settings: Settings) -> Celery:
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         broker_connection_retry_on_startup=True,
+        # A broker restart must not stop a running shard: its claim lives in the database, and the
+        # sweep re-sends what the restart lost.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         broker_transport_options={"visibility_timeout": settings.broker_visibility_timeout_s},
         worker_hijack_root_logger=False,
         beat_schedule={"sweep-stuck": {"task": TASK_SWEEP, "schedule": settings.sweep_interval_s}},
@@ -211,12 +214,33 @@ def _recover_on_start(sender=None, **_: object) -> None:
     roles = _roles_of(sender) if sender is not None else ["shards", "control"]
     p = pipeline()
     p.worker = _worker_name
+    _warn_if_twin(p, _worker_name)
     _heartbeat = HeartbeatWriter(p.sessions, _worker_name, roles, settings.heartbeat_interval_s).start()
     if SHARDS in roles:
         result = p.recover()
     else:
         result = "none needed (this worker starts no sandbox)"
     log.info("worker %s ready, queues %s (recovery: %s)", _worker_name, ",".join(roles), result)
+
+
+def _warn_if_twin(p: Any, name: str) -> None:
+    """Log an error when another process with this worker's name looks alive: at start a worker
+    removes the sandboxes labelled with its own name, so names must be unique."""
+    import os
+
+    from liberopro_platform.heartbeat import is_live
+    from liberopro_platform.models import WorkerHeartbeat, utcnow
+
+    try:
+        with p.sessions() as s:
+            row = s.get(WorkerHeartbeat, name)
+    except Exception:  # noqa: BLE001 - only a warning
+        return
+    if row is not None and is_live(row, utcnow(), settings.heartbeat_stale_s) \
+            and (row.hostname, row.pid) != (socket.gethostname()[:255], os.getpid()):
+        log.error("worker %s: a process with this name beat %s ago on %s (pid %d); if it is alive, its sandboxes "
+                  "are about to be removed: give every worker its own --name", name,
+                  utcnow() - row.beat_at, row.hostname, row.pid)
 
 
 @signals.task_prerun.connect
@@ -251,6 +275,12 @@ class SweepScheduler(Scheduler):
     def producer(self):  # noqa: D102 - never connect to the broker up front (a down broker must not block the sweep)
         return None
 
+    def apply_entry(self, entry, producer=None):
+        if entry.task != TASK_SWEEP:
+            return super().apply_entry(entry, producer)
+        self.sweep_now()
+        return None
+
     def apply_async(self, entry, producer=None, advance=True, **kwargs):
         if entry.task != TASK_SWEEP:
             return super().apply_async(entry, producer, advance, **kwargs)
@@ -278,7 +308,7 @@ class SweepScheduler(Scheduler):
             return -1
         self._beat_heartbeat.set_info({"last_sweep_at": started.isoformat(), "found": len(found),
                                        "actions": sorted({f.action for f in found})})
-        log.info("sweep: %d stuck item(s)%s", len(found), "".join(f"\n  {f.submission_id} [{f.state}] {f.reason} -> "
+        (log.info if found else log.debug)("sweep: %d stuck item(s)%s", len(found), "".join(f"\n  {f.submission_id} [{f.state}] {f.reason} -> "
                                                                   f"{f.action}" for f in found))
         return len(found)
 
