@@ -308,8 +308,8 @@ class SweepScheduler(Scheduler):
             return -1
         self._beat_heartbeat.set_info({"last_sweep_at": started.isoformat(), "found": len(found),
                                        "actions": sorted({f.action for f in found})})
-        (log.info if found else log.debug)("sweep: %d stuck item(s)%s", len(found), "".join(f"\n  {f.submission_id} [{f.state}] {f.reason} -> "
-                                                                  f"{f.action}" for f in found))
+        lines = "".join(f"\n  {f.submission_id} [{f.state}] {f.reason} -> {f.action}" for f in found)
+        (log.info if found else log.debug)("sweep: %d stuck item(s)%s", len(found), lines)
         return len(found)
 
     def close(self) -> None:
