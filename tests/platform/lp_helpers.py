@@ -44,16 +44,24 @@ class WorkerProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> WorkerProcess:
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        """Start the process and wait until it is ready (its recovery done)."""
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> WorkerProcess:
+        """Start the process without waiting (several workers can then start side by side)."""
+        self._offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "liberopro_platform", "worker", "--name", self.name, "--queues", self.queues,
              "--without-heartbeat"],
             env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(REPO))
         log.close()
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> WorkerProcess:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            text = self.log_path.read_bytes()[offset:].decode(errors="replace")
+            text = self.log_path.read_bytes()[self._offset:].decode(errors="replace")
             if "recovery:" in text:
                 return self
             if self.proc.poll() is not None:

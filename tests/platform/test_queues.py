@@ -172,10 +172,11 @@ def workers(env, tmp_path):
     """Start workers by name (and queues); all are stopped at the end of the test."""
     started: list[WorkerProcess] = []
 
-    def start(name: str, queues: str = "shards,control", extra_env: dict[str, str] | None = None) -> WorkerProcess:
+    def start(name: str, queues: str = "shards,control", extra_env: dict[str, str] | None = None,
+              wait: bool = True) -> WorkerProcess:
         w = WorkerProcess({**env, **(extra_env or {})}, tmp_path / f"{name}.log", name=name, queues=queues)
         started.append(w)
-        return w.start()
+        return w.launch().wait_ready() if wait else w.launch()
 
     yield start
     for w in started:
@@ -376,8 +377,10 @@ def test_with_the_only_worker_dead_status_says_so_and_a_new_worker_takes_over(en
             beat_row = next(r for r in s.query(WorkerHeartbeat) if r.roles == "beat")
         assert (utcnow() - beat_row.beat_at).total_seconds() < 5 and beat_row.info["last_sweep_at"]
 
-        control = workers("q-control@test", queues="control")
-        fresh = workers("q-second@test", queues="shards")
+        control = workers("q-control@test", queues="control", wait=False)
+        fresh = workers("q-second@test", queues="shards", wait=False)
+        control.wait_ready()
+        fresh.wait_ready()
         assert "q-first@test" in recovered(fresh), fresh.tail()
         sub = wait_for("published", lambda: (s := state_of(sessions, sid)).state == "published" and s, 60,
                        lambda: fresh.tail() + control.tail())
