@@ -97,7 +97,7 @@ def queue_db() -> str:
 @pytest.fixture(scope="module")
 def env(queue_db, redis_server, tmp_path_factory) -> dict[str, str]:
     """Settings of the processes: local backend, heartbeats every second, a worker gone after
-    4 s, the sweep every second, a lost message re-sent after 3 s."""
+    6 s, the sweep every second, a lost message re-sent after 3 s."""
     return {
         "LIBEROPRO_DATABASE_URL": queue_db,
         "LIBEROPRO_BROKER_URL": redis_server.url,
@@ -106,7 +106,7 @@ def env(queue_db, redis_server, tmp_path_factory) -> dict[str, str]:
         "LIBEROPRO_BACKEND": "local",
         "LIBEROPRO_SANDBOX_FIREWALL": "off",
         "LIBEROPRO_HEARTBEAT_INTERVAL_S": "1",
-        "LIBEROPRO_HEARTBEAT_STALE_S": "4",
+        "LIBEROPRO_HEARTBEAT_STALE_S": "6",
         "LIBEROPRO_SWEEP_INTERVAL_S": "1",
         "LIBEROPRO_RESEND_GRACE_S": "3",
         "LIBEROPRO_VALIDATION_HEALTH_TIMEOUT_S": "6",
