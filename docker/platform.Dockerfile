@@ -1,7 +1,9 @@
 # The LIBERO-Pro2.0 platform: API (uvicorn) and workers (Celery) from one image, without the
 # simulator (workers run the evaluator in its own container through the Docker engine).
 #   api:    python -m liberopro_platform api --host 0.0.0.0
-#   worker: python -m liberopro_platform worker --name worker1
+#   worker: python -m liberopro_platform worker --name worker1   (queues <queue>.shards and .control)
+#   control: python -m liberopro_platform worker --name control --queues control
+#   beat:   python -m liberopro_platform beat                      (the stuck sweep, in its own process)
 # Built offline by docker/build-images.sh. Context: wheelhouse/ (the third-party wheels the
 # platform needs), ours/ (the liberopro and liberopro-submission-spec wheels) and catalog.json
 # (the methodology page's shift catalog, written by the host's evaluator: this image has no simulator).

@@ -3,7 +3,6 @@ a worker, beat, teams/users/tokens, the sandbox sweep and firewall)."""
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 
@@ -99,12 +98,20 @@ def api(host: str = "127.0.0.1", port: int = 8000) -> None:
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def worker(ctx: typer.Context, name: str = typer.Option(None, help="Worker name; keep it stable across "
                                                          "restarts so a restarted worker recovers its work."),
-           beat: bool = typer.Option(False, help="Also run the periodic stuck sweep (one worker only).")) -> None:
+           queues: str = typer.Option("shards,control", help="Queues to serve, comma-separated: shards (validation "
+                                      "and shards: needs the sandbox), control (aggregation). A worker serving only "
+                                      "control never waits behind a shard."),
+           beat: bool = typer.Option(False, help="Also run celery beat, i.e. the stuck sweep (one per platform).")) -> None:
     """Run a Celery worker (solo pool: one task at a time; run several for parallel shards)."""
     from liberopro_platform.tasks import app as celery_app
 
     settings = _settings()
-    argv = ["worker", "-Q", settings.queue, "-n", name or f"worker@{socket.gethostname()}", "--pool=solo",
+    roles = [q.strip() for q in queues.split(",") if q.strip()]
+    if not roles or set(roles) - {"shards", "control"}:
+        typer.echo(f"error: --queues takes shards and/or control, not {queues!r}", err=True)
+        raise typer.Exit(2)
+    argv = ["worker", "-Q", ",".join(f"{settings.queue}.{r}" for r in roles),
+            "-n", name or f"worker@{socket.gethostname()}", "--pool=solo",
             "--without-mingle", "--without-gossip", "--loglevel=INFO", *ctx.args]
     if beat:
         argv.append("--beat")
@@ -113,10 +120,29 @@ def worker(ctx: typer.Context, name: str = typer.Option(None, help="Worker name;
 
 @app.command("beat")
 def beat_cmd() -> None:
-    """Run celery beat (the stuck sweep every minute)."""
+    """Run celery beat: the stuck sweep every sweep_interval_s, in beat's own process."""
     from liberopro_platform.tasks import app as celery_app
 
-    celery_app.start(["beat", "--loglevel=INFO", "-s", os.path.join(str(_settings().data_dir), "celerybeat-schedule")])
+    celery_app.start(["beat", "--loglevel=INFO"])
+
+
+@app.command("workers")
+def workers_cmd() -> None:
+    """List the workers (and beat) from their heartbeat rows: alive or gone, roles, current task."""
+    from liberopro_platform.heartbeat import all_rows, is_live
+    from liberopro_platform.models import utcnow
+
+    stale_s = _settings().heartbeat_stale_s
+    with _sessions()() as s:
+        rows = all_rows(s)
+    now = utcnow()
+    for r in rows:
+        state = "alive" if is_live(r, now, stale_s) else ("stopped" if r.stopped_at else "GONE")
+        doing = r.task or ("idle" if "beat" not in r.roles else f"last sweep {(r.info or {}).get('last_sweep_at')}")
+        typer.echo(f"{r.name:<40} {state:<8} {r.roles:<14} beat {(now - r.beat_at).total_seconds():6.0f} s ago  "
+                   f"{r.hostname} pid {r.pid}  {doing}")
+    if not rows:
+        typer.echo("no worker has reported")
 
 
 @app.command("sweep-sandboxes")
@@ -149,7 +175,7 @@ def stuck(act: bool = typer.Option(False, "--act", help="Requeue or fail them no
         found = p.sweep_stuck()
     else:
         with transaction(p.sessions) as s:
-            found = p.find_stuck(s)
+            found = p.find_stuck(s, p.enqueue.pending())
     for f in found:
         typer.echo(f"{f.submission_id} [{f.state}] {f.reason} -> {f.action}")
     if not found:

@@ -32,7 +32,9 @@ class Settings(BaseSettings):
     database_url: str = Field("sqlite:///./liberopro-platform.db",
                               description="SQLAlchemy URL; PostgreSQL in compose: postgresql+psycopg://...")
     broker_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker (Redis).")
-    queue: str = Field("liberopro", description="Celery queue the pipeline tasks go to.")
+    queue: str = Field("liberopro", description="Prefix of the Celery queues: `<queue>.shards` holds the tasks "
+                       "that start a sandbox (validation, shards), `<queue>.control` the short ones "
+                       "(aggregation), so that these never wait behind shards.")
     broker_visibility_timeout_s: int = Field(
         3600, description="Redis redelivers an unacknowledged task after this long; a redelivered "
         "shard whose lease is still alive is skipped, so this only bounds recovery time.")
@@ -94,9 +96,16 @@ class Settings(BaseSettings):
     policy_restart_wait_s: float = 120
     aggregate_time_limit_s: float = 300
     submission_time_limit_s: float = 48 * 3600
-    heartbeat_interval_s: float = 10
-    heartbeat_stale_s: float = 180
+    heartbeat_interval_s: float = Field(10, description="Heartbeat period of a running validation or shard "
+                                        "and of each worker's row in worker_heartbeats.")
+    heartbeat_stale_s: float = Field(180, description="A claim or a worker whose heartbeat is older is taken "
+                                     "as gone (its work is requeued, its sandboxes removed).")
     queue_stale_s: float = 1800
+    sweep_interval_s: float = Field(60, description="How often celery beat runs the stuck sweep (in its own "
+                                    "process: no free worker needed).")
+    resend_grace_s: float = Field(60, description="A queued task whose message the broker does not hold is "
+                                  "re-sent once it has waited this long (its message was lost, e.g. by a Redis "
+                                  "restart); also how long a worker may hold a delivered message before acting.")
     max_stage_attempts: int = Field(3, description="Attempts of a stage (validation, a shard) before it fails.")
 
     # --- accounts and limits
@@ -115,6 +124,16 @@ class Settings(BaseSettings):
                 return json.loads(value)
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @property
+    def shard_queue(self) -> str:
+        """The Celery queue of the tasks that start a sandbox: validation and shards."""
+        return f"{self.queue}.shards"
+
+    @property
+    def control_queue(self) -> str:
+        """The Celery queue of aggregation (and the sweep task, when sent by hand)."""
+        return f"{self.queue}.control"
 
     def shard_time_limit_s(self, episodes: int) -> float:
         """Wall-clock limit of one shard attempt with ``episodes`` episodes to run."""

@@ -3,7 +3,8 @@ describes each, and ``migrations/`` holds their Alembic history.
 
 teams -> users -> api_tokens; teams -> submissions -> shards, episodes, events; submissions ->
 results (the published row the leaderboard reads); teams -> team_images (the images a team
-uploaded or had pulled, which alone it may name by id).
+uploaded or had pulled, which alone it may name by id);
+worker_heartbeats (one row per worker process and per beat, independent of the rest).
 """
 
 from __future__ import annotations
@@ -268,3 +269,32 @@ class Result(Base):
     hidden: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
     published_at: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
     submission: Mapped[Submission] = relationship()
+
+
+class WorkerHeartbeat(Base):
+    """One row per worker process (and per ``celery beat``), written every
+    ``heartbeat_interval_s`` by a thread of that process, so that "the owner of this work is
+    gone" and "no worker is running" are known from the database (docs/platform.md, "Queues,
+    sweep and recovery").
+
+    ``roles``: the queues it serves, comma-separated (``shards``, ``control``), or ``beat``.
+    ``task``: what it runs now (task name and argument), None when idle. ``stopped_at``: set on
+    a clean shutdown (a killed process just stops beating). ``info``: role-specific facts, for
+    beat the time and findings of the last sweep.
+    """
+
+    __tablename__ = "worker_heartbeats"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    roles: Mapped[str] = mapped_column(String(200))
+    hostname: Mapped[str] = mapped_column(String(255), default="")
+    pid: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    beat_at: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
+    task: Mapped[str | None] = mapped_column(String(200), default=None)
+    task_since: Mapped[dt.datetime | None] = mapped_column(default=None)
+    stopped_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    info: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+
+    def serves(self, role: str) -> bool:
+        """True when ``role`` (``shards``, ``control`` or ``beat``) is one of its roles."""
+        return role in self.roles.split(",")

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from liberopro_platform.config import Settings
 from liberopro_platform.db import transaction
 from liberopro_platform.evaluator_entry import ShardSpec
+from liberopro_platform.heartbeat import CONTROL, SHARDS, all_rows, describe_absence, is_live
 from liberopro_platform.image_refs import IMAGE_ID
 from liberopro_platform.manifest import ManifestError, load_manifest, plan_shards
 from liberopro_platform.models import (
@@ -32,6 +33,7 @@ from liberopro_platform.models import (
     Submission,
     SubmissionEvent,
     SubmissionState,
+    WorkerHeartbeat,
     utcnow,
 )
 from liberopro_platform.sandbox.base import (
@@ -49,6 +51,32 @@ S = SubmissionState
 INTERNAL_FIX = "nothing to change on your side: the platform's admins can see the details and requeue it"
 
 
+@dataclass
+class BrokerView:
+    """The pipeline's task messages that the broker holds, keyed ``(kind, argument)``: kind is
+    ``validate``, ``run_shard`` or ``aggregate`` (the :class:`Enqueue` method that sent it), the
+    argument its submission or shard id as a string.
+
+    ``waiting``: in a queue, not handed to a worker yet. ``delivered``: handed to a worker and
+    not acknowledged (running, or held by the worker until its countdown ends), with the later
+    of the hand-over time and the countdown's end (UTC). A message delivered to a worker that
+    died stays "delivered" until the broker's visibility timeout, so for work the database
+    says is still queued only a recent delivery counts (:meth:`Pipeline.find_stuck`).
+    """
+
+    waiting: set[tuple[str, str]] = field(default_factory=set)
+    delivered: dict[tuple[str, str], dt.datetime] = field(default_factory=dict)
+
+    def holds(self, kind: str, arg: object, delivered_after: dt.datetime | None = None) -> bool:
+        """True when the broker holds a message ``kind(arg)``: waiting, or delivered (after
+        ``delivered_after`` when given)."""
+        key = (kind, str(arg))
+        if key in self.waiting:
+            return True
+        at = self.delivered.get(key)
+        return at is not None and (delivered_after is None or at >= delivered_after)
+
+
 class Enqueue(Protocol):
     """How a stage hands work to the next one (Celery in production)."""
 
@@ -56,16 +84,22 @@ class Enqueue(Protocol):
     def run_shard(self, shard_id: int, countdown: float = 0) -> None: ...
     def aggregate(self, submission_id: str, countdown: float = 0) -> None: ...
 
+    def pending(self) -> BrokerView | None:
+        """What the broker holds now; None when it cannot be inspected (down, or not Redis)."""
+
 
 def add_event(session: Session, sub: Submission, message: str) -> None:
     session.add(SubmissionEvent(submission_id=sub.id, state=sub.state, message=message))
 
 
 def set_state(session: Session, sub: Submission, state: SubmissionState, message: str, **fields: Any) -> None:
-    """Move ``sub`` to ``state`` with ``message`` (shown to the submitter) and log the event."""
+    """Move ``sub`` to ``state`` with ``message`` (shown to the submitter) and log the event; a
+    final state clears ``stuck_reason`` (what a failure was about is in ``failure``)."""
     now = utcnow()
     if sub.state != state.value:
         sub.state_since = now
+    if state.final:
+        sub.stuck_reason = None
     sub.state = state.value
     sub.message = message
     for k, v in fields.items():
@@ -98,7 +132,11 @@ class Stuck:
     submission_id: str
     state: str
     reason: str
-    action: str  # requeue_validation | requeue_shard | requeue_aggregate | fail
+    # requeue_validation | requeue_shard | requeue_aggregate: the work was claimed and its claim
+    # went stale (counts in ``requeues``); resend_validation | resend_shard | resend_aggregate:
+    # its task message was lost (sent again, free); wait: nothing to do but wait (no worker);
+    # fail: over the submission's total time limit.
+    action: str
     shard_id: int | None = None
 
 
@@ -524,54 +562,120 @@ class Pipeline:
         return action
 
     # ------------------------------------------------------------------ stuck detection
-    def find_stuck(self, session: Session) -> list[Stuck]:
-        """Every active submission that is not moving as it should, with the reason."""
+    def find_stuck(self, session: Session, broker: BrokerView | None = None) -> list[Stuck]:
+        """Every active submission that is not moving as it should, with the reason.
+
+        - a claim (validation, shard) whose heartbeat is older than ``heartbeat_stale_s``:
+          ``requeue_*``; aggregation over ``aggregate_time_limit_s`` while not waiting in the
+          broker: ``requeue_aggregate``;
+        - with ``broker`` (what the broker holds, read by the sweep): a queued validation or shard,
+          or an aggregation, whose task message the broker does not hold although it was sent
+          more than ``resend_grace_s`` ago: ``resend_*`` (the message was lost, e.g. by a Redis
+          restart; a re-sent task that was merely waiting is a no-op, every stage is idempotent).
+          Without it (the API's status), queued work older than ``queue_stale_s`` while live
+          workers run nothing is reported (and requeued, if the sweep could not read the broker);
+        - work waiting on a queue that no live worker serves (rows of ``worker_heartbeats``):
+          ``wait``, with the last worker seen.
+        """
         st, now = self.settings, self._now()
+        grace = dt.timedelta(seconds=st.resend_grace_s)
         out: list[Stuck] = []
         subs = session.scalars(select(Submission).where(Submission.state.in_(ACTIVE_STATES))
                                .order_by(Submission.created_at)).all()
         any_live_shard = any(not self._stale(sh.heartbeat_at) for sh in session.scalars(
             select(Shard).where(Shard.state == ShardState.running.value)))
+        rows = all_rows(session)
+        live = [r for r in rows if is_live(r, now, st.heartbeat_stale_s)]
+        no_sandbox = None if any(r.serves(SHARDS) for r in live) else describe_absence(rows, SHARDS, now)
+        no_control = None if any(r.serves(CONTROL) for r in live) else describe_absence(rows, CONTROL, now)
+
+        def lost(kind: str, arg: object, sent: dt.datetime, fresh_only: bool = True) -> bool:
+            return (broker is not None and now - sent > grace
+                    and not broker.holds(kind, arg, now - grace if fresh_only else None))
+
         for sub in subs:
             age = (now - sub.created_at).total_seconds()
             in_state = (now - sub.state_since).total_seconds()
             if age > st.submission_time_limit_s:
                 out.append(Stuck(sub.id, sub.state, f"the submission did not finish within the platform's total "
                                  f"time limit ({st.submission_time_limit_s / 3600:.0f} h)", "fail"))
-            elif sub.state == S.queued.value and in_state > st.queue_stale_s and queue_position(session, sub) == 0:
-                out.append(Stuck(sub.id, sub.state, f"no worker picked it up for {in_state / 60:.0f} min although "
-                                 "nothing is ahead of it in the queue (workers down or the task was lost)",
-                                 "requeue_validation"))
+                continue
+            waits_on = None
+            if sub.state == S.queued.value:
+                waits_on = no_sandbox
+                if lost("validate", sub.id, sub.state_since):
+                    out.append(Stuck(sub.id, sub.state, "its validation task was not in the broker (lost, e.g. by a "
+                                     "broker restart); sent again", "resend_validation"))
+                elif broker is None and not no_sandbox and in_state > st.queue_stale_s \
+                        and queue_position(session, sub) == 0:
+                    out.append(Stuck(sub.id, sub.state, f"no worker picked it up for {in_state / 60:.0f} min "
+                                     "although nothing is ahead of it in the queue (the task was lost?)",
+                                     "requeue_validation"))
             elif sub.state == S.validating.value and self._stale(sub.heartbeat_at):
+                waits_on = no_sandbox
                 out.append(Stuck(sub.id, sub.state, f"the worker validating it ({sub.worker}) stopped reporting "
                                  f"{_ago(now, sub.heartbeat_at)}", "requeue_validation"))
-            elif sub.state == S.aggregating.value and in_state > st.aggregate_time_limit_s:
-                out.append(Stuck(sub.id, sub.state, f"aggregation did not finish within "
-                                 f"{st.aggregate_time_limit_s:.0f} s", "requeue_aggregate"))
+            elif sub.state == S.aggregating.value:
+                waits_on = no_control
+                if lost("aggregate", sub.id, sub.state_since, fresh_only=False):
+                    out.append(Stuck(sub.id, sub.state, "its aggregation task was not in the broker (lost, e.g. by "
+                                     "a broker restart); sent again", "resend_aggregate"))
+                elif in_state > st.aggregate_time_limit_s and not (broker and ("aggregate", sub.id) in broker.waiting) \
+                        and not no_control:
+                    out.append(Stuck(sub.id, sub.state, f"aggregation did not finish within "
+                                     f"{st.aggregate_time_limit_s:.0f} s", "requeue_aggregate"))
             elif sub.state == S.running.value:
                 for sh in sub.shards:
                     if sh.state == ShardState.running.value and self._stale(sh.heartbeat_at):
+                        waits_on = no_sandbox
                         out.append(Stuck(sub.id, sub.state, f"shard {sh.index}: its worker ({sh.worker}) stopped "
                                          f"reporting {_ago(now, sh.heartbeat_at)}", "requeue_shard", sh.id))
-                    elif sh.state == ShardState.queued.value and in_state > st.queue_stale_s and not any_live_shard:
+                    elif sh.state == ShardState.queued.value:
+                        waits_on = no_sandbox
                         last = max([t for t in (sh.heartbeat_at, sub.state_since) if t is not None])
-                        if (now - last).total_seconds() > st.queue_stale_s:
+                        if lost("run_shard", sh.id, last):
+                            out.append(Stuck(sub.id, sub.state, f"shard {sh.index}: its task was not in the broker "
+                                             "(lost, e.g. by a broker restart); sent again", "resend_shard", sh.id))
+                        elif broker is None and not no_sandbox and in_state > st.queue_stale_s \
+                                and not any_live_shard and (now - last).total_seconds() > st.queue_stale_s:
                             out.append(Stuck(sub.id, sub.state, f"shard {sh.index} has waited "
                                              f"{(now - last).total_seconds() / 60:.0f} min while no worker runs any "
-                                             "shard (workers down or the task was lost)", "requeue_shard", sh.id))
+                                             "shard (the task was lost?)", "requeue_shard", sh.id))
+            if waits_on:
+                out.append(Stuck(sub.id, sub.state, waits_on, "wait"))
         return out
 
     def sweep_stuck(self) -> list[Stuck]:
-        """Act on :meth:`find_stuck`: re-send the lost work (bounded by the stage attempts, which
-        fail the submission with the reason when used up) or fail it; the reason is stored for
-        the submitter to read."""
+        """Act on :meth:`find_stuck` with what the broker holds: re-send lost task messages (free,
+        not counted), requeue work whose claim went stale (counted in ``requeues``, and a
+        submission requeued ``3 * max_stage_attempts`` times fails with the reason) or fail it.
+        The reasons are stored in ``stuck_reason`` for the submitter to read (and cleared once
+        the submission moves again); each new reason is also an event."""
+        broker = None
+        try:
+            pending = getattr(self.enqueue, "pending", None)  # test doubles may not inspect a broker
+            broker = pending() if pending is not None else None
+        except Exception as exc:  # noqa: BLE001 - the sweep must go on without the broker's view
+            log.warning("sweep: could not inspect the broker: %r", exc)
         with transaction(self.sessions) as s:
-            found = self.find_stuck(s)
+            found = self.find_stuck(s, broker)
+            reasons: dict[str, list[str]] = {}
+            for st in found:
+                reasons.setdefault(st.submission_id, []).append(st.reason)
+            for sid, texts in reasons.items():
+                sub = s.get(Submission, sid)
+                text = "; ".join(texts)
+                if sub.stuck_reason != text:
+                    add_event(s, sub, f"stuck: {text}")
+                sub.stuck_reason = text
+            s.execute(update(Submission).where(Submission.state.in_(ACTIVE_STATES), Submission.stuck_reason.isnot(None),
+                                               Submission.id.notin_(list(reasons) or [""])).values(stuck_reason=None))
             for st in found:
                 sub = s.get(Submission, st.submission_id)
-                sub.stuck_reason = st.reason
-                add_event(s, sub, f"stuck: {st.reason}; action: {st.action}")
-                if st.action == "fail" or sub.requeues >= 3 * self.settings.max_stage_attempts:
+                if S(sub.state).final:
+                    continue
+                if st.action == "fail" or (st.action.startswith("requeue_")
+                                           and sub.requeues >= 3 * self.settings.max_stage_attempts):
                     fail(s, sub, sub.state, f"stuck: {st.reason}", INTERNAL_FIX)
                 elif st.action == "requeue_validation":
                     sub.requeues += 1
@@ -583,44 +687,78 @@ class Pipeline:
                 elif st.action == "requeue_aggregate":
                     sub.requeues += 1
                     sub.state_since = self._now()
+            final = {sid for sid in reasons if S(s.get(Submission, sid).state).final}
         for st in found:
-            if st.action == "requeue_validation":
+            if st.submission_id in final:
+                continue
+            if st.action in ("requeue_validation", "resend_validation"):
                 self.enqueue.validate(st.submission_id)
-            elif st.action == "requeue_shard" and st.shard_id is not None:
+            elif st.action in ("requeue_shard", "resend_shard") and st.shard_id is not None:
                 self.enqueue.run_shard(st.shard_id)
-            elif st.action == "requeue_aggregate":
+            elif st.action in ("requeue_aggregate", "resend_aggregate"):
                 self.enqueue.aggregate(st.submission_id)
         return found
 
     # ------------------------------------------------------------------ crash recovery
-    def recover(self) -> dict[str, int]:
-        """At worker start: remove the sandboxes a killed predecessor of the same name left
-        behind and requeue the work it held (stored episodes are kept)."""
-        swept = 0
+    def recover(self) -> dict[str, Any]:
+        """At worker start: find the owners that are gone, remove the sandboxes they left on this
+        engine and requeue the shards and validations they held (stored episodes are kept).
+
+        Gone are this worker's own name (a killed predecessor of the same name) and every other
+        worker that either labels sandboxes on this engine or has a row in ``worker_heartbeats``,
+        whose row is stopped, stale (``heartbeat_stale_s``) or absent, and none of whose claims
+        has a fresh heartbeat. Rows of gone workers are deleted once cleaned up, rows silent for
+        a week too. Returns ``{"swept", "shards", "validations", "gone"}``.
+        """
+        now, stale_s = self._now(), self.settings.heartbeat_stale_s
+        on_engine: set[str] = set()
         try:
-            swept = self.backend.sweep(self.worker)
+            on_engine = set(self.backend.owners())
         except SandboxError as exc:
-            log.error("recovery: could not sweep sandboxes: %s", exc)
+            log.error("recovery: could not list the sandboxes' owners: %s", exc)
+        with self.sessions() as s:
+            rows = {r.name: r for r in all_rows(s)}
+            claims = s.execute(select(Shard.worker, Shard.heartbeat_at).where(Shard.state == ShardState.running.value))
+            vals = s.execute(select(Submission.worker, Submission.heartbeat_at)
+                             .where(Submission.state == S.validating.value))
+            busy = {w for w, at in [*claims, *vals] if w and not self._stale(at)}
+        candidates = on_engine | {n for n, r in rows.items() if r.serves(SHARDS)}
+        gone = {self.worker} | {n for n in candidates - {self.worker}
+                                if not (n in rows and is_live(rows[n], now, stale_s)) and n not in busy}
+        swept = 0
+        for owner in sorted(gone):
+            if owner != self.worker and owner not in on_engine:
+                continue
+            try:
+                swept += self.backend.sweep(owner)
+            except SandboxError as exc:
+                log.error("recovery: could not sweep the sandboxes of %s: %s", owner, exc)
         shard_ids, sub_ids = [], []
         with transaction(self.sessions) as s:
-            for sh in s.scalars(select(Shard).where(Shard.state == ShardState.running.value,
-                                                    Shard.worker == self.worker)):
+            def why(owner: str | None) -> str:
+                if owner == self.worker:
+                    return f"its worker {owner} restarted"
+                return f"its worker {owner} is gone (no heartbeat); {self.worker} took over"
+
+            for sh in s.scalars(select(Shard).where(Shard.state == ShardState.running.value, Shard.worker.in_(gone))):
+                add_event(s, sh.submission, f"shard {sh.index}: {why(sh.worker)}; requeued (stored episodes are kept)")
                 sh.state, sh.worker = ShardState.queued.value, None
-                add_event(s, sh.submission, f"shard {sh.index}: its worker {self.worker} restarted; requeued "
-                          "(stored episodes are kept)")
                 shard_ids.append(sh.id)
             for sub in s.scalars(select(Submission).where(Submission.state == S.validating.value,
-                                                          Submission.worker == self.worker)):
-                set_state(s, sub, S.queued, f"its worker {self.worker} restarted; validation requeued", worker=None)
+                                                          Submission.worker.in_(gone))):
+                set_state(s, sub, S.queued, f"{why(sub.worker)}; validation requeued", worker=None)
                 sub_ids.append(sub.id)
+            s.execute(delete(WorkerHeartbeat).where(WorkerHeartbeat.name.in_(gone - {self.worker})))
+            s.execute(delete(WorkerHeartbeat).where(WorkerHeartbeat.beat_at < now - dt.timedelta(days=7)))
         for i in shard_ids:
             self.enqueue.run_shard(i)
         for i in sub_ids:
             self.enqueue.validate(i)
-        if swept or shard_ids or sub_ids:
-            log.warning("recovery of %s: %d sandbox resources removed, %d shards and %d validations requeued",
-                        self.worker, swept, len(shard_ids), len(sub_ids))
-        return {"swept": swept, "shards": len(shard_ids), "validations": len(sub_ids)}
+        others = sorted(gone - {self.worker})
+        if swept or shard_ids or sub_ids or others:
+            log.warning("recovery of %s: owners gone %s, %d sandbox resources removed, %d shards and %d "
+                        "validations requeued", self.worker, others, swept, len(shard_ids), len(sub_ids))
+        return {"swept": swept, "shards": len(shard_ids), "validations": len(sub_ids), "gone": others}
 
 
 class _ShardCallbacks:

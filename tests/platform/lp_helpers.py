@@ -32,26 +32,36 @@ def sandbox_leftovers(docker_client) -> list[str]:
 
 
 class WorkerProcess:
-    """A real ``celery worker`` process (solo pool) with the platform settings."""
+    """A real Celery worker process (``python -m liberopro_platform worker``: solo pool) with the
+    platform settings, serving ``queues`` (``shards,control`` or one of them)."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, name: str = WORKER_NAME) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, name: str = WORKER_NAME,
+                 queues: str = "shards,control") -> None:
         self.env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
         self.log_path = log_path
         self.name = name
+        self.queues = queues
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> WorkerProcess:
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        """Start the process and wait until it is ready (its recovery done)."""
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> WorkerProcess:
+        """Start the process without waiting (several workers can then start side by side)."""
+        self._offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "liberopro_platform.tasks", "worker", "-Q", self.env["LIBEROPRO_QUEUE"],
-             "-n", self.name, "--pool=solo", "--without-mingle", "--without-gossip", "--without-heartbeat",
-             "--loglevel=INFO"],
+            [sys.executable, "-m", "liberopro_platform", "worker", "--name", self.name, "--queues", self.queues,
+             "--without-heartbeat"],
             env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(REPO))
         log.close()
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> WorkerProcess:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            text = self.log_path.read_bytes()[offset:].decode(errors="replace")
+            text = self.log_path.read_bytes()[self._offset:].decode(errors="replace")
             if "recovery:" in text:
                 return self
             if self.proc.poll() is not None:

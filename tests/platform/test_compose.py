@@ -46,9 +46,9 @@ def test_compose_file_validates_and_publishes_only_the_api(tmp_path):
     # Every image by id; the worker pins the evaluator by id and knows the platform's own images.
     images = {name: s["image"] for name, s in services.items()}
     assert images["redis"] == IDS["LIBEROPRO_REDIS_IMAGE"] and images["postgres"] == IDS["LIBEROPRO_POSTGRES_IMAGE"]
-    assert {images[n] for n in ("api", "worker", "beat", "migrate", "sandbox-firewall")} == {IDS["LIBEROPRO_PLATFORM_IMAGE"]}
+    assert {images[n] for n in ("api", "worker", "control", "beat", "migrate", "sandbox-firewall")} == {IDS["LIBEROPRO_PLATFORM_IMAGE"]}
     assert {k: services["worker"]["environment"][k] for k in IDS} == IDS
-    assert {"redis", "postgres", "api", "worker", "beat", "migrate", "sandbox-firewall"} <= set(services)
+    assert {"redis", "postgres", "api", "worker", "control", "beat", "migrate", "sandbox-firewall"} <= set(services)
     published = {name: s.get("ports") for name, s in services.items() if s.get("ports")}
     assert set(published) == {"api"}
     port = published["api"][0]

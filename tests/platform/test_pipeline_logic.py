@@ -12,8 +12,14 @@ from sqlalchemy import func, select
 
 
 class Recorder:
+    """Records what the pipeline sends; ``broker`` is what ``pending()`` reports (None: unknown)."""
+
     def __init__(self) -> None:
         self.sent: list[tuple[str, object]] = []
+        self.broker = None
+
+    def pending(self):
+        return self.broker
 
     def validate(self, submission_id, countdown=0):
         self.sent.append(("validate", submission_id))
@@ -32,10 +38,14 @@ class SweepCounter:
 
     def __init__(self) -> None:
         self.swept: list[str | None] = []
+        self.labelled: set[str] = set()
 
     def sweep(self, worker=None):
         self.swept.append(worker)
         return 3
+
+    def owners(self):
+        return set(self.labelled)
 
 
 @pytest.fixture
@@ -123,7 +133,7 @@ def test_stuck_submissions_are_found_with_a_reason_and_requeued(pipeline):
         sh.state, sh.worker, sh.heartbeat_at = "running", "w9@gone", old
         shard_id = sh.id
     with pipeline.sessions() as s:
-        stuck = [x for x in pipeline.find_stuck(s) if x.submission_id == sid]
+        stuck = [x for x in pipeline.find_stuck(s) if x.submission_id == sid and x.action != "wait"]
     assert len(stuck) == 1 and stuck[0].action == "requeue_shard"
     assert "w9@gone" in stuck[0].reason and "stopped reporting" in stuck[0].reason
     pipeline.sweep_stuck()
@@ -135,7 +145,8 @@ def test_stuck_submissions_are_found_with_a_reason_and_requeued(pipeline):
 
     vid = make_submission(pipeline, state="validating", shards=(), worker="w8@gone", heartbeat_at=old)
     with pipeline.sessions() as s:
-        assert [x.action for x in pipeline.find_stuck(s) if x.submission_id == vid] == ["requeue_validation"]
+        assert [x.action for x in pipeline.find_stuck(s) if x.submission_id == vid and x.action != "wait"] \
+            == ["requeue_validation"]
     ancient = utcnow() - dt.timedelta(days=5)
     aid = make_submission(pipeline, state="running", created_at=ancient, state_since=ancient)
     pipeline.sweep_stuck()
@@ -211,3 +222,146 @@ def test_requeue_restarts_from_where_it_stopped(pipeline):
     assert ("validate", vid) in pipeline.enqueue.sent
     with pipeline.sessions() as s:
         assert s.get(Submission, vid).state == "queued" and s.get(Submission, vid).attempts == 0
+
+
+class OnlyThese:
+    """A broker view for the ids of one test: ``view`` decides for them, everything else (other
+    tests' rows in the shared database) counts as held, so the sweep leaves it alone."""
+
+    def __init__(self, ids, view) -> None:
+        self.ids = {str(i) for i in ids}
+        self.view = view
+
+    def holds(self, kind, arg, delivered_after=None):
+        return self.view.holds(kind, arg, delivered_after) if str(arg) in self.ids else True
+
+    @property
+    def waiting(self):
+        return self.view.waiting
+
+
+def test_lost_task_messages_are_resent_for_free(pipeline):
+    """A queued validation or shard whose message the broker does not hold (or holds only as
+    delivered long ago: its worker died) is re-sent, without counting as a requeue; one the
+    broker holds waiting, or delivered recently, or an aggregation being run, is left alone."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Submission, utcnow
+    from liberopro_platform.pipeline import BrokerView
+
+    now = utcnow()
+    old = now - dt.timedelta(minutes=10)
+    rid = make_submission(pipeline, state_since=old, shards=((["i1", 0],), (["i1", 1],), (["i1", 2],)))
+    lost_v, dead_v, fresh_v = (make_submission(pipeline, state="queued", shards=(), state_since=old) for _ in range(3))
+    agg = make_submission(pipeline, state="aggregating", shards=(), state_since=old)
+    with pipeline.sessions() as s:
+        held, lost, eta = [sh.id for sh in s.get(Submission, rid).shards]
+    view = BrokerView(waiting={("run_shard", str(held))},
+                      delivered={("validate", dead_v): now - dt.timedelta(minutes=5),
+                                 ("validate", fresh_v): now - dt.timedelta(seconds=10),
+                                 ("run_shard", str(eta)): now + dt.timedelta(seconds=90),  # countdown not over
+                                 ("aggregate", agg): old})
+    pipeline.enqueue.broker = OnlyThese([rid, lost_v, dead_v, fresh_v, agg, held, lost, eta], view)
+    found = pipeline.sweep_stuck()
+    mine = {(x.action, x.shard_id or x.submission_id) for x in found if x.action.startswith("resend")}
+    assert mine == {("resend_shard", lost), ("resend_validation", lost_v), ("resend_validation", dead_v)}
+    assert sorted(pipeline.enqueue.sent, key=str) == sorted([("run_shard", lost), ("validate", lost_v),
+                                                             ("validate", dead_v)], key=str)
+    with pipeline.sessions() as s:
+        sub = s.get(Submission, rid)
+        assert sub.requeues == 0 and sub.state == "running" and [sh.state for sh in sub.shards] == ["queued"] * 3
+        assert "shard 1: its task was not in the broker" in sub.stuck_reason
+        assert any("not in the broker" in e.message for e in sub.events)
+        assert s.get(Submission, lost_v).requeues == 0 and s.get(Submission, lost_v).state == "queued"
+        assert "broker" not in (s.get(Submission, fresh_v).stuck_reason or "")  # (a "no live worker" reason may be there)
+    # Once the broker holds them again, nothing more is sent and the reasons are cleared.
+    view.waiting |= {("run_shard", str(lost)), ("validate", lost_v), ("validate", dead_v)}
+    pipeline.enqueue.sent.clear()
+    pipeline.sweep_stuck()
+    assert pipeline.enqueue.sent == []
+    with pipeline.sessions() as s:
+        assert "broker" not in (s.get(Submission, rid).stuck_reason or "")
+    with transaction(pipeline.sessions) as s:
+        for i in (rid, lost_v, dead_v, fresh_v, agg):
+            s.get(Submission, i).state = "cancelled"
+
+
+def test_no_live_worker_is_the_stuck_reason(pipeline):
+    """Waiting work says when no live worker serves its queue, naming the last worker seen;
+    a live worker's row clears it; aggregation needs a worker of the control queue."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Submission, WorkerHeartbeat, utcnow
+
+    later = utcnow() + dt.timedelta(hours=30)  # every real row of the shared database is stale then
+    pipeline._now = lambda: later
+    since = later - dt.timedelta(minutes=1)
+    qid = make_submission(pipeline, state="queued", shards=(), created_at=since, state_since=since)
+    aid = make_submission(pipeline, state="aggregating", shards=(), created_at=since, state_since=since)
+    names = [f"{n}-{secrets.token_hex(3)}@unit" for n in ("stopped", "live")]
+
+    def reasons(sid):
+        with pipeline.sessions() as s:
+            return [x.reason for x in pipeline.find_stuck(s) if x.submission_id == sid and x.action == "wait"]
+
+    try:
+        assert reasons(qid) and "no worker that runs sandbox work" in reasons(qid)[0]
+        with transaction(pipeline.sessions) as s:
+            s.add(WorkerHeartbeat(name=names[0], roles="shards,control", beat_at=later - dt.timedelta(seconds=5),
+                                  stopped_at=later - dt.timedelta(seconds=5)))
+        [why] = reasons(qid)
+        assert f"the last one, {names[0]}, stopped at" in why and "nothing is lost" in why
+        assert "aggregation" in reasons(aid)[0]
+        with transaction(pipeline.sessions) as s:
+            s.add(WorkerHeartbeat(name=names[1], roles="shards", beat_at=later - dt.timedelta(seconds=5)))
+        assert reasons(qid) == []
+        assert "no worker that runs aggregation is alive" in reasons(aid)[0]  # a shards-only worker does not count
+    finally:
+        with transaction(pipeline.sessions) as s:
+            for n in names:
+                row = s.get(WorkerHeartbeat, n)
+                if row is not None:
+                    s.delete(row)
+            for i in (qid, aid):
+                s.get(Submission, i).state = "cancelled"
+
+
+def test_a_new_worker_cleans_up_after_owners_whose_heartbeat_is_gone(pipeline):
+    """recover() under a new name: sandboxes of owners with a stale or no heartbeat row are
+    removed and their claims requeued; a live owner and one whose claim still beats are spared."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Submission, WorkerHeartbeat, utcnow
+
+    tag = secrets.token_hex(3)
+    gone, norow, live, busy = (f"{n}-{tag}@unit" for n in ("gone", "norow", "live", "busy"))
+    now = utcnow()
+    stale = now - dt.timedelta(minutes=10)
+    pipeline.backend.labelled = {gone, norow, live, busy}
+    sid = make_submission(pipeline, shards=((["i1", 0],), (["i1", 1],)))
+    vid = make_submission(pipeline, state="validating", shards=(), worker=norow, heartbeat_at=stale)
+    with transaction(pipeline.sessions) as s:
+        s.add_all([WorkerHeartbeat(name=gone, roles="shards,control", beat_at=stale),
+                   WorkerHeartbeat(name=live, roles="shards,control", beat_at=now),
+                   WorkerHeartbeat(name=busy, roles="shards,control", beat_at=stale)])
+        a, b = s.get(Submission, sid).shards
+        a.state, a.worker, a.heartbeat_at = "running", gone, stale
+        b.state, b.worker, b.heartbeat_at = "running", busy, now
+        a_id, b_id = a.id, b.id
+    try:
+        result = pipeline.recover()
+        assert set(result["gone"]) >= {gone, norow} and not {live, busy} & set(result["gone"])
+        assert {gone, norow, "w1@test"} <= set(pipeline.backend.swept) and not {live, busy} & set(pipeline.backend.swept)
+        assert ("run_shard", a_id) in pipeline.enqueue.sent and ("validate", vid) in pipeline.enqueue.sent
+        assert ("run_shard", b_id) not in pipeline.enqueue.sent
+        with pipeline.sessions() as s:
+            sub = s.get(Submission, sid)
+            assert [sh.state for sh in sub.shards] == ["queued", "running"]
+            assert any(f"its worker {gone} is gone" in e.message for e in sub.events)
+            assert s.get(Submission, vid).state == "queued"
+            assert s.get(WorkerHeartbeat, gone) is None and s.get(WorkerHeartbeat, live) is not None
+    finally:
+        with transaction(pipeline.sessions) as s:
+            for n in (gone, live, busy):
+                row = s.get(WorkerHeartbeat, n)
+                if row is not None:
+                    s.delete(row)
+            for i in (sid, vid):
+                s.get(Submission, i).state = "cancelled"

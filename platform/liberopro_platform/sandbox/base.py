@@ -120,6 +120,9 @@ class SandboxBackend(Protocol):
     def sweep(self, worker: str | None = None) -> int:
         """Remove leftover sandbox resources (of ``worker``, or all); returns how many."""
 
+    def owners(self) -> set[str]:
+        """Names of the workers whose sandbox resources exist now (the owner label)."""
+
 
 class PolicyRejected(Exception):
     """The submission cannot run at all (image absent, too large, unknown protocol, not the

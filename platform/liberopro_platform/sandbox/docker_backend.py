@@ -728,6 +728,19 @@ class DockerBackend:
         return n
 
 
+    def owners(self) -> set[str]:
+        """The ``org.liberopro.worker`` label of every sandbox container, volume and network on
+        this engine (the workers whose sandboxes exist now)."""
+        filters = {"label": [f"{LABEL}=1"]}
+        try:
+            labels = [c.labels for c in self.client.containers.list(all=True, filters=filters)]
+            labels += [r.attrs.get("Labels") or {} for r in [*self.client.volumes.list(filters=filters),
+                                                              *self.client.networks.list(filters=filters)]]
+        except Exception as e:  # noqa: BLE001 - the engine's errors are infrastructure faults
+            raise SandboxError(f"cannot list sandbox resources: {e}") from e
+        return {lab[LABEL_WORKER] for lab in labels if lab.get(LABEL_WORKER)}
+
+
 def _validation_outcome(report: dict[str, Any], policy_log: str) -> ValidationOutcome:
     """Turn a conformance report into what the submitter reads."""
     if report.get("ok"):

@@ -6,6 +6,7 @@ untrusted submissions (the API accepts command submissions only when this backen
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from liberopro_platform.sandbox.base import (
     truncate_log,
 )
 from liberopro_platform.sandbox.docker_backend import _validation_outcome
+
+log = logging.getLogger("liberopro_platform.sandbox.local")
 
 
 def _read(path: Path) -> str:
@@ -53,14 +56,28 @@ class LocalBackend:
 
     def validate(self, source: PolicySource, on_heartbeat: Callable[[], bool | None]) -> ValidationOutcome:
         """Start the command and run the conformance check against it."""
-        from liberopro.policy_process import PolicyProcess
-
-        from submission_spec import PolicyError
-
         s = self.settings
+        stop = threading.Event()
+
+        def beat() -> None:  # the claim stays fresh however long the imports and the command take
+            while not stop.wait(s.heartbeat_interval_s):
+                try:
+                    on_heartbeat()
+                except Exception:  # noqa: BLE001 - a missed beat; the next one may pass
+                    log.warning("validation heartbeat of %s failed", source.submission_id, exc_info=True)
+
+        on_heartbeat()
+        beater = threading.Thread(target=beat, daemon=True)
+        beater.start()
+        try:
+            from liberopro.policy_process import PolicyProcess
+
+            from submission_spec import PolicyError
+        except BaseException:
+            stop.set()
+            raise
         log_path = self.logs / f"{source.submission_id}-validation.log"
         log_path.unlink(missing_ok=True)
-        on_heartbeat()
         try:
             with PolicyProcess(source.command or "", log_path, startup_timeout=s.validation_health_timeout_s) as proc:
                 report = check(proc.url, CheckSpec(protocol=source.protocol, health_timeout_s=s.validation_health_timeout_s,
@@ -70,6 +87,8 @@ class LocalBackend:
             return ValidationOutcome(ok=False, failure=exc.detail.split("; last output")[0],
                                      fix="make the command start a server on $PORT that answers GET /health",
                                      policy_log=truncate_log(_read(log_path), s.log_max_bytes))
+        finally:
+            stop.set()
         return _validation_outcome(report, truncate_log(_read(log_path), s.log_max_bytes))
 
     def run_shard(self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks,
@@ -139,3 +158,7 @@ class LocalBackend:
     def sweep(self, worker: str | None = None) -> int:
         """Child processes die with their PolicyProcess (atexit, process group): nothing to sweep."""
         return 0
+
+    def owners(self) -> set[str]:
+        """No resource outlives its worker here: no owner."""
+        return set()
