@@ -1,11 +1,8 @@
 """worker heartbeats: one row per worker process and per beat
 
 Revision ID: 0003
-Revises: 0001
-Create Date: 2026-12-07 10:00:00
-
-(Chained after 0001 for now; 0002_image_ownership comes from another branch and the two are
-re-chained when merged.)
+Revises: 0002
+Create Date: 2026-12-01 15:00:00
 """
 
 from __future__ import annotations
