@@ -1,0 +1,69 @@
+"""What the task-dependent draws choose from, as functions ``(TaskRef, TaskSemantics) -> options``.
+
+Importing this module is light; calling a function reads the task's BDDL file through LIBERO's
+parser (``libero.libero.envs.bddl_utils``) and the object catalogue of
+:mod:`liberopro.shifts._objects` / the swap rules of :mod:`liberopro.shifts._swap` (no scene is
+built). The rules themselves are documented there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from liberopro.semantics import TaskSemantics
+    from liberopro.tasks import TaskRef
+
+
+def target(ref: TaskRef, sem: TaskSemantics) -> str:
+    """The target's BDDL name."""
+    return sem.target
+
+
+def target_type(ref: TaskRef, sem: TaskSemantics) -> str:
+    """The target's LIBERO object type (``KeyError`` for a fixture target)."""
+    from liberopro.shifts._objects import scene_types
+
+    return scene_types(ref)[sem.target]
+
+
+def swap_partners(ref: TaskRef, sem: TaskSemantics) -> list[str]:
+    """Objects the target may swap places with, in BDDL order (S03, D03)."""
+    from liberopro.shifts._swap import swap_partners as partners
+
+    return partners(ref, sem)
+
+
+def other_instances(ref: TaskRef, sem: TaskSemantics) -> list[str]:
+    """Other instances of the target's category for S06 (absent from the scene, comparable size)."""
+    from liberopro.shifts._objects import instances
+    from liberopro.tasks import task_info
+
+    return instances(ref, sem.target, task_info(ref).instruction)
+
+
+def lookalikes(ref: TaskRef, sem: TaskSemantics) -> list[str]:
+    """Look-alike types for S08/D06 that keep the instruction unambiguous: those absent from the
+    scene where there are any, else all of them."""
+    from liberopro.shifts._objects import lookalikes as candidates
+    from liberopro.shifts._objects import scene_types
+    from liberopro.tasks import task_info
+
+    cands = candidates(ref, sem.target, task_info(ref).instruction)
+    present = set(scene_types(ref).values())
+    return [c for c in cands if c not in present] or cands
+
+
+def clutter_pool(ref: TaskRef, sem: TaskSemantics) -> list[str]:
+    """Object types for S07's clutter: categories absent from the scene and the instruction."""
+    from liberopro.shifts._objects import clutter_pool as pool
+
+    return pool(ref)
+
+
+def paraphrases(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
+    """The task's curated paraphrases (S22, D20; ``KeyError`` when it has none)."""
+    from liberopro.paraphrases import paraphrases_for
+    from liberopro.tasks import task_info
+
+    return paraphrases_for(task_info(ref).instruction)
