@@ -29,6 +29,16 @@ class StackError(RuntimeError):
     """The installed simulation stack is one that is known to give wrong results."""
 
 
+class RenderingError(StackError):
+    """``MUJOCO_GL`` (and ``PYOPENGL_PLATFORM``) name a renderer that cannot work on this machine.
+    The message is one line saying what to set."""
+
+
+#: The renderers the evaluator runs with (``MUJOCO_GL``); EGL is the default.
+RENDERERS = ("egl", "osmesa", "glx")
+_FIX = "unset MUJOCO_GL (headless EGL is the default) or set MUJOCO_GL=egl"
+
+
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
@@ -86,7 +96,7 @@ def check_stack() -> dict[str, str | None]:
     Returns the versions (to record). Raises :class:`StackError` naming what is wrong and what
     to install.
     """
-    configure_rendering()
+    check_rendering()
     versions = stack_versions()
     problems = known_problems(versions)
     if problems:
@@ -104,9 +114,12 @@ def check_stack() -> dict[str, str | None]:
 
 def configure_rendering() -> None:
     """Headless rendering defaults, before mujoco or robosuite is imported: EGL (Mesa llvmpipe
-    on a CPU machine). ``MUJOCO_EGL_DEVICE_ID`` is derived from ``CUDA_VISIBLE_DEVICES`` when a
-    GPU is visible, since an index outside the visible devices raises at start-up."""
-    os.environ.setdefault("MUJOCO_GL", "egl")
+    on a CPU machine) unless ``MUJOCO_GL`` is set (an empty value counts as unset; the value is
+    lower-cased, as mujoco reads it, since robosuite compares it case-sensitively).
+    ``MUJOCO_EGL_DEVICE_ID`` is derived from ``CUDA_VISIBLE_DEVICES`` when a GPU is visible,
+    since an index outside the visible devices raises at start-up. Never raises:
+    :func:`check_rendering` says when the setting cannot work."""
+    os.environ["MUJOCO_GL"] = os.environ.get("MUJOCO_GL", "").strip().lower() or "egl"
     visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v]
     device = os.environ.get("MUJOCO_EGL_DEVICE_ID")
     if os.environ["MUJOCO_GL"] == "egl" and device is not None and visible:
@@ -114,3 +127,82 @@ def configure_rendering() -> None:
         os.environ["MUJOCO_EGL_DEVICE_ID"] = str(visible.index(device)) if device in visible else "0"
     if os.environ["MUJOCO_GL"] == "egl":
         os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+
+
+def check_rendering(probe: bool = True) -> str:
+    """Check, before mujoco is imported by anything else, that the renderer ``MUJOCO_GL`` names
+    can work here; returns it (``egl``, ``osmesa`` or ``glx``).
+
+    Static checks first (the value is one of :data:`RENDERERS`; ``glx`` has an X display;
+    the OSMesa or EGL library is installed; ``PYOPENGL_PLATFORM`` agrees), then, with ``probe``,
+    a real one: a 16x16 GL context is made current and a MuJoCo render context created in it
+    (about 30 ms once mujoco is imported). Raises :class:`RenderingError` with one line saying
+    what to set. Facts: mujoco 2.3.7 accepts ``egl``, ``osmesa`` and ``glx`` on Linux
+    (``mujoco/gl_context.py``); robosuite 1.4 replaces any other value by ``egl``
+    (``robosuite/utils/binding_utils.py``), so only these three mean what they say.
+    """
+    import ctypes.util
+
+    raw = os.environ.get("MUJOCO_GL")
+    configure_rendering()
+    gl = os.environ["MUJOCO_GL"]
+    if gl not in RENDERERS:
+        raise RenderingError(f"MUJOCO_GL={raw.strip() if raw else gl} is not a renderer the evaluator runs with "
+                             f"({', '.join(RENDERERS)}): {_FIX}")
+    if gl == "glx" and not os.environ.get("DISPLAY"):
+        raise RenderingError(f"MUJOCO_GL=glx needs an X display and DISPLAY is not set: {_FIX}")
+    if gl == "osmesa" and ctypes.util.find_library("OSMesa") is None:
+        raise RenderingError("MUJOCO_GL=osmesa needs the OSMesa library, which is not installed "
+                             f"(Debian: apt-get install libosmesa6): install it, or {_FIX}")
+    if gl == "egl" and ctypes.util.find_library("EGL") is None:
+        raise RenderingError("MUJOCO_GL=egl needs the EGL library, which is not installed (Debian: apt-get install "
+                             "libegl1 libgl1-mesa-dri; on an NVIDIA GPU the driver's EGL): install it, or set "
+                             "MUJOCO_GL=osmesa")
+    platform = os.environ.get("PYOPENGL_PLATFORM", "").strip().lower()
+    wanted = {"egl": ("egl",), "osmesa": ("osmesa",), "glx": ("glx", "x11", "linux")}[gl]
+    if platform and platform not in wanted:
+        raise RenderingError(f"PYOPENGL_PLATFORM={platform} does not match MUJOCO_GL={gl}: unset PYOPENGL_PLATFORM "
+                             f"(or set it to {wanted[0]})")
+    if probe:
+        _probe_renderer(gl)
+    return gl
+
+
+def _probe_renderer(gl: str) -> None:
+    """Make a tiny GL context current and create a MuJoCo render context in it (what every scene
+    does); :class:`RenderingError` when that fails. Warnings raised on the way (GLFW reports
+    its failures as warnings) are kept out of the output and named in the error."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            import importlib
+
+            import mujoco
+
+            # the backend named by MUJOCO_GL, as robosuite picks it for every scene; not
+            # mujoco.GLContext, which mujoco fixed at its own import (possibly before MUJOCO_GL was set)
+            backend = importlib.import_module(f"mujoco.{'glfw' if gl == 'glx' else gl}")
+            ctx = backend.GLContext(16, 16)
+            try:
+                ctx.make_current()
+                model = mujoco.MjModel.from_xml_string("<mujoco/>")
+                mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100).free()
+            finally:
+                ctx.free()
+            failure = None
+        except Exception as exc:  # noqa: BLE001 - any failure here means: this renderer does not work
+            failure = f"{exc.__class__.__name__}: {exc}"
+    import re
+
+    # GLFW's own words first ("X11: Failed to open display :1"), then the exception.
+    notes = [re.sub(r"^\(\d+\) b?['\"](.*)['\"]$", r"\1", str(w.message)) for w in caught
+             if "glfw" in (w.filename or "").lower() or "GLFW" in str(w.message)]
+    if failure is None and not notes:
+        return
+    why = (notes[0] if notes else str(failure)).replace("\n", " ")[:200]
+    where = f" on display {os.environ.get('DISPLAY')}" if gl == "glx" else ""
+    fix = _FIX if gl != "egl" else ("install Mesa's EGL (Debian: libegl1 libgl1-mesa-dri) or the NVIDIA driver's EGL, "
+                                    "or set MUJOCO_GL=osmesa")
+    raise RenderingError(f"MUJOCO_GL={gl} cannot render{where} ({why}): {fix}")
