@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from liberopro.catalog import task_options as task
-from liberopro.catalog.sampling import Choice, TaskPermutation, Uniform
+from liberopro.catalog.sampling import Choice, Direction, TaskPermutation, Uniform
 from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, fixed_fallback
 
 #: D02: least distance (m) from the robot and the carried target to the receiver when it moves.
@@ -30,7 +30,7 @@ class ObjectPoseParams(ShiftParams):
     ``yaw_deg``: turn about world z."""
 
     distance_m: Annotated[float, Field(ge=0.0, le=0.5), Uniform(0.08, 0.15)]
-    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Uniform(0, 360, 1)]
+    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]
     yaw_deg: Annotated[float, Field(ge=-180.0, le=180.0), Uniform(-45, 45, 1)]
 
 
@@ -48,7 +48,7 @@ class RuntimeObjectPoseParams(RuntimeParams):
     fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40)
     trigger: Literal["approach"] = "approach"
     distance_m: Annotated[float, Field(ge=0.0, le=0.5), Uniform(0.05, 0.12)]
-    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Uniform(0, 360, 1)]
+    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]
     yaw_deg: Annotated[float, Field(ge=-180.0, le=180.0), Uniform(-30, 30, 1)]
 
 
@@ -72,7 +72,7 @@ class ReceiverPoseParams(ShiftParams):
 
     distance_m: Annotated[float, Field(ge=0.0, le=0.5), Uniform(0.08, 0.15)]
     min_distance_m: float = Field(default=0.08, ge=0.0, le=0.5)
-    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Uniform(0, 360, 1)]
+    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]
     yaw_deg: Annotated[float, Field(ge=-180.0, le=180.0), Uniform(-30, 30, 1)]
 
 
@@ -93,7 +93,7 @@ class RuntimeReceiverPoseParams(RuntimeParams):
     trigger: Literal["transport"] = "transport"
     distance_m: Annotated[float, Field(ge=0.0, le=0.5), Uniform(0.05, 0.12)]
     min_distance_m: float = Field(default=0.05, ge=0.0, le=0.5)
-    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Uniform(0, 360, 1)]
+    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]
     yaw_deg: Annotated[float, Field(ge=-180.0, le=180.0), Uniform(-20, 20, 1)]
 
 

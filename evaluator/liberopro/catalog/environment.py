@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from liberopro.catalog import task_options as task
 from liberopro.catalog.sampling import (
     Coin,
+    Direction,
     Draw,
     Fixed,
     Integers,
@@ -151,7 +152,7 @@ class LookalikeParams(ShiftParams):
     lookalike: Annotated[str, _LOOKALIKE]
     target_type: Annotated[str, _TARGET_TYPE]
     gap_m: Annotated[float, Field(ge=0.0, le=0.3), Uniform(0.05, 0.15)]
-    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Uniform(0, 360, 1)]
+    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]
     yaw_deg: Annotated[float, Field(ge=-180.0, le=180.0), Uniform(-45, 45, 1)]
 
 
@@ -176,7 +177,7 @@ class RuntimeLookalikeParams(RuntimeParams):
     lookalike: Annotated[str, _LOOKALIKE]
     target_type: Annotated[str, _TARGET_TYPE]
     gap_m: Annotated[float, Field(ge=0.0, le=0.3), Uniform(0.05, 0.15)]
-    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Uniform(0, 360, 1)]
+    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]
     yaw_deg: Annotated[float, Field(ge=-180.0, le=180.0), Uniform(-45, 45, 1)]
 
 
@@ -198,7 +199,7 @@ class OcclusionParams(ShiftParams):
 
     fraction: Annotated[float, Field(ge=0.05, le=0.95), Uniform(0.2, 0.5, 3)]
     depth_ratio: Annotated[float, Field(ge=0.1, le=0.8), Uniform(0.2, 0.35, 3)]
-    side_deg: Annotated[float, Field(ge=0.0, lt=360.0), Uniform(0, 360, 1)]
+    side_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]
 
 
 S09 = ShiftSpec(
@@ -218,7 +219,7 @@ class RuntimeOcclusionParams(RuntimeParams):
     trigger: Literal["grasp"] = "grasp"
     fraction: Annotated[float, Field(ge=0.05, le=0.95), Uniform(0.2, 0.5, 3)]
     depth_ratio: Annotated[float, Field(ge=0.1, le=0.8), Uniform(0.2, 0.35, 3)]
-    side_deg: Annotated[float, Field(ge=0.0, lt=360.0), Uniform(0, 360, 1)]
+    side_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]
 
 
 D09 = ShiftSpec(

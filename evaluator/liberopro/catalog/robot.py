@@ -11,7 +11,16 @@ from typing import Annotated, ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from liberopro.catalog.sampling import Coin, DistinctSorted, Integers, PerItem, SignedUniform, SphereElevation, Uniform
+from liberopro.catalog.sampling import (
+    Coin,
+    Direction,
+    DistinctSorted,
+    Integers,
+    PerItem,
+    SignedUniform,
+    SphereElevation,
+    Uniform,
+)
 from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, fixed_fallback
 
 #: Arm joints of LIBERO's Panda (0 = base yaw ... 6 = flange rotation).
@@ -109,7 +118,7 @@ class DisplacementParams(RuntimeParams):
     fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40, transport=40)
     trigger: Annotated[Literal["approach", "transport"], Coin("approach", "transport")] = "approach"
     distance_m: Annotated[float, Field(ge=0.0, le=0.2), Uniform(0.03, 0.08)]
-    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Uniform(0, 360, 1)]
+    direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]
     max_steps: int = Field(default=15, ge=1, le=50)
 
 

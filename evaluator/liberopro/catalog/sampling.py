@@ -112,6 +112,24 @@ class Uniform(Draw):
 
 
 @dataclass(frozen=True)
+class Direction(Draw):
+    """A direction (deg) uniform on [0, 360), rounded to ``digits``; a draw that rounds up to 360
+    is 0 (the same direction: parameters take directions in [0, 360)). Calls: ``rng.uniform(0, 360)``."""
+
+    digits: int = 1
+
+    def draw(self, rng, ctx):
+        v = uniform(rng, 0, 360, self.digits)
+        return 0.0 if v >= 360 else v
+
+    def intervals(self):
+        return [(0.0, 360 - 10.0 ** -self.digits)]
+
+    def describe(self):
+        return "[0, 360)"
+
+
+@dataclass(frozen=True)
 class Integers(Draw):
     """Uniform over the integers lo..hi (both included). Calls: ``rng.integers(lo, hi + 1)``."""
 
