@@ -3,11 +3,13 @@
 Importing this module is light; calling a function reads the task's BDDL file through LIBERO's
 parser (``libero.libero.envs.bddl_utils``) and the object catalogue of
 :mod:`liberopro.shifts._objects` / the swap rules of :mod:`liberopro.shifts._swap` (no scene is
-built). The rules themselves are documented there.
+built). The rules themselves are documented there. Results are cached per task (tuples: the
+draws index them, nothing may change them).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,22 +29,25 @@ def target_type(ref: TaskRef, sem: TaskSemantics) -> str:
     return scene_types(ref)[sem.target]
 
 
-def swap_partners(ref: TaskRef, sem: TaskSemantics) -> list[str]:
+@functools.cache
+def swap_partners(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
     """Objects the target may swap places with, in BDDL order (S03, D03)."""
     from liberopro.shifts._swap import swap_partners as partners
 
-    return partners(ref, sem)
+    return tuple(partners(ref, sem))
 
 
-def other_instances(ref: TaskRef, sem: TaskSemantics) -> list[str]:
+@functools.cache
+def other_instances(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
     """Other instances of the target's category for S06 (absent from the scene, comparable size)."""
     from liberopro.shifts._objects import instances
     from liberopro.tasks import task_info
 
-    return instances(ref, sem.target, task_info(ref).instruction)
+    return tuple(instances(ref, sem.target, task_info(ref).instruction))
 
 
-def lookalikes(ref: TaskRef, sem: TaskSemantics) -> list[str]:
+@functools.cache
+def lookalikes(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
     """Look-alike types for S08/D06 that keep the instruction unambiguous: those absent from the
     scene where there are any, else all of them."""
     from liberopro.shifts._objects import lookalikes as candidates
@@ -51,16 +56,18 @@ def lookalikes(ref: TaskRef, sem: TaskSemantics) -> list[str]:
 
     cands = candidates(ref, sem.target, task_info(ref).instruction)
     present = set(scene_types(ref).values())
-    return [c for c in cands if c not in present] or cands
+    return tuple([c for c in cands if c not in present] or cands)
 
 
-def clutter_pool(ref: TaskRef, sem: TaskSemantics) -> list[str]:
+@functools.cache
+def clutter_pool(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
     """Object types for S07's clutter: categories absent from the scene and the instruction."""
     from liberopro.shifts._objects import clutter_pool as pool
 
-    return pool(ref)
+    return tuple(pool(ref))
 
 
+@functools.cache
 def paraphrases(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
     """The task's curated paraphrases (S22, D20; ``KeyError`` when it has none)."""
     from liberopro.paraphrases import paraphrases_for
