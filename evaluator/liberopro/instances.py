@@ -17,8 +17,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from liberopro.catalog import get_spec
 from liberopro.semantics import TaskSemantics, task_semantics
-from liberopro.shifts import get_shift
 from liberopro.shifts.base import stable_seed
 from liberopro.tasks import TaskRef, task_info
 
@@ -115,7 +115,7 @@ def parse_cases(text: str) -> list[list[str]]:
         if item.lower() == NOMINAL:
             cases.append([])
             continue
-        ids = [get_shift(s.strip()).id for s in item.split("+")]
+        ids = [get_spec(s).id for s in item.split("+")]
         cases.append(ids)
     if not cases:
         raise ValueError("no cases given (e.g. nominal,S01,D01)")
@@ -141,13 +141,13 @@ def make_instance(ref: TaskRef, shift_ids: list[str], seed: int, attempt: int = 
         return f"{'+'.join(shift_ids)} is not a valid composition: {reason}"
     specs = []
     for sid in shift_ids:
-        cls = get_shift(sid)
-        reason = cls.applicable(ref, sem)
+        spec = get_spec(sid)
+        reason = spec.load().applicable(ref, sem)
         if reason is not None:
             return f"{sid} not applicable to {ref}: {reason}"
         parts = (seed, ref.suite, ref.index, sid) + ((attempt,) if attempt else ())
         rng = np.random.default_rng(stable_seed(*parts))
-        specs.append(ShiftSpec(id=cls.id, params=cls.sample_params(rng, ref, sem).model_dump(mode="json")))
+        specs.append(ShiftSpec(id=spec.id, params=spec.sample_params(rng, ref, sem).model_dump(mode="json")))
     reason = conflict([s.id for s in specs], [s.params for s in specs])
     if reason is not None:  # runtime triggers drawn into the same phase
         return f"{'+'.join(shift_ids)} is not a valid composition here: {reason}"
