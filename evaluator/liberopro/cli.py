@@ -25,8 +25,22 @@ DEMO_SHIFTS = "nominal,S01,S12,D01,D10"
 
 
 def _fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {message}")
+    from rich.markup import escape
+
+    # unwrapped (one line stays one line in a log) and escaped (a message may quote file content)
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
+
+
+def _require_renderer() -> None:
+    """End the command with one line saying what to set when ``MUJOCO_GL`` cannot work here
+    (before anything imports mujoco, whose own failures are tracebacks or silent)."""
+    from liberopro.stack import RenderingError, check_rendering
+
+    try:
+        check_rendering()
+    except RenderingError as exc:
+        _fail(str(exc))
 
 
 def print_summary(summary: dict) -> None:
@@ -88,7 +102,7 @@ class EvalArgs:
 def _instances(a: EvalArgs):
     """(instances, skipped reasons, episodes per instance) from a manifest or from tasks x cases."""
     from liberopro.instances import make_instance, parse_cases
-    from liberopro.manifest import ManifestError, first_valid_static, read_manifest
+    from liberopro.manifest import ManifestError, check_manifest, first_valid_static
     from liberopro.split import split_tasks
     from liberopro.tasks import parse_task_list
 
@@ -96,10 +110,10 @@ def _instances(a: EvalArgs):
         if a.tasks or a.split or a.shifts != "nominal":
             _fail("--manifest fixes the instances: do not combine it with --tasks, --split or --shifts")
         try:
-            header, instances = read_manifest(a.manifest)
-        except (ManifestError, OSError) as exc:
-            _fail(str(exc))
-        return instances, [], a.episodes or header.episodes_per_instance
+            manifest = check_manifest(a.manifest)
+        except ManifestError as exc:
+            _fail(f"{exc}\nnothing was run: fix the manifest (or regenerate it with `liberopro instances generate`)")
+        return manifest.instances, [], a.episodes or manifest.header.episodes_per_instance
     try:
         refs = parse_task_list(a.tasks) if a.tasks else None
         if a.split:
@@ -145,6 +159,7 @@ def _diagnostics(a: EvalArgs):
 
 
 def _evaluate(a: EvalArgs) -> dict:
+    _require_renderer()  # before the imports below load mujoco
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -280,7 +295,8 @@ def instances_generate(
     seed: int | None = typer.Option(None, help="Seed (train/all). The eval seed is secret: use --seed-env."),
     seed_env: str = typer.Option("LIBEROPRO_EVAL_SEED", help="Environment variable holding the secret eval seed."),
     tasks: str | None = typer.Option(None, help="Restrict to these tasks of the split."),
-    shifts: str | None = typer.Option(None, help="Cases (default: every shift of the catalog), compositions allowed."),
+    shifts: str | None = typer.Option(None, help="Cases, e.g. nominal,S01,D01,S01+D10 (default: nominal and every "
+                                      "shift of the catalog)."),
     episodes: int = typer.Option(10, help="Episodes per instance recorded in the header."),
     attempts: int = typer.Option(5, help="Parameter draws per pair before it is dropped."),
     workers: int = typer.Option(1, help="Processes (one LIBERO scene each, 1.5-2.5 GB)."),
@@ -290,10 +306,6 @@ def instances_generate(
 ) -> None:
     """Generate a validated, schema-versioned instance manifest, with a report of every dropped pair."""
     import os
-
-    from liberopro.instances import parse_cases
-    from liberopro.manifest import REFERENCE, generate, report, write_manifest
-    from liberopro.tasks import parse_task_list
 
     if split not in ("train", "eval", "all"):
         _fail(f"--split must be train, eval or all, not {split!r}")
@@ -307,12 +319,17 @@ def instances_generate(
         seed = int(raw)
     elif seed is None:
         _fail("give --seed for a train/all manifest")
+    _require_renderer()  # before the imports below load mujoco
+    from liberopro.instances import NOMINAL, parse_cases
+    from liberopro.manifest import REFERENCE, ManifestError, default_cases, generate, report, write_manifest
+    from liberopro.stack import StackError
+    from liberopro.tasks import parse_task_list
+
     try:
         refs = parse_task_list(tasks) if tasks else None
         cases = parse_cases(shifts) if shifts else None
     except (ValueError, KeyError) as exc:
         _fail(str(exc).strip("'\""))
-    cases = [c for c in cases if c] if cases else None
 
     def progress(task: str, done: int, total: int) -> None:
         console.print(f"{'validated' if validate else 'drew (not validated)'} {task} ({done}/{total} tasks)")
@@ -321,16 +338,17 @@ def instances_generate(
     if parts_dir is not None and parts_dir.exists():
         console.print(f"resuming from {parts_dir} (its parts are reused where seed, cases and versions match)")
 
-    header, instances, dropped = generate(split, seed, tasks=refs, cases=cases, episodes=episodes, attempts=attempts,
-                                          workers=workers, validate=validate, progress=progress,
-                                          parts_dir=parts_dir)
-    write_manifest(out_path, header, instances)
+    try:
+        header, instances, dropped = generate(split, seed, tasks=refs, cases=cases, episodes=episodes,
+                                              attempts=attempts, workers=workers, validate=validate,
+                                              progress=progress, parts_dir=parts_dir)
+        write_manifest(out_path, header, instances)
+    except (StackError, ManifestError) as exc:
+        _fail(str(exc))
     if parts_dir is not None:
         import shutil
 
         shutil.rmtree(parts_dir, ignore_errors=True)
-    from liberopro.catalog import SPECS
-
     pairs = len(instances) + len(dropped)
     rep = report(header, dropped, pairs)
     rep["validated"] = validate
@@ -341,11 +359,11 @@ def instances_generate(
     table = Table(title=f"{split} manifest: {header.instances} instances of {pairs} pairs ({len(dropped)} dropped)")
     for col in ("shift", "instances", "dropped"):
         table.add_column(col)
-    for sid in (SPECS if cases is None else ["+".join(c) for c in cases]):
+    for sid in ("+".join(c) or NOMINAL for c in cases or default_cases()):
         table.add_row(sid, str(header.per_shift.get(sid, 0)), str(rep["dropped_by_shift"].get(sid, 0)))
     out.print(table)
     out.print(f"per suite: {header.per_suite}; reference ({REFERENCE}) for the full catalog: "
-              f"{REFERENCE.get(split)} instances")
+              f"{REFERENCE.get(split)} shifted instances (nominal not counted)")
     out.print(f"wrote {out_path} (content hash {header.content_hash[:16]}...) and {report_path}")
 
 
@@ -357,18 +375,20 @@ def review(
     shifts: str | None = typer.Option(None, help="Only these cases, e.g. S01,D10."),
 ) -> None:
     """Render review pages: scene before/after each static shift, frames around each runtime trigger."""
-    from liberopro.manifest import ManifestError, read_manifest
+    _require_renderer()  # before the imports below load mujoco
+    from liberopro.manifest import ManifestError, check_manifest
     from liberopro.review import first_per_shift, render_page, review_instance
-    from liberopro.stack import check_stack
+    from liberopro.stack import StackError, check_stack
 
     try:
-        header, instances = read_manifest(manifest)
-    except (ManifestError, OSError) as exc:
+        checked = check_manifest(manifest)
+        check_stack()
+    except (ManifestError, StackError) as exc:
         _fail(str(exc))
+    header, instances = checked.header, checked.instances
     if header.split != "train":
         _fail(f"{manifest} is a {header.split} manifest: review pages show parameters, so only training manifests "
               "may be reviewed")
-    check_stack()
     chosen = instances if all_instances else first_per_shift(instances)
     if shifts:
         wanted = {c.strip().upper() for c in shifts.split(",")}

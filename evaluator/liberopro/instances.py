@@ -4,6 +4,10 @@ parameter fixed, drawn deterministically from (task, case, seed).
 An episode of an instance adds an init state and an env seed: episode ``e`` uses LIBERO init
 state ``e`` (mod 50) and seed ``seed + e``, the same for every case, so nominal and shifted
 episodes start from the same states.
+
+The models (:class:`Instance`, :class:`ShiftEntry`) live in the light
+:mod:`liberopro.schema.manifest`, which the platform reads without the simulator; this module
+draws their parameters and checks them against the shift catalog.
 """
 
 from __future__ import annotations
@@ -12,47 +16,25 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-from liberopro.catalog import get_spec
+from liberopro.catalog import get_spec, shift_problems
+from liberopro.schema.manifest import (
+    INSTANCE_SCHEMA_VERSION,
+    NOMINAL,
+    Instance,
+    ShiftEntry,
+)
 from liberopro.semantics import TaskSemantics, task_semantics
 from liberopro.shifts.base import stable_seed
 from liberopro.tasks import TaskRef, task_info
 
-INSTANCE_SCHEMA_VERSION = 1
-NOMINAL = "nominal"
+__all__ = ["INSTANCE_SCHEMA_VERSION", "N_INIT_STATES", "NOMINAL", "Diagnostic", "EpisodePlan", "Instance",
+           "ShiftEntry", "instance_problems", "make_instance", "parse_cases", "plan_episodes", "semantics_of"]
+
 N_INIT_STATES = 50
-
-
-class ShiftSpec(BaseModel):
-    """A shift with its fixed parameters."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    id: str
-    params: dict[str, Any]
-
-
-class Instance(BaseModel):
-    """A task under a case with fixed parameters; ``shifts`` is empty for nominal."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    schema_version: int = INSTANCE_SCHEMA_VERSION
-    instance_id: str
-    suite: str
-    task_index: int
-    shifts: list[ShiftSpec] = Field(default_factory=list)
-
-    @property
-    def task(self) -> TaskRef:
-        return TaskRef(self.suite, self.task_index)
-
-    @property
-    def case(self) -> str:
-        """``nominal`` or the shift ids joined by ``+``."""
-        return "+".join(s.id for s in self.shifts) or NOMINAL
 
 
 Observations = Literal["live", "frozen"]
@@ -122,7 +104,7 @@ def parse_cases(text: str) -> list[list[str]]:
     return cases
 
 
-def _instance_id(ref: TaskRef, shifts: list[ShiftSpec]) -> str:
+def _instance_id(ref: TaskRef, shifts: list[ShiftEntry]) -> str:
     body = json.dumps([ref.suite, ref.index, [s.model_dump() for s in shifts]], sort_keys=True)
     return "inst-" + hashlib.sha256(body.encode()).hexdigest()[:12]
 
@@ -147,11 +129,20 @@ def make_instance(ref: TaskRef, shift_ids: list[str], seed: int, attempt: int = 
             return f"{sid} not applicable to {ref}: {reason}"
         parts = (seed, ref.suite, ref.index, sid) + ((attempt,) if attempt else ())
         rng = np.random.default_rng(stable_seed(*parts))
-        specs.append(ShiftSpec(id=spec.id, params=spec.sample_params(rng, ref, sem).model_dump(mode="json")))
+        specs.append(ShiftEntry(id=spec.id, params=spec.sample_params(rng, ref, sem).model_dump(mode="json")))
     reason = conflict([s.id for s in specs], [s.params for s in specs])
     if reason is not None:  # runtime triggers drawn into the same phase
         return f"{'+'.join(shift_ids)} is not a valid composition here: {reason}"
     return Instance(instance_id=_instance_id(ref, specs), suite=ref.suite, task_index=ref.index, shifts=specs)
+
+
+def instance_problems(inst: Instance) -> list[str]:
+    """What is wrong with ``inst`` beyond its format (empty when nothing is): a shift id the
+    catalog does not know (or not written as the catalog writes it, e.g. ``s01``), parameters
+    that do not validate against the shift's ``Params`` model (ranges, trigger phases, unknown
+    or missing fields), or shifts that may not be composed (:func:`liberopro.compositions.conflict`).
+    Each problem is one line naming the shift (:func:`liberopro.catalog.shift_problems`)."""
+    return shift_problems([(s.id, s.params) for s in inst.shifts])
 
 
 def plan_episodes(instances: list[Instance], episodes: int, seed: int,

@@ -1,10 +1,13 @@
 """Instance manifests: every (task, case) of a split with fixed, validated parameters.
 
 A manifest is a JSON-lines file: a header line, then one :class:`~liberopro.instances.Instance`
-per line. Generation is a pure function of (split, seed, shift catalog, simulator stack):
+per line. The format (models, reader, writer, content hash) is :mod:`liberopro.schema.manifest`,
+which the platform reads without the simulator; this module generates manifests and checks them
+against the shift catalog (:func:`check_manifest`). Generation is a pure function of (split,
+seed, shift catalog, simulator stack):
 
-1. For each task of the split and each case (every single shift, or the given cases and
-   compositions), the shift's applicability rule may drop the pair with its reason.
+1. For each task of the split and each case (nominal and every single shift, or the given cases
+   and compositions), the shift's applicability rule may drop the pair with its reason.
 2. Otherwise parameters are drawn from (seed, task, case, attempt) and the instance is realised
    in the simulator on init state 0 through the real episode runner: static shifts are applied,
    settled and their post-conditions measured; runtime shifts are fired (at their phase, reached
@@ -19,8 +22,6 @@ shift and suite, and ``content_hash``: SHA-256 of the instance lines, which read
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -29,15 +30,31 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from liberopro import EVALUATOR_VERSION
-from liberopro.instances import Instance, make_instance
+from liberopro.instances import Instance, instance_problems, make_instance
+from liberopro.schema.manifest import (
+    MANIFEST_KIND,
+    MANIFEST_SCHEMA_VERSION,
+    NOMINAL,
+    Manifest,
+    ManifestError,
+    ManifestHeader,
+    content_hash,
+    listing,
+    make_header,
+    read_manifest,
+    seed_commitment,
+    write_manifest,
+)
 
-MANIFEST_KIND = "liberopro-instance-manifest"
-MANIFEST_SCHEMA_VERSION = 1
+__all__ = ["MANIFEST_KIND", "MANIFEST_SCHEMA_VERSION", "REFERENCE", "DroppedPair", "Manifest", "ManifestError",
+           "ManifestHeader", "check_manifest", "content_hash", "first_valid_static", "generate", "read_manifest",
+           "report", "seed_commitment", "validate_instance", "write_manifest"]
 
-#: Reference counts of the study this benchmark follows (benchmark.md, "Instances").
+#: Reference counts of the study this benchmark follows (benchmark.md, "Instances"): shifted
+#: instances only (40 tasks x 42 shifts = 1,680 pairs); nominal instances come on top.
 REFERENCE = {"train": 1313, "eval": 335, "total": 1648, "pairs": 1680}
 
 
@@ -51,72 +68,21 @@ class DroppedPair(BaseModel):
     reason: str
 
 
-class ManifestHeader(BaseModel):
-    """First line of a manifest file."""
+def check_manifest(path: Path) -> Manifest:
+    """Read a manifest and validate it whole before anything runs: its format and header
+    (:func:`liberopro.schema.manifest.read_manifest`: every line parses, every task exists,
+    unique ids, counts and content hash), then every instance against the shift catalog
+    (:func:`liberopro.instances.instance_problems`: known shift ids, parameters valid for the
+    shift's ``Params`` model, compositions allowed).
 
-    model_config = ConfigDict(extra="forbid")
-    kind: str = MANIFEST_KIND
-    schema_version: int = MANIFEST_SCHEMA_VERSION
-    split: str
-    seed_sha256: str
-    episodes_per_instance: int
-    evaluator_version: str = EVALUATOR_VERSION
-    stack: dict[str, Any] = Field(default_factory=dict)
-    created: str
-    instances: int
-    per_shift: dict[str, int]
-    per_suite: dict[str, int]
-    dropped: int
-    content_hash: str
-
-
-class ManifestError(ValueError):
-    """A manifest file is malformed, of another schema, or altered (hash mismatch)."""
-
-
-def seed_commitment(seed: int) -> str:
-    """SHA-256 commitment to a manifest seed (publishable; the seed itself is not)."""
-    return hashlib.sha256(f"liberopro-manifest-seed:{seed}".encode()).hexdigest()
-
-
-def _line(inst: Instance) -> str:
-    return json.dumps(inst.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-
-
-def content_hash(instances: list[Instance]) -> str:
-    h = hashlib.sha256()
-    for inst in instances:
-        h.update(_line(inst).encode() + b"\n")
-    return h.hexdigest()
-
-
-def write_manifest(path: Path, header: ManifestHeader, instances: list[Instance]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        fh.write(header.model_dump_json() + "\n")
-        for inst in instances:
-            fh.write(_line(inst) + "\n")
-
-
-def read_manifest(path: Path) -> tuple[ManifestHeader, list[Instance]]:
-    """Read and verify a manifest. Raises :class:`ManifestError` naming the problem."""
-    lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
-    if not lines:
-        raise ManifestError(f"{path} is empty")
-    try:
-        header = ManifestHeader.model_validate_json(lines[0])
-    except Exception as exc:
-        raise ManifestError(f"{path}: first line is not a manifest header ({exc})") from exc
-    if header.kind != MANIFEST_KIND or header.schema_version != MANIFEST_SCHEMA_VERSION:
-        raise ManifestError(f"{path}: kind {header.kind!r} schema {header.schema_version}, this evaluator reads "
-                            f"{MANIFEST_KIND!r} schema {MANIFEST_SCHEMA_VERSION}")
-    instances = [Instance.model_validate_json(ln) for ln in lines[1:]]
-    if content_hash(instances) != header.content_hash:
-        raise ManifestError(f"{path}: content hash mismatch: the instances were altered after generation")
-    if len(instances) != header.instances:
-        raise ManifestError(f"{path}: header says {header.instances} instances, file has {len(instances)}")
-    return header, instances
+    Raises :class:`ManifestError` listing each bad line as ``path:LINE: what is wrong``.
+    """
+    manifest = read_manifest(path)
+    problems = [f"{manifest.where(k)}: {p}" for k, inst in enumerate(manifest.instances)
+                for p in instance_problems(inst)]
+    if problems:
+        raise ManifestError(listing(path, problems))
+    return manifest
 
 
 # ------------------------------------------------------------------------------ validation
@@ -323,19 +289,18 @@ def generate(split: str, seed: int, *, tasks=None, cases: list[list[str]] | None
              progress: Callable[[str, int, int], None] | None = None) -> tuple[ManifestHeader, list[Instance], list[DroppedPair]]:
     """Generate the manifest of ``split`` (train/eval/all) for ``seed``.
 
-    ``tasks`` restricts the split's tasks; ``cases`` defaults to every single shift of the
-    catalog. ``validate=False`` skips the simulator (for a quick look; such a manifest says so
-    in its header counts only; do not score on it). ``parts_dir`` keeps each task's result as it
+    ``tasks`` restricts the split's tasks; ``cases`` (lists of shift ids, ``[]`` for nominal)
+    defaults to nominal and every single shift of the catalog. ``validate=False`` skips the
+    simulator (for a quick look; such a manifest says so in its report only; do not score on it). ``parts_dir`` keeps each task's result as it
     completes and reuses matching ones (resume after an interruption). The output order and
     content do not depend on ``workers`` or on resuming.
     """
-    from liberopro.catalog import SPECS
     from liberopro.split import split_tasks
     from liberopro.stack import check_stack
 
     stack = check_stack()
     refs = [r for r in split_tasks(split) if tasks is None or r in tasks]  # type: ignore[arg-type]
-    cases = cases or [[sid] for sid in SPECS]
+    cases = cases or default_cases()
     parts = _TaskParts(parts_dir, {"seed_sha256": seed_commitment(seed), "cases": ["+".join(c) for c in cases],
                                    "attempts": attempts, "validate": validate, "evaluator": EVALUATOR_VERSION,
                                    "stack": stack})
@@ -368,27 +333,32 @@ def generate(split: str, seed: int, *, tasks=None, cases: list[list[str]] | None
     results = [done[i] for i in range(len(refs))]
     instances = [inst for kept, _ in results for inst in kept]
     dropped = [d for _, drops in results for d in drops]
-    header = ManifestHeader(
-        split=split, seed_sha256=seed_commitment(seed), episodes_per_instance=episodes, stack=stack,
-        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), instances=len(instances),
-        per_shift=dict(sorted(Counter(i.case for i in instances).items())),
-        per_suite=dict(sorted(Counter(i.suite for i in instances).items())),
-        dropped=len(dropped), content_hash=content_hash(instances),
-    )
+    header = make_header(split, seed, instances, episodes=episodes, dropped=len(dropped), stack=stack)  # type: ignore[arg-type]
     return header, instances, dropped
+
+
+def default_cases() -> list[list[str]]:
+    """The cases of a manifest when none are given: nominal, then every single shift of the
+    catalog in id order (``[]`` is nominal)."""
+    from liberopro.catalog import SPECS
+
+    return [[]] + [[sid] for sid in SPECS]
 
 
 def report(header: ManifestHeader, dropped: list[DroppedPair], pairs: int) -> dict[str, Any]:
     """The drop report written beside a manifest: counts against the reference and every dropped
-    pair with its reason."""
+    pair with its reason. The reference counts shifted instances only, so the difference leaves
+    the nominal instances out."""
     ref = REFERENCE.get(header.split)
+    nominal = header.per_shift.get(NOMINAL, 0)
     return {
         "split": header.split,
         "pairs": pairs,
         "instances": header.instances,
+        "nominal_instances": nominal,
         "dropped": len(dropped),
         "reference_instances": ref,
-        "difference_vs_reference": None if ref is None else header.instances - ref,
+        "difference_vs_reference": None if ref is None else header.instances - nominal - ref,
         "per_shift": header.per_shift,
         "per_suite": header.per_suite,
         "dropped_pairs": [d.model_dump() for d in dropped],

@@ -30,7 +30,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path("./platform-data"), description="Uploaded archives and scratch files.")
 
     # --- the hidden evaluation manifest
-    manifest_path: Path | None = Field(None, description="JSON-lines file of liberopro.instances.Instance.")
+    manifest_path: Path | None = Field(None, description="The evaluation manifest (`liberopro instances generate --split eval`).")
     episodes_per_instance: int = Field(10, ge=1)
     episode_seed: int = Field(0, description="Episode e of an instance uses init state e mod 50, seed + e.")
     max_steps: int | None = Field(None, description="Cap on the suite horizon (tests only).")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from liberopro.schema.manifest import Instance
 from pydantic import BaseModel, ConfigDict
 
 MARK = "LIBEROPRO-EVENT "
@@ -48,12 +49,14 @@ def parse_event(line: str) -> dict[str, Any] | None:
 
 
 class ShardSpec(BaseModel):
-    """What one shard run needs: its instances, the episodes to run, and the limits."""
+    """What one shard run needs: its instances (typed: :class:`liberopro.schema.manifest.Instance`,
+    the slice of the verified manifest), the ``(instance_id, episode_index)`` pairs to run, and
+    the limits."""
 
     model_config = ConfigDict(extra="forbid")
     submission_id: str
     shard_index: int
-    instances: list[dict[str, Any]]
+    instances: list[Instance]
     episodes: list[tuple[str, int]]
     seed: int = 0
     max_steps: int | None = None
@@ -132,19 +135,27 @@ def run_shard(url: str, spec: ShardSpec, emit: Emit, should_stop: Callable[[], b
               on_episode_start: Callable[[], None] | None = None) -> None:
     """Run the shard's episodes against the policy at ``url``, emitting events. A policy failure
     ends only its episode; a policy that is down (crashed and restarting) is waited for up to
-    ``restart_wait_s`` before the next episode (``on_episode_start`` may restart it first). Raises only for what stops the whole shard:
-    :class:`liberopro.stack.StackError`, :class:`submission_spec.PolicyError` before the first
-    episode (unreachable policy, bad metadata), :class:`ShardStopped`."""
+    ``restart_wait_s`` before the next episode (``on_episode_start`` may restart it first).
+    Raises only for what stops the whole shard: :class:`liberopro.stack.StackError`,
+    :class:`liberopro.schema.manifest.ManifestError` (an instance the shift catalog rejects, or
+    an episode of no instance: checked whole before the policy is contacted),
+    :class:`submission_spec.PolicyError` before the first episode (unreachable policy, bad
+    metadata), :class:`ShardStopped`."""
     from liberopro import EVALUATOR_VERSION
     from liberopro.evaluation import auto_render_size
-    from liberopro.instances import Instance, plan_episodes
+    from liberopro.instances import instance_problems, plan_episodes
     from liberopro.runner import EpisodeRunner, RunSettings
+    from liberopro.schema.manifest import ManifestError
     from liberopro.stack import check_stack
     from submission_spec.transports import make_client
 
     versions = check_stack()
     emit({"type": "hello", "evaluator_version": EVALUATOR_VERSION, "stack": versions})
-    instances = {d["instance_id"]: Instance.model_validate(d) for d in spec.instances}
+    instances = {i.instance_id: i for i in spec.instances}
+    problems = [f"instance {i.instance_id}: {p}" for i in spec.instances for p in instance_problems(i)]
+    problems += [f"episode {e} of unknown instance {iid}" for iid, e in spec.episodes if iid not in instances]
+    if problems:
+        raise ManifestError(f"shard {spec.shard_index}: " + "; ".join(problems[:10]))
     plans = []
     for instance_id, episode_index in spec.episodes:
         plans.append(plan_episodes([instances[instance_id]], episode_index + 1, spec.seed)[episode_index])
@@ -230,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         stdout_emit({"type": "conformance", "report": report})
         return 0
     if len(args) == 3 and args[0] == "run":
+        from liberopro.schema.manifest import ManifestError
         from liberopro.stack import StackError
 
         from submission_spec import PolicyError
@@ -240,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         except PolicyError as exc:
             stdout_emit({"type": "error", "kind": "policy", "reason": exc.reason, "message": exc.detail})
             return 3
-        except StackError as exc:
+        except (StackError, ManifestError) as exc:
             stdout_emit({"type": "error", "kind": "internal", "message": str(exc)})
             return 4
         return 0

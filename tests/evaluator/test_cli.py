@@ -92,3 +92,98 @@ def test_split_prints_the_held_out_tasks():
     data = json.loads(proc.stdout)
     assert data["held_out"]["libero_goal"] == [7, 9]
     assert sum(t["split"] == "eval" for t in data["tasks"]) == 8
+
+
+# ---------------------------------------------------------------- bad input stops before anything runs
+def _no_run(tmp_path: Path) -> tuple[str, Path, Path]:
+    """A policy command that leaves a marker when started, and an output directory not yet there."""
+    marker, out = tmp_path / "policy-started", tmp_path / "out"
+    return f"touch {marker} && liberopro serve-example zero", marker, out
+
+
+def _bad_param_manifest(path: Path) -> int:
+    """A training manifest of three instances whose S12 line has a parameter out of its range
+    (written through the real writer, so the header and content hash are right); its line number."""
+    from liberopro.instances import make_instance
+    from liberopro.schema.manifest import ShiftEntry, make_header, write_manifest
+    from liberopro.tasks import TaskRef
+
+    instances = [make_instance(TaskRef("libero_goal", t), case, seed=0) for t, case in ((0, []), (0, ["S12"]), (1, ["S12"]))]
+    bad = instances[1].shifts[0]
+    instances[1] = instances[1].model_copy(update={"shifts": [ShiftEntry(id="S12", params={**bad.params,
+                                                                                          "intensity_scale": 7.5})]})
+    write_manifest(path, make_header("train", 0, instances, episodes=1), instances)
+    return 3
+
+
+def test_a_manifest_with_one_bad_line_is_refused_whole_before_the_policy_starts(tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    line = _bad_param_manifest(manifest)
+    cmd, marker, out = _no_run(tmp_path)
+    proc = liberopro("evaluate", "--policy-cmd", cmd, "--manifest", str(manifest), "--out", str(out), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"m.jsonl:{line}: S12 parameters: intensity_scale: Input should be less than or equal to 3" in proc.stderr
+    assert "m.jsonl: 1 problem(s):" in proc.stderr and "nothing was run" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists() and not marker.exists()
+
+
+def _one_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr[-3000:]
+    return lines[0]
+
+
+GL_CASES = {
+    "glx without a display": ({"MUJOCO_GL": "glx"}, "MUJOCO_GL=glx needs an X display and DISPLAY is not set: "
+                              "unset MUJOCO_GL (headless EGL is the default) or set MUJOCO_GL=egl"),
+    "glx on a display that is not there": ({"MUJOCO_GL": "glx", "DISPLAY": ":97"},
+                                           "MUJOCO_GL=glx cannot render on display :97 (X11: Failed to open display"),
+    "an unknown renderer": ({"MUJOCO_GL": "vulkan"}, "MUJOCO_GL=vulkan is not a renderer the evaluator runs with"),
+    "egl with osmesa's PyOpenGL": ({"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "osmesa"},
+                                   "PYOPENGL_PLATFORM=osmesa does not match MUJOCO_GL=egl"),
+}
+
+
+def _env_without_display(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM")}
+    return {**env, "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", **extra}
+
+
+@pytest.mark.parametrize("case", list(GL_CASES))
+def test_a_rendering_misconfiguration_ends_evaluate_with_one_line(tmp_path, case):
+    gl_env, expected = GL_CASES[case]
+    cmd, marker, out = _no_run(tmp_path)
+    proc = subprocess.run([str(BIN / "liberopro"), "evaluate", "--policy-cmd", cmd, "--tasks", "libero_goal:0",
+                           "--shifts", "nominal,S12", "--out", str(out)], capture_output=True, text=True,
+                          env=_env_without_display(gl_env), stdin=subprocess.DEVNULL, timeout=300)
+    assert proc.returncode == 2
+    assert expected in _one_line(proc.stderr)
+    assert not out.exists() and not marker.exists()
+
+
+@pytest.mark.parametrize("args", [["instances", "generate", "--split", "train", "--seed", "0", "--tasks", "libero_goal:0",
+                                   "--shifts", "S12", "--out", "{tmp}/m.jsonl"],
+                                  ["review", "--manifest", "{tmp}/m.jsonl", "--out", "{tmp}/review"]])
+def test_a_rendering_misconfiguration_ends_generate_and_review_with_one_line(tmp_path, args):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    proc = subprocess.run([str(BIN / "liberopro"), *argv], capture_output=True, text=True,
+                          env=_env_without_display({"MUJOCO_GL": "vulkan"}), stdin=subprocess.DEVNULL, timeout=300)
+    # an unknown value breaks mujoco's own import: the check must come before anything imports it
+    assert proc.returncode == 2
+    assert "MUJOCO_GL=vulkan is not a renderer the evaluator runs with" in _one_line(proc.stderr)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_osmesa_is_refused_with_one_line_where_it_is_not_installed_and_accepted_where_it_is():
+    import ctypes.util
+
+    code = ("from liberopro.stack import RenderingError, check_rendering\n"
+            "try:\n    print(check_rendering())\nexcept RenderingError as exc:\n    print(exc)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=_env_without_display({"MUJOCO_GL": "osmesa"}))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    if ctypes.util.find_library("OSMesa") is None:
+        assert proc.stdout.strip().startswith("MUJOCO_GL=osmesa needs the OSMesa library, which is not installed")
+    else:
+        assert proc.stdout.strip() == "osmesa"

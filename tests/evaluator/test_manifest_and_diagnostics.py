@@ -10,9 +10,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from liberopro.instances import Diagnostic, EpisodePlan, Instance, ShiftSpec, make_instance
-from liberopro.manifest import ManifestError, generate, read_manifest, seed_commitment, write_manifest
+from liberopro.instances import Diagnostic, EpisodePlan, Instance, ShiftEntry, make_instance, parse_cases
+from liberopro.manifest import (
+    ManifestError,
+    check_manifest,
+    default_cases,
+    generate,
+    read_manifest,
+    seed_commitment,
+    write_manifest,
+)
 from liberopro.runner import EpisodeRunner, RunSettings
+from liberopro.schema.manifest import make_header
+from liberopro.shifts import SHIFTS
 from liberopro.tasks import TaskRef
 
 from submission_spec import PolicyClient, create_app
@@ -24,23 +34,60 @@ OBJECT0 = TaskRef("libero_object", 0)
 
 
 def test_manifest_generation_is_deterministic_validated_and_tamper_evident(tmp_path):
-    cases = [["S12"], ["S22"], ["D10"], ["S22", "D10"], ["S01", "S01"]]
+    cases = [[], ["S12"], ["S22"], ["D10"], ["S22", "D10"], ["S01", "S01"]]
     runs = [generate("train", 7, tasks=[OBJECT0], cases=cases, episodes=3) for _ in range(2)]
     (h1, i1, d1), (h2, i2, d2) = runs
     assert h1.content_hash == h2.content_hash and [i.model_dump() for i in i1] == [i.model_dump() for i in i2]
-    assert h1.instances == 4 and h1.per_shift == {"D10": 1, "S12": 1, "S22": 1, "S22+D10": 1}
+    assert h1.instances == 5 and h1.per_shift == {"D10": 1, "S12": 1, "S22": 1, "S22+D10": 1, "nominal": 1}
+    assert i1[0].shifts == [] and i1[0].case == "nominal"  # nominal is an instance like any other
     assert [(d.case, d.stage) for d in d1] == [("S01+S01", "applicability")] and "twice" in d1[0].reason
     assert h1.seed_sha256 == seed_commitment(7)  # a commitment to the seed, never the seed itself
     assert [k for k in h1.model_dump() if "seed" in k] == ["seed_sha256"]
     path = tmp_path / "m.jsonl"
     write_manifest(path, h1, i1)
-    header, instances = read_manifest(path)
-    assert header == h1 and instances == i1
+    manifest = read_manifest(path)
+    assert manifest.header == h1 and manifest.instances == i1
     lines = path.read_text().splitlines()
-    lines[1] = lines[1].replace('"task_index":0', '"task_index":1')
+    lines[2] = lines[2].replace('"task_index":0', '"task_index":1')
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ManifestError, match="content hash mismatch"):
         read_manifest(path)
+
+
+def test_nominal_leads_the_default_cases_and_is_kept_when_named():
+    assert default_cases() == [[]] + [[sid] for sid in SHIFTS]
+    assert parse_cases("nominal,S12,S01+D10") == [[], ["S12"], ["S01", "D10"]]
+
+
+def test_a_manifest_is_checked_whole_against_the_shift_catalog_with_each_bad_line_named(tmp_path):
+    s12, d01 = (make_instance(OBJECT0, [sid], seed=7) for sid in ("S12", "D01"))
+    p12, p01 = s12.shifts[0].params, d01.shifts[0].params
+
+    def inst(iid: str, *entries: tuple[str, dict]) -> Instance:
+        return Instance(instance_id=iid, suite=OBJECT0.suite, task_index=OBJECT0.index,
+                        shifts=[ShiftEntry(id=i, params=p) for i, p in entries])
+
+    instances = [inst("nominal"), s12, d01,                                  # lines 2-4: fine
+                 inst("x5", ("S99", {})),                                    # unknown shift
+                 inst("x6", ("s12", p12)),                                   # not written as the catalog does
+                 inst("x7", ("S12", {**p12, "gamma": 2})),                   # a field S12 does not have
+                 inst("x8", ("D01", {**p01, "trigger": "lift"})),            # a trigger D01 does not take
+                 inst("x9", ("S12", p12), ("S12", p12))]                     # a composition that may not be
+    path = tmp_path / "m.jsonl"
+    write_manifest(path, make_header("train", 7, instances, episodes=1), instances)  # header and hash are right
+    with pytest.raises(ManifestError) as err:
+        check_manifest(path)
+    lines = str(err.value).splitlines()
+    assert lines[0] == f"{path}: 5 problem(s):"
+    assert [ln.removeprefix(f"{path}:") for ln in lines[1:]] == [
+        "5: unknown shift 'S99'; known: " + ", ".join(sorted(SHIFTS)),
+        "6: shift id 's12' is written 'S12'",
+        "7: S12 parameters: gamma: Extra inputs are not permitted",
+        "8: D01 parameters: trigger: Input should be 'approach'",
+        "9: S12+S12 is not a valid composition: a shift appears twice in S12+S12",
+    ]
+    write_manifest(path, make_header("train", 7, instances[:3], episodes=1), instances[:3])
+    assert check_manifest(path).instances == instances[:3]
 
 
 def test_eval_manifest_seed_is_never_taken_from_the_command_line(tmp_path):
@@ -135,7 +182,7 @@ D19 = {"trigger": "approach", "fallback_step": 2, "distance_m": 0.05, "direction
 
 
 def _d19() -> Instance:
-    return Instance(instance_id="diag-d19", suite=TASK.suite, task_index=TASK.index, shifts=[ShiftSpec(id="D19", params=D19)])
+    return Instance(instance_id="diag-d19", suite=TASK.suite, task_index=TASK.index, shifts=[ShiftEntry(id="D19", params=D19)])
 
 
 def test_hold_recovery_keeps_the_robot_still_then_the_policy_resumes(serve_app, scenes):

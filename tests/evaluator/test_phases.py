@@ -12,7 +12,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftSpec, semantics_of
+from liberopro.instances import EpisodePlan, Instance, ShiftEntry, semantics_of
 from liberopro.phases import (
     APPROACH_RADIUS_M,
     LIFT_M,
@@ -288,7 +288,7 @@ def run_d18(serve_app, scenes, ref: TaskRef, params: dict, max_steps: int, scrip
     policy = Recorder(metadata("scripted", cameras=()), act)
     url = serve_app(create_app(policy))
     inst = Instance(instance_id="test-D18", suite=ref.suite, task_index=ref.index,
-                    shifts=[ShiftSpec(id="D18", params=params)])
+                    shifts=[ShiftEntry(id="D18", params=params)])
     with PolicyClient(url) as client:
         runner = EpisodeRunner(client, policy.metadata, RunSettings(render_size=RENDER, max_steps=max_steps), scenes=scenes)
         rec = runner.run_episode(EpisodePlan(instance=inst, episode_index=0, init_state_index=0, seed=0))

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftSpec, make_instance, semantics_of
+from liberopro.instances import EpisodePlan, Instance, ShiftEntry, make_instance, semantics_of
 from liberopro.observation import orient
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.scripted import ScriptedController
@@ -45,7 +45,7 @@ def run(serve_app, scenes, policy, instance: Instance, max_steps: int):
 
 def inst(ref: TaskRef, shift_id: str, params: dict) -> Instance:
     return Instance(instance_id=f"test-{shift_id}", suite=ref.suite, task_index=ref.index,
-                    shifts=[ShiftSpec(id=shift_id, params=params)])
+                    shifts=[ShiftEntry(id=shift_id, params=params)])
 
 
 def poses(scene) -> dict[str, np.ndarray]:

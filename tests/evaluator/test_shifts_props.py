@@ -18,7 +18,7 @@ import math
 import mujoco
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftSpec, semantics_of
+from liberopro.instances import EpisodePlan, Instance, ShiftEntry, semantics_of
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.shifts import get_shift
 from liberopro.shifts._objects import SIZE_M
@@ -96,7 +96,7 @@ def union_scene(scenes, ref: TaskRef) -> LiberoScene:
 
 def inst(ref: TaskRef, sid: str, params: dict) -> Instance:
     return Instance(instance_id=f"test-{sid}", suite=ref.suite, task_index=ref.index,
-                    shifts=[ShiftSpec(id=sid, params=params)])
+                    shifts=[ShiftEntry(id=sid, params=params)])
 
 
 def run(serve_app, scenes, ref: TaskRef, sid: str | None, max_steps: int = 3, policy=None):

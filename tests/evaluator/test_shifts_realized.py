@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftSpec, make_instance, semantics_of
+from liberopro.instances import EpisodePlan, Instance, ShiftEntry, make_instance, semantics_of
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.tasks import TaskRef
 
@@ -33,7 +33,7 @@ def run(serve_app, scenes, policy, instance: Instance, max_steps: int, episode: 
 
 def inst(ref: TaskRef, shift_id: str, params: dict) -> Instance:
     return Instance(instance_id=f"test-{shift_id}", suite=ref.suite, task_index=ref.index,
-                    shifts=[ShiftSpec(id=shift_id, params=params)])
+                    shifts=[ShiftEntry(id=shift_id, params=params)])
 
 
 def nominal(ref: TaskRef) -> Instance:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftSpec
+from liberopro.instances import EpisodePlan, Instance, ShiftEntry
 from liberopro.paraphrases import paraphrases_for
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.tasks import TaskRef, task_info
@@ -98,7 +98,7 @@ def run(serve_app, scenes, ref: TaskRef, shifts: list[tuple[str, dict]], max_ste
     policy = Recorder(meta("signal-test"), fn)
     url = serve_app(create_app(policy))
     instance = Instance(instance_id="test-signal", suite=ref.suite, task_index=ref.index,
-                        shifts=[ShiftSpec(id=i, params=p) for i, p in shifts])
+                        shifts=[ShiftEntry(id=i, params=p) for i, p in shifts])
     with PolicyClient(url) as client:
         runner = EpisodeRunner(client, policy.metadata, RunSettings(render_size=64, max_steps=max_steps), scenes=scenes)
         scene = runner.scene_for(ref)

@@ -122,17 +122,19 @@ def hostile_images(docker_client, platform_images, egress_ports) -> dict[str, st
 # ---------------------------------------------------------------- the manifest
 @pytest.fixture(scope="session")
 def manifest_path(tmp_path_factory) -> Path:
-    """A tiny hidden manifest: libero_goal task 0, nominal and under S12 (lighting)."""
+    """A tiny hidden manifest: libero_goal task 0, nominal and under S12 (lighting), written with
+    its header through the evaluator's own writer (the format the platform reads in production)."""
     from liberopro.instances import make_instance
+    from liberopro.schema.manifest import make_header, write_manifest
     from liberopro.tasks import TaskRef
 
     path = tmp_path_factory.mktemp("manifest") / "hidden.jsonl"
-    lines = []
+    instances = []
     for shifts in ([], ["S12"]):
         inst = make_instance(TaskRef("libero_goal", 0), shifts, seed=7)
         assert not isinstance(inst, str), inst
-        lines.append(inst.model_dump_json())
-    path.write_text("\n".join(lines) + "\n")
+        instances.append(inst)
+    write_manifest(path, make_header("eval", 7, instances, episodes=1), instances)
     return path
 
 

@@ -100,8 +100,10 @@ def test_example_policy_image_goes_through_the_whole_pipeline(reference_run, htt
     logs = http.get(f"/submissions/{st['id']}/logs").text
     assert "=== validation ===" in logs and "=== shard 0, attempt 1 ===" in logs
     assert "LIBEROPRO-EVENT" not in logs
-    for line in manifest_path.read_text().splitlines():
-        assert re.search(r'"instance_id":"([^"]+)"', line).group(1) not in logs
+    from liberopro.schema.manifest import read_manifest
+
+    for inst in read_manifest(manifest_path).instances:
+        assert inst.instance_id not in logs
     assert wait_no_leftovers(docker_client) == []
 
 

@@ -4,7 +4,6 @@ episode storage, stuck detection with reasons, crash recovery's requeue, migrati
 from __future__ import annotations
 
 import datetime as dt
-import json
 import secrets
 
 import pytest
@@ -75,19 +74,23 @@ def record(instance_id: str, episode: int, reason: str = "horizon") -> dict:
 
 
 def test_manifest_is_checked_and_cut_into_task_grouped_shards(tmp_path):
-    lines = [{"instance_id": f"i{k}", "suite": suite, "task_index": t, "shifts": []}
-             for k, (suite, t) in enumerate([("libero_10", 3), ("libero_goal", 0), ("libero_10", 3), ("libero_goal", 1)])]
+    from liberopro.schema.manifest import Instance, make_header, write_manifest
+
+    instances = [Instance(instance_id=f"i{k}", suite=suite, task_index=t)
+                 for k, (suite, t) in enumerate([("libero_10", 3), ("libero_goal", 0), ("libero_10", 3),
+                                                 ("libero_goal", 1)])]
     path = tmp_path / "m.jsonl"
-    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    write_manifest(path, make_header("eval", 1, instances, episodes=3), instances)  # the evaluator's writer
     m = load_manifest(path)
-    assert len(m.instances) == 4 and len(m.sha256) == 64
+    assert m.instances == instances and len(m.sha256) == 64 and m.header.instances == 4
     shards = plan_shards(m, episodes_per_instance=3, episodes_per_shard=4)
     flat = [tuple(p) for sh in shards for p in sh]
     assert len(flat) == 12 and len(set(flat)) == 12 and [len(s) for s in shards] == [4, 4, 4]
     assert [p[0] for p in flat[:6]] == ["i0"] * 3 + ["i2"] * 3  # libero_10:3 first, its episodes together
     assert plan_shards(m, 3, 4) == shards
-    path.write_text(path.read_text() + json.dumps(lines[0]) + "\n")
-    with pytest.raises(ManifestError, match="appears twice"):
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines + [lines[1]]) + "\n")
+    with pytest.raises(ManifestError, match=r"m\.jsonl:6: instance i0 appears twice \(first on line 2\)"):
         load_manifest(path)
     with pytest.raises(ManifestError, match="LIBEROPRO_MANIFEST_PATH"):
         load_manifest(None)

@@ -17,8 +17,10 @@ declaration, :mod:`liberopro.catalog.sampling`) and specs::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from liberopro.catalog import condition, environment, execution, language, observation, robot
 from liberopro.catalog.spec import (
@@ -62,5 +64,37 @@ def make_shift(shift_id: str, params: Mapping[str, Any] | ShiftParams) -> Shift:
     return get_spec(shift_id).make(params)
 
 
+def shift_problems(shifts: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """What is wrong with the shifts of one instance, as ``(id, params)`` pairs (empty when
+    nothing is): an id the catalog does not know, or not written as the catalog writes it
+    (``s01``), parameters that do not validate against the shift's ``Params`` model (ranges,
+    trigger phases, unknown or missing fields), or shifts that may not be composed
+    (:func:`liberopro.compositions.conflict`). One line per problem, naming the shift. Light: the
+    platform checks its manifest with it before planning."""
+    from liberopro.compositions import conflict
+    from liberopro.schema.manifest import describe_errors
+
+    problems = []
+    for shift_id, params in shifts:
+        try:
+            spec = get_spec(shift_id)
+        except KeyError as exc:
+            problems.append(str(exc).strip("'\""))
+            continue
+        if spec.id != shift_id:
+            problems.append(f"shift id {shift_id!r} is written {spec.id!r}")
+            continue
+        try:
+            spec.validate_params(params)
+        except ValidationError as exc:
+            problems.append(f"{spec.id} parameters: {describe_errors(exc)}")
+    if not problems and shifts:
+        reason = conflict([sid for sid, _ in shifts], [dict(p) for _, p in shifts])
+        if reason is not None:
+            problems.append(f"{'+'.join(sid for sid, _ in shifts)} is not a valid composition: {reason}")
+    return problems
+
+
 __all__ = ["CATEGORIES", "PHASES", "RESOURCE_CHANNELS", "SPECS", "Category", "FallbackRule", "Phase",
-           "RuntimeParams", "ShiftKind", "ShiftParams", "ShiftSpec", "get_spec", "make_shift", "shift_class"]
+           "RuntimeParams", "ShiftKind", "ShiftParams", "ShiftSpec", "get_spec", "make_shift", "shift_class",
+           "shift_problems"]

@@ -1,0 +1,8 @@
+"""The data contracts of LIBERO-Pro2.0 as typed pydantic models, light enough for any reader.
+
+Modules here import no simulator (no robosuite, mujoco, libero or cv2; a test checks it), so
+that the platform, whose image has none of them, reads exactly the models the evaluator writes:
+
+* :mod:`liberopro.schema.manifest`: instance manifests (the header and one
+  :class:`~liberopro.schema.manifest.Instance` per line), their reader, writer and checks.
+"""

@@ -1,0 +1,296 @@
+"""Instance manifests: the one file format that the evaluator writes and that both the evaluator
+and the platform read (``docs/evaluator.md``, "Instances and manifests").
+
+A manifest is a UTF-8 JSON-lines file:
+
+* line 1: a :class:`ManifestHeader` (kind, schema version, split, a SHA-256 commitment to the
+  seed, the evaluator and simulator versions, counts, ``content_hash``);
+* every further line: one :class:`Instance` as canonical JSON (:func:`instance_line`: sorted
+  keys, no spaces).
+
+``content_hash`` is the SHA-256 of the instance lines exactly as :func:`write_manifest` writes
+them, each followed by ``\\n``; :func:`read_manifest` recomputes it, so an instance altered after
+generation is detected.
+
+This module checks the format (every line parses, every task exists, ids are unique, counts and
+hash agree). Whether each shift id is known and each parameter set validates against its shift's
+``Params`` model needs the shift catalog: :func:`liberopro.manifest.check_manifest` adds those
+checks in the evaluator. Nothing here imports the simulator (robosuite, mujoco, libero, cv2):
+the platform, whose image has none of them, imports this module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from liberopro import EVALUATOR_VERSION
+from liberopro.tasks import TaskRef
+
+INSTANCE_SCHEMA_VERSION = 1
+NOMINAL = "nominal"
+MANIFEST_KIND = "liberopro-instance-manifest"
+MANIFEST_SCHEMA_VERSION = 1
+#: How many bad lines one error message lists before it says how many more there are.
+MAX_LISTED_PROBLEMS = 20
+
+Split = Literal["train", "eval", "all"]
+
+
+class ManifestError(ValueError):
+    """A manifest is missing, malformed, of another kind or schema, or altered (hash mismatch).
+
+    The message names the file, the line (``path:N:``) where one is at fault, and what is wrong.
+    """
+
+
+class ShiftEntry(BaseModel):
+    """One shift of an instance: the shift's id (``S01``...``S22``, ``D01``...``D20``, see
+    ``docs/shifts.md``) and its fixed parameters as plain JSON values (units in the parameter
+    names: ``_m`` metres, ``_deg`` degrees, ``_step(s)`` policy steps). The parameters are
+    checked against the shift's ``Params`` model by the evaluator, which knows the catalog."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(min_length=1)
+    params: dict[str, Any]
+
+
+class Instance(BaseModel):
+    """A task under a case with every parameter fixed (``docs/instances.md``).
+
+    ``shifts`` is empty for the nominal case, else one :class:`ShiftEntry` per shift of the case
+    (a composition has two or three). ``task_index`` is LIBERO's task index 0-9 in its task order
+    0 of ``suite``. Raises ``pydantic.ValidationError`` for an unknown suite, an index out of
+    range or another instance schema version.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    schema_version: int = INSTANCE_SCHEMA_VERSION
+    instance_id: str = Field(min_length=1)
+    suite: str
+    task_index: int
+    shifts: list[ShiftEntry] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _known_task(self) -> Instance:
+        if self.schema_version != INSTANCE_SCHEMA_VERSION:
+            raise ValueError(f"instance schema version {self.schema_version}; this reader reads version "
+                             f"{INSTANCE_SCHEMA_VERSION}")
+        TaskRef(self.suite, self.task_index)  # ValueError naming the unknown suite or index
+        return self
+
+    @property
+    def task(self) -> TaskRef:
+        return TaskRef(self.suite, self.task_index)
+
+    @property
+    def case(self) -> str:
+        """``nominal`` or the shift ids joined by ``+`` (the summary's and leaderboard's case key)."""
+        return "+".join(s.id for s in self.shifts) or NOMINAL
+
+
+class ManifestHeader(BaseModel):
+    """First line of a manifest file.
+
+    ``seed_sha256`` is :func:`seed_commitment` of the seed (never the seed: evaluation manifests
+    come from a secret one); ``stack`` the simulator versions that validated the instances
+    (:func:`liberopro.stack.check_stack`); ``per_shift`` counts instances per case (``nominal``
+    included), ``per_suite`` per suite; ``dropped`` the (task, case) pairs left out, listed in
+    the report beside the manifest; ``content_hash`` see the module docstring.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str = MANIFEST_KIND
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+    split: Split
+    seed_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    episodes_per_instance: int = Field(ge=1)
+    evaluator_version: str = EVALUATOR_VERSION
+    stack: dict[str, Any] = Field(default_factory=dict)
+    created: str
+    instances: int = Field(ge=0)
+    per_shift: dict[str, int]
+    per_suite: dict[str, int]
+    dropped: int = Field(ge=0)
+    content_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class Manifest(BaseModel):
+    """A whole manifest: its header and its instances in file order.
+
+    Construction checks that the two agree (kind and schema version, the instance count, the
+    content hash, unique instance ids) and raises ``pydantic.ValidationError`` otherwise;
+    :func:`read_manifest` turns every problem into a :class:`ManifestError` with its line.
+    ``path``, ``sha256`` (of the file's bytes) and ``lines`` (the 1-based line of each
+    instance) say where a manifest was read from; they are not part of the format.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    header: ManifestHeader
+    instances: list[Instance]
+    path: str | None = Field(None, exclude=True)
+    sha256: str | None = Field(None, exclude=True)
+    lines: list[int] = Field(default_factory=list, exclude=True)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Manifest:
+        h = self.header
+        if h.kind != MANIFEST_KIND or h.schema_version != MANIFEST_SCHEMA_VERSION:
+            raise ValueError(f"kind {h.kind!r} schema {h.schema_version}; this reader reads {MANIFEST_KIND!r} "
+                             f"schema {MANIFEST_SCHEMA_VERSION}")
+        if len(self.instances) != h.instances:
+            raise ValueError(f"the header says {h.instances} instances, the file has {len(self.instances)}")
+        dupes = [i for i, n in Counter(i.instance_id for i in self.instances).items() if n > 1]
+        if dupes:
+            raise ValueError(f"instance ids appear more than once: {', '.join(dupes[:5])}")
+        if content_hash(self.instances) != h.content_hash:
+            raise ValueError("content hash mismatch: the instances were altered after generation")
+        return self
+
+    def by_id(self) -> dict[str, Instance]:
+        """Instances by id."""
+        return {i.instance_id: i for i in self.instances}
+
+    def where(self, index: int) -> str:
+        """``path:line`` of the ``index``-th instance (for error messages)."""
+        line = self.lines[index] if index < len(self.lines) else index + 2
+        return f"{self.path or '<manifest>'}:{line}"
+
+
+def seed_commitment(seed: int) -> str:
+    """SHA-256 commitment to a manifest seed (publishable; the seed itself is not)."""
+    return hashlib.sha256(f"liberopro-manifest-seed:{seed}".encode()).hexdigest()
+
+
+def instance_line(inst: Instance) -> str:
+    """The canonical JSON line of an instance (sorted keys, no spaces, no newline)."""
+    return json.dumps(inst.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def content_hash(instances: list[Instance]) -> str:
+    """SHA-256 (hex) of the instance lines, each with its newline, in order."""
+    h = hashlib.sha256()
+    for inst in instances:
+        h.update(instance_line(inst).encode() + b"\n")
+    return h.hexdigest()
+
+
+def make_header(split: Split, seed: int, instances: list[Instance], *, episodes: int, dropped: int = 0,
+                stack: dict[str, Any] | None = None, created: str | None = None) -> ManifestHeader:
+    """The header of a manifest holding ``instances``: counts, seed commitment and content hash
+    computed here; ``created`` defaults to now (UTC, ISO 8601, seconds)."""
+    return ManifestHeader(
+        split=split, seed_sha256=seed_commitment(seed), episodes_per_instance=episodes, stack=stack or {},
+        created=created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), instances=len(instances),
+        per_shift=dict(sorted(Counter(i.case for i in instances).items())),
+        per_suite=dict(sorted(Counter(i.suite for i in instances).items())),
+        dropped=dropped, content_hash=content_hash(instances),
+    )
+
+
+def write_manifest(path: Path, header: ManifestHeader, instances: list[Instance]) -> Manifest:
+    """Write a manifest file (parent directories created). Raises :class:`ManifestError` when
+    header and instances disagree (count, hash, duplicate ids): nothing is written then."""
+    path = Path(path)
+    try:
+        manifest = Manifest(header=header, instances=instances, path=str(path))
+    except ValidationError as exc:
+        raise ManifestError(f"{path}: not written: {describe_errors(exc)}") from exc
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        fh.write(header.model_dump_json() + "\n")
+        for inst in instances:
+            fh.write(instance_line(inst) + "\n")
+    return manifest
+
+
+def read_manifest(path: Path) -> Manifest:
+    """Read a manifest and check its format whole.
+
+    Every line is parsed; every problem is reported as ``path:LINE: what is wrong`` (up to
+    :data:`MAX_LISTED_PROBLEMS` of them), then the header's counts and content hash are
+    verified. Raises :class:`ManifestError` (also for an unreadable file); ``OSError`` never
+    escapes.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"cannot read the manifest {path}: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    numbered = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    if not numbered:
+        raise ManifestError(f"{path} is empty: a manifest starts with a header line "
+                            "(write one with `liberopro instances generate`)")
+    header = _read_header(path, *numbered[0])
+    problems: list[str] = []
+    instances: list[Instance] = []
+    lines: list[int] = []
+    first_line: dict[str, int] = {}
+    for n, ln in numbered[1:]:
+        try:
+            inst = Instance.model_validate_json(ln)
+        except ValidationError as exc:
+            problems.append(f"{path}:{n}: {describe_errors(exc)}")
+            continue
+        if inst.instance_id in first_line:
+            problems.append(f"{path}:{n}: instance {inst.instance_id} appears twice (first on line "
+                            f"{first_line[inst.instance_id]})")
+            continue
+        first_line[inst.instance_id] = n
+        instances.append(inst)
+        lines.append(n)
+    if problems:
+        raise ManifestError(listing(path, problems))
+    try:
+        return Manifest(header=header, instances=instances, path=str(path),
+                        sha256=hashlib.sha256(data).hexdigest(), lines=lines)
+    except ValidationError as exc:
+        raise ManifestError(f"{path}: {describe_errors(exc)}") from exc
+
+
+def _read_header(path: Path, n: int, line: str) -> ManifestHeader:
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{path}:{n}: the header line is not JSON ({exc.msg} at column {exc.colno})") from exc
+    if isinstance(raw, dict) and "instance_id" in raw and "kind" not in raw:
+        raise ManifestError(f"{path}:{n}: an instance where the manifest header belongs: this file has no header "
+                            "line (not written by `liberopro instances generate`, or by a version before headers); "
+                            "regenerate it, or write it with liberopro.schema.manifest.write_manifest")
+    if not isinstance(raw, dict) or raw.get("kind") != MANIFEST_KIND:
+        kind = raw.get("kind") if isinstance(raw, dict) else type(raw).__name__
+        raise ManifestError(f"{path}:{n}: not a LIBERO-Pro2.0 instance manifest (kind {kind!r}, expected "
+                            f"{MANIFEST_KIND!r})")
+    if raw.get("schema_version") != MANIFEST_SCHEMA_VERSION:
+        raise ManifestError(f"{path}:{n}: manifest schema version {raw.get('schema_version')!r}; this reader reads "
+                            f"version {MANIFEST_SCHEMA_VERSION}: regenerate the manifest with this evaluator")
+    try:
+        return ManifestHeader.model_validate(raw)
+    except ValidationError as exc:
+        raise ManifestError(f"{path}:{n}: bad manifest header: {describe_errors(exc)}") from exc
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """A pydantic validation error as ``field: message; ...`` on one line."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def listing(path: Path | str, problems: list[str]) -> str:
+    """One message for several ``path:LINE: problem`` lines (at most :data:`MAX_LISTED_PROBLEMS`)."""
+    more = len(problems) - MAX_LISTED_PROBLEMS
+    shown = problems[:MAX_LISTED_PROBLEMS] + ([f"... and {more} more"] if more > 0 else [])
+    return f"{path}: {len(problems)} problem(s):\n" + "\n".join(shown)
