@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from liberopro.instances import Instance, make_instance
-from liberopro.manifest import ManifestHeader, content_hash, seed_commitment, write_manifest
+from liberopro.instances import make_instance
+from liberopro.schema.manifest import Instance, make_header, write_manifest
 from liberopro.tasks import TaskRef
 
 from tests.golden.run import EPISODES, MANIFEST
@@ -37,15 +37,7 @@ def golden_instances() -> list[Instance]:
 
 def main() -> None:
     instances = golden_instances()
-    per_shift: dict[str, int] = {}
-    per_suite: dict[str, int] = {}
-    for inst in instances:
-        per_shift[inst.case] = per_shift.get(inst.case, 0) + 1
-        per_suite[inst.suite] = per_suite.get(inst.suite, 0) + 1
-    header = ManifestHeader(split="golden", seed_sha256=seed_commitment(0), episodes_per_instance=EPISODES,
-                            created=dt.datetime(2026, 12, 1, tzinfo=dt.UTC).isoformat(), instances=len(instances),
-                            per_shift=per_shift, per_suite=per_suite, dropped=0,
-                            content_hash=content_hash(instances))
+    header = make_header("train", 0, instances, episodes=EPISODES, created=dt.datetime(2026, 12, 1, tzinfo=dt.UTC).isoformat())
     write_manifest(MANIFEST, header, instances)
     print(f"wrote {MANIFEST}: {len(instances)} instances, content hash {header.content_hash[:12]}")
 

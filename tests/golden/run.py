@@ -68,10 +68,9 @@ def reduce_run(episodes_path: Path, obs_log: Path) -> dict:
     for line in Path(obs_log).read_text().splitlines():
         digest = json.loads(line)
         observations[by_episode[digest.pop("episode_id")]].append(digest)
-    from liberopro.manifest import read_manifest
+    from liberopro.schema.manifest import read_manifest
 
-    header, _ = read_manifest(MANIFEST)
-    return {"manifest_content_hash": header.content_hash, "records": dict(sorted(records.items())),
+    return {"manifest_content_hash": read_manifest(MANIFEST).header.content_hash, "records": dict(sorted(records.items())),
             "observations": dict(sorted(observations.items()))}
 
 
