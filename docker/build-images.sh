@@ -207,10 +207,6 @@ build_platform() {
   context_for "$BUILD/ctx-platform" liberopro-submission-spec \
     fastapi uvicorn sqlalchemy alembic 'celery[redis]' docker 'psycopg[binary]' pydantic-settings \
     python-multipart httpx typer rich msgpack pydantic numpy jinja2 matplotlib
-  # The image has no simulator, so the methodology page reads a snapshot of the shift catalog,
-  # written here by the host's evaluator (the same source tree as the image's wheels).
-  log "platform: catalog snapshot"
-  (cd "$REPO" && uv run --frozen python -m liberopro_leaderboard catalog --out "$BUILD/ctx-platform/catalog.json")
   build "liberopro/platform:$TAG" "$REPO/docker/platform.Dockerfile" "$BUILD/ctx-platform" "$BASE_PYTHON"
 }
 

@@ -5,8 +5,8 @@
 #   control: python -m liberopro_platform worker --name control --queues control
 #   beat:   python -m liberopro_platform beat                      (the stuck sweep, in its own process)
 # Built offline by docker/build-images.sh. Context: wheelhouse/ (the third-party wheels the
-# platform needs), ours/ (the liberopro and liberopro-submission-spec wheels) and catalog.json
-# (the methodology page's shift catalog, written by the host's evaluator: this image has no simulator).
+# platform needs) and ours/ (the liberopro and liberopro-submission-spec wheels). The image has no
+# simulator: the methodology page reads the evaluator's light catalog (liberopro.catalog).
 ARG BASE_IMAGE=liberopro/base-python:bookworm
 
 FROM ${BASE_IMAGE} AS deps
@@ -19,14 +19,12 @@ RUN python3 -m venv /opt/venv \
 FROM ${BASE_IMAGE}
 COPY --from=deps /opt/venv /opt/venv
 COPY ours/ /tmp/ours/
-COPY catalog.json /opt/liberopro/catalog.json
 RUN /opt/venv/bin/pip install --no-cache-dir --no-index --no-deps /tmp/ours/*.whl \
  && /opt/venv/bin/pip uninstall -y -q pip && rm -rf /tmp/ours \
  && mkdir -p /data && chown 10001:10001 /data \
  && (useradd --uid 10001 --no-create-home --home-dir /data platform 2>/dev/null \
      || echo 'platform:x:10001:10001::/data:/usr/sbin/nologin' >> /etc/passwd)
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 LIBEROPRO_DATA_DIR=/data \
-    LIBEROPRO_LEADERBOARD_CATALOG=/opt/liberopro/catalog.json
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 LIBEROPRO_DATA_DIR=/data
 USER 10001:10001
 WORKDIR /data
 EXPOSE 8000

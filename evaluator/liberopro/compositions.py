@@ -13,39 +13,23 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-#: What each shift takes over. ``pose:*`` are object poses, ``space:*`` regions of the table a
-#: prop occupies, ``view``/``camera``/``lights``/``appearance:*`` what the cameras see,
-#: ``stream``/``pixels``/``proprio`` what the policy receives, ``actions:*`` the control path,
-#: ``robot:*`` the robot, ``instruction`` the language.
-RESOURCES: dict[str, tuple[str, ...]] = {
-    "S01": ("pose:target",), "S02": ("pose:receiver",), "S03": ("pose:target", "pose:others"),
-    "S04": ("space:beside-target",), "S05": ("space:path",), "S06": ("instance:target",),
-    "S07": ("space:free",), "S08": ("space:near-target",), "S09": ("view:occluder",),
-    "S10": ("appearance:target",), "S11": ("appearance:table",), "S12": ("lights",),
-    "S13": ("appearance:scene",), "S14": ("pixels:noise",), "S15": ("camera:agentview",),
-    "S16": ("pixels:degradation",), "S17": ("robot:joints",), "S18": ("proprio",),
-    "S19": ("actions:timing",), "S20": ("actions:noise",), "S21": ("actions:gain",),
-    "S22": ("instruction",),
-    "D01": ("pose:target",), "D02": ("pose:receiver",), "D03": ("pose:target", "pose:others"),
-    "D04": ("space:goal",), "D05": ("space:path",), "D06": ("space:near-target",),
-    "D07": ("camera:agentview",), "D08": ("lights",), "D09": ("view:occluder",),
-    "D10": ("stream:timing",), "D11": ("stream:dropout",), "D12": ("stream:timing",),
-    "D13": ("pixels:noise",), "D14": ("actions:timing",), "D15": ("actions:drop",),
-    "D16": ("actions:noise",), "D17": ("actions:rate",), "D18": ("robot:gripper",),
-    "D19": ("robot:control",), "D20": ("instruction",),
-}
+from liberopro.catalog import SPECS, get_spec
+
+#: What each shift takes over (:attr:`liberopro.catalog.ShiftSpec.resources`). ``pose:*`` are
+#: object poses, ``space:*`` regions of the table a prop occupies, ``view``/``camera``/``lights``/
+#: ``appearance:*`` what the cameras see, ``stream``/``pixels``/``proprio`` what the policy
+#: receives, ``actions:*`` the control path, ``robot:*`` the robot, ``instruction`` the language.
+RESOURCES: dict[str, tuple[str, ...]] = {sid: spec.resources for sid, spec in SPECS.items()}
 
 
 def moment(shift_id: str, params: dict[str, Any] | None = None) -> str:
     """``reset`` for a static shift, else its trigger phase (from ``params`` when given)."""
-    from liberopro.shifts import get_shift
-
-    cls = get_shift(shift_id)
-    if cls.kind == "static":
+    spec = get_spec(shift_id)
+    if spec.kind == "static":
         return "reset"
     if params and "trigger" in params:
         return str(params["trigger"])
-    return cls.triggers[0] if cls.triggers else "runtime"
+    return spec.triggers[0] if spec.triggers else "runtime"
 
 
 def conflict(shift_ids: list[str], params: list[dict[str, Any]] | None = None) -> str | None:

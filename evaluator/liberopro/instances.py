@@ -19,17 +19,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import ValidationError
 
+from liberopro.catalog import get_spec, shift_problems
 from liberopro.schema.manifest import (
     INSTANCE_SCHEMA_VERSION,
     NOMINAL,
     Instance,
     ShiftEntry,
-    describe_errors,
 )
 from liberopro.semantics import TaskSemantics, task_semantics
-from liberopro.shifts import get_shift
 from liberopro.shifts.base import stable_seed
 from liberopro.tasks import TaskRef, task_info
 
@@ -102,7 +100,7 @@ def parse_cases(text: str) -> list[list[str]]:
         if item.lower() == NOMINAL:
             cases.append([])
             continue
-        ids = [get_shift(s.strip()).id for s in item.split("+")]
+        ids = [get_spec(s).id for s in item.split("+")]
         cases.append(ids)
     if not cases:
         raise ValueError("no cases given (e.g. nominal,S01,D01)")
@@ -128,13 +126,13 @@ def make_instance(ref: TaskRef, shift_ids: list[str], seed: int, attempt: int = 
         return f"{'+'.join(shift_ids)} is not a valid composition: {reason}"
     specs = []
     for sid in shift_ids:
-        cls = get_shift(sid)
-        reason = cls.applicable(ref, sem)
+        spec = get_spec(sid)
+        reason = spec.load().applicable(ref, sem)
         if reason is not None:
             return f"{sid} not applicable to {ref}: {reason}"
         parts = (seed, ref.suite, ref.index, sid) + ((attempt,) if attempt else ())
         rng = np.random.default_rng(stable_seed(*parts))
-        specs.append(ShiftEntry(id=cls.id, params=cls.sample_params(rng, ref, sem).model_dump(mode="json")))
+        specs.append(ShiftEntry(id=spec.id, params=spec.sample_params(rng, ref, sem).model_dump(mode="json")))
     reason = conflict([s.id for s in specs], [s.params for s in specs])
     if reason is not None:  # runtime triggers drawn into the same phase
         return f"{'+'.join(shift_ids)} is not a valid composition here: {reason}"
@@ -146,28 +144,8 @@ def instance_problems(inst: Instance) -> list[str]:
     catalog does not know (or not written as the catalog writes it, e.g. ``s01``), parameters
     that do not validate against the shift's ``Params`` model (ranges, trigger phases, unknown
     or missing fields), or shifts that may not be composed (:func:`liberopro.compositions.conflict`).
-    Each problem is one line naming the shift."""
-    from liberopro.compositions import conflict
-
-    problems = []
-    for entry in inst.shifts:
-        try:
-            cls = get_shift(entry.id)
-        except KeyError as exc:
-            problems.append(str(exc).strip("'\""))
-            continue
-        if cls.id != entry.id:
-            problems.append(f"shift id {entry.id!r} is written {cls.id!r}")
-            continue
-        try:
-            cls.Params.model_validate(entry.params)
-        except ValidationError as exc:
-            problems.append(f"{cls.id} parameters: {describe_errors(exc)}")
-    if not problems and inst.shifts:
-        reason = conflict([s.id for s in inst.shifts], [s.params for s in inst.shifts])
-        if reason is not None:
-            problems.append(f"{inst.case} is not a valid composition: {reason}")
-    return problems
+    Each problem is one line naming the shift (:func:`liberopro.catalog.shift_problems`)."""
+    return shift_problems([(s.id, s.params) for s in inst.shifts])
 
 
 def plan_episodes(instances: list[Instance], episodes: int, seed: int,

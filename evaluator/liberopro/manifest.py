@@ -88,10 +88,10 @@ def check_manifest(path: Path) -> Manifest:
 # ------------------------------------------------------------------------------ validation
 def _validation_metadata(shift_ids: list[str]):
     """What the validation policy asks for: no cameras (fast) unless a shift works on images."""
-    from liberopro.shifts import get_shift
+    from liberopro.catalog import get_spec
     from submission_spec import CameraSpec, PolicyMetadata
 
-    needs_images = any(get_shift(s).category == "Observation" for s in shift_ids)
+    needs_images = any(get_spec(s).category == "Observation" for s in shift_ids)
     cams = [CameraSpec(name="agentview", height=64, width=64), CameraSpec(name="wrist", height=64, width=64)]
     return PolicyMetadata(policy_name="liberopro-validator (privileged, not a submission)",
                           cameras=cams if needs_images else [], chunk_length=1, replan_steps=1)
@@ -133,14 +133,14 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     Returns (valid, reason, per-shift applied records). Static-only instances run one policy
     step; runtime ones run until every shift fired and its window closed (fallback + 40 steps).
     """
+    from liberopro.catalog import get_spec
     from liberopro.instances import EpisodePlan
     from liberopro.local_policy import LocalPolicyClient
     from liberopro.runner import EpisodeRunner, RunSettings
-    from liberopro.shifts import get_shift
 
     ids = [s.id for s in inst.shifts]
     meta = _validation_metadata(ids)
-    runtime = [s for s in inst.shifts if get_shift(s.id).kind == "runtime"]
+    runtime = [s for s in inst.shifts if get_spec(s.id).kind == "runtime"]
     steps = 1 + max([int(s.params.get("fallback_step", 0)) + 40 for s in runtime] or [0])
     settings = RunSettings(render_size=64, max_steps=steps, stop_when_shifts_done=True)
     runner = EpisodeRunner(None, meta, settings, scenes=runner_cache)  # type: ignore[arg-type]
@@ -185,10 +185,10 @@ def first_valid_static(ref, case: list[str], seed: int, cache: dict, attempts: i
     applicability reason (a string) when the pair does not apply. Runtime cases are not checked
     here (that needs the scripted controller): they run with attempt 0.
     """
-    from liberopro.shifts import get_shift
+    from liberopro.catalog import get_spec
 
     first = make_instance(ref, case, seed, 0)
-    if isinstance(first, str) or any(get_shift(sid).kind == "runtime" for sid in case):
+    if isinstance(first, str) or any(get_spec(sid).kind == "runtime" for sid in case):
         return first, 0, ""
     inst, attempt, why = _draw_valid(ref, case, seed, cache, attempts)
     if isinstance(inst, Instance):
@@ -340,9 +340,9 @@ def generate(split: str, seed: int, *, tasks=None, cases: list[list[str]] | None
 def default_cases() -> list[list[str]]:
     """The cases of a manifest when none are given: nominal, then every single shift of the
     catalog in id order (``[]`` is nominal)."""
-    from liberopro.shifts import SHIFTS
+    from liberopro.catalog import SPECS
 
-    return [[]] + [[sid] for sid in SHIFTS]
+    return [[]] + [[sid] for sid in SPECS]
 
 
 def report(header: ManifestHeader, dropped: list[DroppedPair], pairs: int) -> dict[str, Any]:

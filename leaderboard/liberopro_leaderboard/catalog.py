@@ -1,21 +1,15 @@
-"""The methodology page's data, generated from the evaluator's own catalog: the shift table
-(``liberopro.shifts.SHIFTS``), the split (``liberopro.split.held_out``), the horizons, the metric
-constants and the versions. Nothing here is typed in by hand, so a shift module added to the
-evaluator appears on the page without touching the site.
+"""The methodology page's data, generated from the evaluator's own light modules: the shift table
+(:mod:`liberopro.catalog`), the split (:mod:`liberopro.split`), the task registry and horizons
+(:mod:`liberopro.tasks`), the metric constants and the versions. Nothing here is typed in by
+hand, so a shift added to the catalog appears on the page without touching the site.
 
-Importing the shift catalog loads the simulator (robosuite, MuJoCo; ~15 s cold). Where the
-site runs without the simulator (the platform image), point ``LIBEROPRO_LEADERBOARD_CATALOG`` at a
-snapshot written by ``python -m liberopro_leaderboard catalog --out catalog.json`` where the
-evaluator is installed (for example in the evaluator image at build time); otherwise the catalog
-is imported in-process on first use and kept for the life of the process.
+None of these modules loads the simulator (robosuite, MuJoCo, LIBERO, OpenCV), so the page is
+built in-process wherever the site runs, the platform image included.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import threading
-from pathlib import Path
+import functools
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -29,6 +23,9 @@ class ShiftEntry(BaseModel):
     category: str
     kind: str
     trigger: str | None = Field(None, description="Runtime shifts: the task phase(s) that fire it.")
+    fallback_step: int | dict[str, int] | None = Field(
+        None, description="Runtime shifts: the policy step at which it fires if its phase is never reached "
+        "(per trigger phase where they differ).")
     summary: str
     parameters: dict[str, Any] = Field({}, description="Default parameter ranges instances are drawn from.")
     post_condition: str = ""
@@ -65,95 +62,33 @@ class Catalog(BaseModel):
     categories: list[str]
     split: SplitInfo
     versions: Versions
-    generated_at: dt.datetime
-    source: str = Field(..., description="Where this copy came from: the evaluator imported in-process, or a snapshot file.")
 
 
+@functools.cache
 def build_catalog() -> Catalog:
-    """Read the catalog from the evaluator's modules (slow: loads the simulator)."""
+    """Read the catalog from the evaluator's light modules (milliseconds once imported; cached)."""
     from liberopro import EVALUATOR_VERSION
+    from liberopro.catalog import CATEGORIES, SPECS
     from liberopro.metrics import BOOTSTRAP_REPLICATES, BOOTSTRAP_SEED
     from liberopro.results import RESULTS_SCHEMA_VERSION
-    from liberopro.shifts import CATEGORIES, SHIFTS
     from liberopro.split import SPLIT_SEED, held_out
     from liberopro.stack import PINNED
-    from liberopro.tasks import HORIZONS, SUITES, TASKS_PER_SUITE, TaskRef, task_info
+    from liberopro.tasks import HORIZONS, SUITES, all_task_refs, task_info
     from submission_spec.models import SPEC_VERSION
 
-    shifts = [ShiftEntry(id=c.id, name=c.name, category=c.category, kind=c.kind,
-                         trigger=" or ".join(c.triggers) or None, summary=c.summary,
-                         parameters=json.loads(json.dumps(c.default_params(), default=str)),
-                         post_condition=c.post_condition)
-              for c in SHIFTS.values()]
+    shifts = [ShiftEntry(id=s.id, name=s.name, category=s.category, kind=s.kind,
+                         trigger=" or ".join(s.triggers) or None,
+                         fallback_step=s.fallback.describe() if s.fallback else None, summary=s.summary,
+                         parameters=s.default_params(), post_condition=s.post_condition)
+              for s in SPECS.values()]
     ho = held_out()
-    tasks = []
-    for suite in SUITES:
-        for i in range(TASKS_PER_SUITE):
-            try:
-                info = task_info(TaskRef(suite, i))
-                name, instruction = info.name, info.instruction
-            except Exception:  # noqa: BLE001 - LIBERO's task files missing: ids still name the task
-                name = instruction = None
-            tasks.append(SplitTask(suite=suite, index=i, split="eval" if i in ho[suite] else "train",
-                                   name=name, instruction=instruction))
+    tasks = [SplitTask(suite=ref.suite, index=ref.index, split="eval" if ref.index in ho[ref.suite] else "train",
+                       name=task_info(ref).name, instruction=task_info(ref).instruction)
+             for ref in all_task_refs()]
     return Catalog(
         shifts=shifts, categories=list(CATEGORIES),
         split=SplitInfo(seed=SPLIT_SEED, held_out=ho, tasks=tasks, horizons={s: HORIZONS[s] for s in SUITES}),
         versions=Versions(evaluator=EVALUATOR_VERSION, spec=SPEC_VERSION, results_schema=RESULTS_SCHEMA_VERSION,
                           pinned_stack=dict(PINNED), bootstrap_replicates=BOOTSTRAP_REPLICATES,
                           bootstrap_seed=BOOTSTRAP_SEED),
-        generated_at=dt.datetime.now(dt.UTC), source="the evaluator's modules, imported in-process",
     )
-
-
-class CatalogUnavailable(RuntimeError):
-    """Neither a snapshot nor the evaluator's modules could provide the catalog."""
-
-
-class CatalogProvider:
-    """The catalog for the methodology page: from ``snapshot`` when given (re-read when the file
-    changes), else built in-process once. Thread-safe; a failure is remembered with its reason
-    and retried on the next call."""
-
-    def __init__(self, snapshot: Path | None = None) -> None:
-        self.snapshot = Path(snapshot) if snapshot else None
-        self._lock = threading.Lock()
-        self._catalog: Catalog | None = None
-        self._mtime: float | None = None
-
-    def get(self) -> Catalog:
-        with self._lock:
-            if self.snapshot is not None:
-                return self._from_snapshot()
-            if self._catalog is None:
-                try:
-                    self._catalog = build_catalog()
-                except ImportError as exc:
-                    raise CatalogUnavailable(
-                        f"the shift catalog needs the evaluator and its simulator ({exc}); install them, or set "
-                        "LIBEROPRO_LEADERBOARD_CATALOG to a snapshot made with "
-                        "`python -m liberopro_leaderboard catalog --out catalog.json`") from exc
-            return self._catalog
-
-    def _from_snapshot(self) -> Catalog:
-        assert self.snapshot is not None
-        try:
-            mtime = self.snapshot.stat().st_mtime
-            if self._catalog is None or mtime != self._mtime:
-                catalog = Catalog.model_validate_json(self.snapshot.read_text())
-                self._catalog, self._mtime = catalog.model_copy(update={"source": f"snapshot {self.snapshot.name}"}), mtime
-        except (OSError, ValueError) as exc:
-            raise CatalogUnavailable(f"cannot read the catalog snapshot {self.snapshot}: {exc}") from exc
-        return self._catalog
-
-    def warm(self) -> threading.Thread:
-        """Load the catalog in a background thread (errors are raised again on the next :meth:`get`)."""
-        def run() -> None:
-            try:
-                self.get()
-            except CatalogUnavailable:
-                pass
-
-        t = threading.Thread(target=run, name="leaderboard-catalog", daemon=True)
-        t.start()
-        return t

@@ -16,12 +16,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
+from liberopro.catalog import CATEGORIES  # the six categories in the benchmark's order (no simulator)
 from pydantic import BaseModel, Field
 
-#: The six categories of the benchmark in its own order (``benchmark.md``, "The 42 shift types").
-#: The evaluator's ``liberopro.shifts.CATEGORIES`` holds the same tuple; importing it loads the
-#: simulator, so it is repeated here and a test keeps the two equal.
-CATEGORIES: tuple[str, ...] = ("Condition", "Environment", "Observation", "Execution", "Robot", "Language")
 KINDS: tuple[str, ...] = ("static", "runtime")
 SHORT: dict[str, str] = {"Condition": "Cond.", "Environment": "Env.", "Observation": "Obs.", "Execution": "Exec.",
                          "Robot": "Robot", "Language": "Lang."}

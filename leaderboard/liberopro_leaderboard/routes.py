@@ -29,7 +29,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from liberopro_platform.api.deps import SessionDep
 
-from liberopro_leaderboard.catalog import Catalog, CatalogProvider, CatalogUnavailable
+from liberopro_leaderboard.catalog import Catalog, build_catalog
 from liberopro_leaderboard.charts import (
     Chart,
     ChartCache,
@@ -127,13 +127,12 @@ def make_templates() -> Jinja2Templates:
 
 # ------------------------------------------------------------------------------ the site
 class Site:
-    """What the routes share: the result store, the chart cache, the catalog and the templates."""
+    """What the routes share: the result store, the chart cache and the templates."""
 
     def __init__(self, settings: LeaderboardSettings) -> None:
         self.settings = settings
         self.store = ResultStore(settings.result_cache_entries)
         self.charts = ChartCache(settings.chart_cache_entries)
-        self.catalog = CatalogProvider(settings.catalog)
         self.templates = make_templates()
 
     # charts: the page and the SVG route build the same Chart, so the alt text matches the drawing
@@ -184,8 +183,6 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
     """The leaderboard's router (pages, charts, API). ``router.site`` holds its caches."""
     settings = settings or LeaderboardSettings()
     site = Site(settings)
-    if settings.warm_catalog:
-        site.catalog.warm()
     router = APIRouter()
     router.site = site  # type: ignore[attr-defined]
     render = site.templates.TemplateResponse
@@ -266,10 +263,7 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
 
     @router.get("/leaderboard/methodology", response_class=HTMLResponse, include_in_schema=False)
     def methodology_page(request: Request, session: SessionDep) -> HTMLResponse:
-        try:
-            catalog = site.catalog.get()
-        except CatalogUnavailable as exc:
-            return error_page(request, 503, "Methodology unavailable", str(exc))
+        catalog = build_catalog()
         results = site.store.visible(session)
         counts = {(k, c): sum(1 for s in catalog.shifts if s.kind == k and s.category == c)
                   for k in KINDS for c in catalog.categories}
@@ -393,13 +387,9 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
         return compare(ra, rb)  # type: ignore[arg-type]
 
     @router.get("/api/leaderboard/methodology", response_model=Catalog, tags=["leaderboard"],
-                summary="The shift catalog, the split and the versions (the methodology page's data)",
-                responses={503: {"description": "The catalog is not available on this server (message says why)."}})
+                summary="The shift catalog, the split and the versions (the methodology page's data)")
     def api_methodology() -> Catalog:
-        """Generated from the evaluator's catalog (or a snapshot of it)."""
-        try:
-            return site.catalog.get()
-        except CatalogUnavailable as exc:
-            raise HTTPException(503, detail={"error": "catalog_unavailable", "message": str(exc)}) from None
+        """Generated from the evaluator's light catalog (:mod:`liberopro.catalog`)."""
+        return build_catalog()
 
     return router

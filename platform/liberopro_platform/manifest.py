@@ -3,8 +3,9 @@
 The manifest is the file ``liberopro instances generate --split eval`` writes: a header line,
 then one instance per line. The worker reads it through the evaluator's own light models
 (:mod:`liberopro.schema.manifest`, no simulator): every line parsed, the header's kind, schema
-version, counts and content hash verified. Shift ids and parameters are checked against the
-catalog by the evaluator container before a shard's first episode. Episode ``e`` of an instance
+version, counts and content hash verified, then every instance's shift ids, parameters and
+compositions against the light shift catalog (:func:`liberopro.catalog.shift_problems`; the
+evaluator container checks its shard again before the first episode). Episode ``e`` of an instance
 follows the evaluator's own plan (:func:`liberopro.instances.plan_episodes`: init state
 ``e mod 50``, seed ``seed + e``).
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from liberopro.schema.manifest import Manifest, ManifestError, read_manifest
+from liberopro.catalog import shift_problems
+from liberopro.schema.manifest import Manifest, ManifestError, listing, read_manifest
 
 __all__ = ["Manifest", "ManifestError", "load_manifest", "plan_shards"]
 
@@ -27,6 +29,10 @@ def load_manifest(path: Path | None) -> Manifest:
     manifest = read_manifest(Path(path))
     if not manifest.instances:
         raise ManifestError(f"the evaluation manifest {path} holds no instance")
+    problems = [f"{manifest.where(k)}: {p}" for k, inst in enumerate(manifest.instances)
+                for p in shift_problems([(s.id, s.params) for s in inst.shifts])]
+    if problems:
+        raise ManifestError(listing(path, problems))
     return manifest
 
 

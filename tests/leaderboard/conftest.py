@@ -76,13 +76,13 @@ class Server:
 # ---------------------------------------------------------------- the database
 def _seed_key() -> str:
     """Cache key of the seeded summaries: the seed's code, the evaluator's summary code and the catalog."""
-    from liberopro.shifts import SHIFTS
+    from liberopro.catalog import SPECS
 
     h = hashlib.sha256()
     for p in (Path(__file__).with_name("seed.py"), REPO / "evaluator/liberopro/results.py",
               REPO / "evaluator/liberopro/metrics.py"):
         h.update(p.read_bytes())
-    h.update(json.dumps([(c.id, c.name, c.category, c.kind) for c in SHIFTS.values()]).encode())
+    h.update(json.dumps([(c.id, c.name, c.category, c.kind) for c in SPECS.values()]).encode())
     h.update(str(SEED_REPLICATES).encode())
     return h.hexdigest()[:16]
 

@@ -66,14 +66,14 @@ SPECS = [
 ]
 
 
-def _shift_record(cls) -> dict:
+def _shift_record(cls) -> dict:  # a liberopro.catalog.ShiftSpec
     return {"id": cls.id, "name": cls.name, "category": cls.category, "kind": cls.kind,
             "params": {"secret": PARAM_CANARY}, "applied": {"measured": PARAM_CANARY}}
 
 
 def records_for(spec: PolicySpec) -> list[EpisodeRecord]:
     """Episode records of one synthetic run: nominal and every catalog shift on the 8 evaluation tasks."""
-    from liberopro.shifts import SHIFTS
+    from liberopro.catalog import SPECS as SHIFTS
     from liberopro.split import split_tasks
 
     rng = random.Random(spec.seed)

@@ -255,7 +255,7 @@ def test_compare_page(probe, server, api, ids):
 
 
 def test_methodology_is_the_catalog(probe, server):
-    from liberopro.shifts import SHIFTS
+    from liberopro.catalog import SPECS as SHIFTS
     from liberopro.split import held_out
 
     probe.goto(f"{server}/leaderboard/methodology")

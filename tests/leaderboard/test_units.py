@@ -1,5 +1,6 @@
-"""Pure parts of the leaderboard: the tie rule, sorting, the public whitelist, the catalog
-(live and from a snapshot). No database, no browser."""
+"""Pure parts of the leaderboard: the tie rule, sorting, the public whitelist, the methodology's
+catalog (built from the evaluator's light modules). No browser; the methodology routes use the
+seeded database."""
 
 from __future__ import annotations
 
@@ -68,38 +69,44 @@ def test_public_result_keeps_only_the_whitelist():
     assert r.metrics["static.Robot"].value is None and r.meta.episodes_per_instance == 10
 
 
-def test_categories_equal_the_evaluators():
-    from liberopro.shifts import CATEGORIES as EVALUATOR_CATEGORIES
+def test_categories_are_the_evaluators_and_every_shift_has_its_column():
+    from liberopro.catalog import CATEGORIES as EVALUATOR_CATEGORIES
+    from liberopro.catalog import SPECS
+    from liberopro_leaderboard.public import COLUMN_BY_KEY
 
     assert CATEGORIES == EVALUATOR_CATEGORIES
+    for spec in SPECS.values():
+        assert f"{spec.kind}.{spec.category}" in COLUMN_BY_KEY, spec.id
 
 
-def test_catalog_snapshot_round_trip(tmp_path):
-    from liberopro.shifts import SHIFTS
-    from liberopro_leaderboard.__main__ import main
-    from liberopro_leaderboard.catalog import CatalogProvider, CatalogUnavailable
+def test_methodology_catalog_is_built_without_the_simulator():
+    """The platform image has no simulator: the methodology's data must come from light modules."""
+    import json
+    import subprocess
+    import sys
 
-    path = tmp_path / "catalog.json"
-    assert main(["catalog", "--out", str(path)]) == 0
-    catalog = CatalogProvider(path).get()
-    assert [s.id for s in catalog.shifts] == list(SHIFTS)
-    assert catalog.source == "snapshot catalog.json" and catalog.split.seed == 142
-    with pytest.raises(CatalogUnavailable, match="cannot read the catalog snapshot"):
-        CatalogProvider(tmp_path / "missing.json").get()
+    code = ("import json, sys; from liberopro_leaderboard.catalog import build_catalog; c = build_catalog(); "
+            "print(json.dumps({'ids': [s.id for s in c.shifts], 'seed': c.split.seed, "
+            "'instructions': [t.instruction for t in c.split.tasks], "
+            "'heavy': sorted(m for m in ('robosuite', 'mujoco', 'libero', 'cv2') if m in sys.modules)}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    from liberopro.catalog import SPECS
+
+    assert got["heavy"] == [] and got["ids"] == list(SPECS) and got["seed"] == 142
+    assert len(got["instructions"]) == 40 and all(got["instructions"])
 
 
-def test_methodology_from_a_snapshot_and_without_one(tmp_path, seeded_db):
+def test_methodology_page_and_api_serve_the_catalog(seeded_db):
     from fastapi.testclient import TestClient
+    from liberopro.catalog import SPECS
     from liberopro_leaderboard.app import create_app
-    from liberopro_leaderboard.catalog import build_catalog
-    from liberopro_leaderboard.settings import LeaderboardSettings
 
-    path = tmp_path / "catalog.json"
-    path.write_text(build_catalog().model_dump_json())
-    with TestClient(create_app(seeded_db["url"], LeaderboardSettings(catalog=path))) as c:
+    with TestClient(create_app(seeded_db["url"])) as c:
         r = c.get("/leaderboard/methodology")
-        assert r.status_code == 200 and "snapshot catalog.json" in r.text and "S01" in r.text
-    with TestClient(create_app(seeded_db["url"], LeaderboardSettings(catalog=tmp_path / "gone.json"))) as c:
-        r = c.get("/leaderboard/methodology")
-        assert r.status_code == 503 and "cannot read the catalog snapshot" in r.text
-        assert c.get("/api/leaderboard/methodology").json()["detail"]["error"] == "catalog_unavailable"
+        assert r.status_code == 200 and "S01" in r.text and "put the bowl on the stove" in r.text
+        data = c.get("/api/leaderboard/methodology").json()
+        assert [s["id"] for s in data["shifts"]] == list(SPECS)
+        d07 = next(s for s in data["shifts"] if s["id"] == "D07")
+        assert d07["fallback_step"] == {"approach": 40, "transport": 100} and d07["trigger"] == "approach or transport"

@@ -104,7 +104,7 @@ def test_platform_image_serves_the_api_and_installs_the_firewall(docker_client):
             pytest.fail(f"the platform image's API did not answer: {api.logs()[-2000:]!r}")
         assert r.json()["ok"] is True
         assert httpx.get(f"http://127.0.0.1:{port}/me", timeout=5).json()["detail"]["error"] == "token_missing"
-        # No simulator in this image: the methodology page reads the catalog snapshot baked in.
+        # No simulator in this image: the methodology page is built from the light catalog.
         page = httpx.get(f"http://127.0.0.1:{port}/leaderboard/methodology", timeout=30)
         assert page.status_code == 200, page.text[:500]
         assert "D19" in page.text and "S22" in page.text

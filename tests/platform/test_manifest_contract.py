@@ -77,7 +77,8 @@ def _write(path: Path, instances: list[Instance]) -> list[str]:
 
 INSTANCES = [Instance(instance_id="a", suite="libero_goal", task_index=0),
              Instance(instance_id="b", suite="libero_10", task_index=3,
-                      shifts=[ShiftEntry(id="S12", params={"intensity_scale": 0.5})])]
+                      shifts=[ShiftEntry(id="S12", params={"intensity_scale": 0.5, "colour": [1.0, 0.9, 1.1],
+                                                          "azimuth_deg": 10.0, "tilt_deg": -5.0})])]
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -100,6 +101,22 @@ def test_the_loader_names_the_file_the_line_and_what_is_wrong(tmp_path, edit, me
     lines = _write(path, INSTANCES)
     assert load_manifest(path).instances == INSTANCES
     path.write_text("\n".join(edit(lines)) + "\n")
+    with pytest.raises(ManifestError, match=message):
+        load_manifest(path)
+
+
+@pytest.mark.parametrize("shifts, message", [
+    ([ShiftEntry(id="S12", params={"intensity_scale": 7.0, "colour": [1, 1, 1], "azimuth_deg": 0, "tilt_deg": 0})],
+     r"m\.jsonl:3: S12 parameters: intensity_scale: Input should be less than or equal to 3"),
+    ([ShiftEntry(id="S99", params={})], r"m\.jsonl:3: unknown shift 'S99'"),
+    ([ShiftEntry(id="D10", params={"trigger": "grasp", "duration_steps": 10})],
+     r"m\.jsonl:3: D10 parameters: trigger: Input should be 'approach'"),
+])
+def test_the_loader_checks_every_instance_against_the_catalog(tmp_path, shifts, message):
+    """Shift ids and parameters are checked in the platform (the catalog needs no simulator), so a
+    bad hidden manifest fails at planning, not in a shard."""
+    path = tmp_path / "m.jsonl"
+    _write(path, [INSTANCES[0], Instance(instance_id="c", suite="libero_10", task_index=3, shifts=shifts)])
     with pytest.raises(ManifestError, match=message):
         load_manifest(path)
 

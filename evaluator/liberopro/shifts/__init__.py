@@ -1,40 +1,45 @@
-"""The shift catalog: one module per shift (``sNN_*.py`` static, ``dNN_*.py`` runtime).
+"""The simulator side of the shifts: one module per shift (``sNN_*.py`` static, ``dNN_*.py``
+runtime), each a :class:`~liberopro.shifts.base.Shift` subclass with the hooks it needs, plus
+shared helpers (``_placement``, ``_props``, ``_swap``, ``_objects``, ``_appearance``, ``_signal``).
 
-Each module defines one :class:`~liberopro.shifts.base.Shift` subclass and registers it with
-:func:`register`; importing this package imports every module, so a new shift slots in as one
-file.
+What a shift *is* (id, category, trigger, parameters, sampling, post-condition) lives in the
+light catalog, :mod:`liberopro.catalog`; each class here takes its metadata from its spec
+(``spec = SPECS["S01"]``) and the spec's ``entry_point`` names the class. A new shift is a spec in
+the catalog plus one module here. Importing this package imports no shift module:
+:data:`SHIFTS` and :func:`get_shift` import a module when its class is asked for.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from collections.abc import Iterator, Mapping
 
+from liberopro.catalog import SPECS, get_spec
 from liberopro.shifts.base import CATEGORIES, RuntimeShift, Shift, ShiftInvalid, ShiftParams
-
-SHIFTS: dict[str, type[Shift]] = {}
-
-
-def register(cls: type[Shift]) -> type[Shift]:
-    """Class decorator adding a shift to :data:`SHIFTS` under its id."""
-    if cls.id in SHIFTS:
-        raise ValueError(f"shift {cls.id} registered twice")
-    SHIFTS[cls.id] = cls
-    return cls
 
 
 def get_shift(shift_id: str) -> type[Shift]:
-    """The shift class for an id; ``KeyError`` lists the known ids."""
-    try:
-        return SHIFTS[shift_id.upper()]
-    except KeyError:
-        raise KeyError(f"unknown shift {shift_id!r}; known: {', '.join(sorted(SHIFTS))}") from None
+    """The shift class for an id (case-insensitive; imports its module); ``KeyError`` lists the
+    known ids."""
+    return get_spec(shift_id).load()
 
 
-for _m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-    if _m.name[:1] in ("s", "d") and _m.name[1:3].isdigit():
-        importlib.import_module(f"{__name__}.{_m.name}")
+class _ShiftClasses(Mapping[str, type[Shift]]):
+    """Id -> shift class, in catalog order; a class is imported when it is looked up."""
 
-SHIFTS = dict(sorted(SHIFTS.items()))
+    def __getitem__(self, shift_id: str) -> type[Shift]:
+        if shift_id not in SPECS:
+            raise KeyError(shift_id)
+        return SPECS[shift_id].load()
 
-__all__ = ["CATEGORIES", "SHIFTS", "RuntimeShift", "Shift", "ShiftInvalid", "ShiftParams", "get_shift", "register"]
+    def __iter__(self) -> Iterator[str]:
+        return iter(SPECS)
+
+    def __len__(self) -> int:
+        return len(SPECS)
+
+
+#: Every shift class by id (metadata readers use :data:`liberopro.catalog.SPECS` instead: it
+#: needs no simulator).
+SHIFTS: Mapping[str, type[Shift]] = _ShiftClasses()
+
+__all__ = ["CATEGORIES", "SHIFTS", "RuntimeShift", "Shift", "ShiftInvalid", "ShiftParams", "get_shift"]

@@ -33,51 +33,26 @@ they reflect.
 
 from __future__ import annotations
 
-import colorsys
 from collections.abc import Sequence
-from typing import Literal
 
 import mujoco
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-from liberopro.shifts.base import uniform
+# The Look model, its textures and the measurement thresholds belong to the catalog (the
+# post-conditions state them); the drawing of a look is declared there too (LookDraw).
+from liberopro.catalog.environment import (  # noqa: F401 - re-exported for the appearance shifts
+    MAX_OTHERS_CHANGED,
+    MEASURE_PX,
+    MIN_REGION_CHANGED,
+    PIXEL_CHANGED,
+    TEXTURE_NAMES,
+    Look,
+    TextureName,
+)
 
 CAMERA = "agentview"
-#: Square resolution of the measurement renders (px), whatever the policy's image size.
-MEASURE_PX = 128
-#: A pixel counts as changed when it moves by more than this (grey levels, mean over R, G, B).
-PIXEL_CHANGED = 8.0
-#: Post-conditions: at least this fraction of the edited region's pixels change ...
-MIN_REGION_CHANGED = 0.5
-#: ... and at most this fraction of the other pixels (mirrors and the one-pixel border left out).
-MAX_OTHERS_CHANGED = 0.01
-
-TextureName = Literal["none", "planks", "wood", "plaster"]
 #: Look texture name -> MuJoCo texture name (present in every LIBERO arena).
 ARENA_TEXTURES = {"planks": "texplane", "wood": "tex-table", "plaster": "tex-wall"}
-TEXTURE_NAMES: tuple[str, ...] = ("none", "planks", "wood", "plaster")
-
-
-class Look(BaseModel):
-    """A texture preference order and a colour (r, g, b in [0, 1]; the flat colour, or the tint
-    multiplying the texture)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    textures: tuple[TextureName, ...] = Field(min_length=1)
-    rgb: tuple[float, float, float]
-
-
-def hsv_colour(rng: np.random.Generator, sat: tuple[float, float], val: tuple[float, float]) -> tuple[float, ...]:
-    """An (r, g, b) colour of uniform hue and the given saturation/value ranges, 3 decimals."""
-    h = uniform(rng, 0.0, 1.0, 3)
-    return tuple(round(c, 3) for c in colorsys.hsv_to_rgb(h, uniform(rng, *sat, 3), uniform(rng, *val, 3)))
-
-
-def sample_look(rng: np.random.Generator, sat=(0.45, 0.85), val=(0.55, 1.0)) -> Look:
-    """A look: the four textures in random order, a saturated colour."""
-    order = tuple(TEXTURE_NAMES[i] for i in rng.permutation(len(TEXTURE_NAMES)))
-    return Look(textures=order, rgb=hsv_colour(rng, sat, val))
 
 
 def visual_geoms(scene, roots: set[int]) -> list[int]:

@@ -41,6 +41,9 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
+# LIBERO's action limits and the full range of one action number (action-noise sigmas are
+# stated as fractions of it) are declared in the catalog.
+from liberopro.catalog.execution import ACTION_HIGH, ACTION_LOW, ACTION_RANGE  # noqa: F401
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
 if TYPE_CHECKING:
@@ -48,11 +51,6 @@ if TYPE_CHECKING:
 
 ARM = slice(0, 6)
 GRIPPER = 6
-#: LIBERO's action limits.
-ACTION_LOW, ACTION_HIGH = -1.0, 1.0
-#: The full range of one action number (``ACTION_HIGH - ACTION_LOW``): action-noise sigmas are
-#: stated as fractions of it.
-ACTION_RANGE = ACTION_HIGH - ACTION_LOW
 #: Render resolution (px) at which pixel-sized magnitudes (blur sigma) are stated; LIBERO's
 #: standard evaluation renders 256 x 256. Other resolutions scale them proportionally.
 REFERENCE_RENDER_PX = 256

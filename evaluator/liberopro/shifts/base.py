@@ -29,18 +29,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+
+from liberopro.catalog.sampling import uniform
+from liberopro.catalog.spec import CATEGORIES, Category, RuntimeParams, ShiftKind, ShiftParams, ShiftSpec
 
 if TYPE_CHECKING:
     from liberopro.phases import Phase
     from liberopro.semantics import TaskSemantics
     from liberopro.sim import LiberoScene, RawFrame, SceneVariant
     from liberopro.tasks import TaskRef
-
-Category = Literal["Condition", "Environment", "Observation", "Execution", "Robot", "Language"]
-CATEGORIES: tuple[Category, ...] = ("Condition", "Environment", "Observation", "Execution", "Robot", "Language")
-ShiftKind = Literal["static", "runtime"]
-
 
 class ShiftInvalid(Exception):
     """A shift could not be realised as specified on this episode (``reason`` says why)."""
@@ -49,20 +46,6 @@ class ShiftInvalid(Exception):
         super().__init__(f"{shift_id}: {reason}")
         self.shift_id = shift_id
         self.reason = reason
-
-
-class ShiftParams(BaseModel):
-    """Typed, immutable parameters of one shift instance."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RuntimeParams(ShiftParams):
-    """Parameters every runtime shift has: its trigger phase and the fallback step (policy-loop
-    step at which it fires if the phase has not been reached)."""
-
-    trigger: str
-    fallback_step: int = Field(ge=0)
 
 
 @dataclass
@@ -87,15 +70,17 @@ def stable_seed(*parts: object) -> int:
 
 
 class Shift:
-    """Base of every shift. Subclasses set the class attributes and override hooks.
+    """Base of every shift. A subclass names its catalog entry (``spec = SPECS["S01"]``, a
+    :class:`~liberopro.catalog.ShiftSpec`) and overrides hooks; its metadata comes from the spec.
 
-    Class attributes:
+    Class attributes (set from ``spec``):
         id: ``S01``...``S22``, ``D01``...``D20``.
-        name, category, kind, summary: catalog entries (``benchmark.md`` tables).
+        name, category, kind, summary, post_condition: catalog entries (``docs/shifts.md``).
         Params: the :class:`ShiftParams` subclass.
         triggers: runtime shifts only: phases allowed as trigger.
     """
 
+    spec: ClassVar[ShiftSpec]
     id: ClassVar[str]
     name: ClassVar[str]
     category: ClassVar[Category]
@@ -105,6 +90,17 @@ class Shift:
     triggers: ClassVar[tuple[str, ...]] = ()
     #: What the post-condition measures (for the catalog and the docs).
     post_condition: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        spec = cls.__dict__.get("spec")
+        if spec is None:
+            return
+        if spec.kind != ("runtime" if issubclass(cls, RuntimeShift) else "static"):
+            raise TypeError(f"{cls.__name__}: spec {spec.id} is {spec.kind}, the class is not")
+        cls.id, cls.name, cls.category, cls.kind = spec.id, spec.name, spec.category, spec.kind
+        cls.summary, cls.post_condition, cls.Params, cls.triggers = (
+            spec.summary, spec.post_condition, spec.Params, spec.triggers)
 
     def __init__(self, params: ShiftParams) -> None:
         if not isinstance(params, self.Params):
@@ -120,8 +116,8 @@ class Shift:
 
     @classmethod
     def sample_params(cls, rng: np.random.Generator, ref: TaskRef, sem: TaskSemantics) -> ShiftParams:
-        """Draw parameters within the default magnitudes."""
-        raise NotImplementedError
+        """Draw parameters within the default magnitudes (:meth:`ShiftSpec.sample_params`)."""
+        return cls.spec.sample_params(rng, ref, sem)
 
     @classmethod
     def scene_variant(cls, params: ShiftParams) -> SceneVariant | None:
@@ -130,8 +126,8 @@ class Shift:
 
     @classmethod
     def default_params(cls) -> dict[str, Any]:
-        """Default values/ranges for the catalog listing."""
-        return {}
+        """Default values/ranges for the catalog listing (:meth:`ShiftSpec.default_params`)."""
+        return cls.spec.default_params()
 
     # ----------------------------------------------------------------- episode hooks
     def on_episode_start(self, ctx: EpisodeContext) -> None:
@@ -216,6 +212,5 @@ class RuntimeShift(Shift):
         return rec
 
 
-def uniform(rng: np.random.Generator, lo: float, hi: float, digits: int = 4) -> float:
-    """A uniform draw rounded to ``digits`` (parameters are stored as readable decimals)."""
-    return round(float(rng.uniform(lo, hi)), digits)
+__all__ = ["CATEGORIES", "Category", "EpisodeContext", "RuntimeParams", "RuntimeShift", "Shift", "ShiftInvalid",
+           "ShiftKind", "ShiftParams", "stable_seed", "uniform"]

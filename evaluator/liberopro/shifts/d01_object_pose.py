@@ -3,44 +3,15 @@ while the gripper approaches it, before contact (``benchmark.md``, runtime table
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._placement import entity_pose, relocate
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
 
-class RuntimeObjectPoseParams(RuntimeParams):
-    trigger: Literal["approach"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    distance_m: float = Field(ge=0.0, le=0.5)
-    direction_deg: float = Field(ge=0.0, lt=360.0)
-    yaw_deg: float = Field(ge=-180.0, le=180.0)
-
-
-@register
 class RuntimeObjectPose(RuntimeShift):
-    id = "D01"
-    name = "object pose"
-    category = "Condition"
-    triggers = ("approach",)
-    summary = "target moved 5-12 cm and turned, before contact"
-    post_condition = ("target displaced by the stated distance (measured), resting at its height, "
-                      "touching neither the robot nor other objects at the moment of the move")
-    Params = RuntimeObjectPoseParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return RuntimeObjectPoseParams(distance_m=uniform(rng, 0.05, 0.12), direction_deg=uniform(rng, 0, 360, 1),
-                                       yaw_deg=uniform(rng, -30, 30, 1))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach", "fallback_step": 40, "distance_m": [0.05, 0.12],
-                "direction_deg": [0, 360], "yaw_deg": [-30, 30]}
+    spec = SPECS["D01"]
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         p = self.params

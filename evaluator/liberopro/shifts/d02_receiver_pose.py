@@ -20,55 +20,24 @@ fallback step 100
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
+from liberopro.catalog.condition import RECEIVER_ROBOT_CLEARANCE_M as CLEARANCE_M
 from liberopro.shifts._placement import entity_pose
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 from liberopro.shifts.s02_receiver_pose import move_receiver, receiver_entity, site_positions
 
 #: Least distance (m) kept between the moved receiver and the robot or the carried target.
-CLEARANCE_M = 0.02
 
 
-class RuntimeReceiverPoseParams(RuntimeParams):
-    trigger: Literal["transport"] = "transport"
-    fallback_step: int = Field(default=100, ge=0)
-    distance_m: float = Field(ge=0.0, le=0.5)
-    min_distance_m: float = Field(default=0.05, ge=0.0, le=0.5)
-    direction_deg: float = Field(ge=0.0, lt=360.0)
-    yaw_deg: float = Field(ge=-180.0, le=180.0)
-
-
-@register
 class RuntimeReceiverPose(RuntimeShift):
-    id = "D02"
-    name = "receiver pose"
-    category = "Condition"
-    triggers = ("transport",)
-    summary = "receiver moved 5-12 cm while the target is carried"
-    post_condition = (f"receiver displaced by the stated distance (measured), at its height, nothing "
-                      f"interpenetrating; >= {CLEARANCE_M * 100:.0f} cm from the robot and the carried target at "
-                      f"the moment of the move; the target itself not moved")
-    Params = RuntimeReceiverPoseParams
+    spec = SPECS["D02"]
 
     @classmethod
     def applicable(cls, ref, sem):
         found = receiver_entity(sem)
         return found if isinstance(found, str) else None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return RuntimeReceiverPoseParams(distance_m=uniform(rng, 0.05, 0.12), direction_deg=uniform(rng, 0, 360, 1),
-                                         yaw_deg=uniform(rng, -20, 20, 1))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "transport", "fallback_step": 100, "distance_m": [0.05, 0.12], "min_distance_m": 0.05,
-                "direction_deg": [0, 360], "yaw_deg": [-20, 20]}
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         p, scene, sem = self.params, ctx.scene, ctx.sem

@@ -16,49 +16,23 @@ Defaults: partners in random order; fallback step 40 (as D01).
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
+from liberopro.catalog.condition import SWAP_ROBOT_CLEARANCE_M as CLEARANCE_M
 from liberopro.shifts._swap import swap
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid
-from liberopro.shifts.s03_relative_layout import draw_partners, no_partner_reason
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
+from liberopro.shifts.s03_relative_layout import no_partner_reason
 
 #: Least distance (m) kept between the swapped objects and the robot.
-CLEARANCE_M = 0.01
 
 
-class RuntimeRelativeLayoutParams(RuntimeParams):
-    trigger: Literal["approach"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    partners: tuple[str, ...] = Field(min_length=1)
-
-
-@register
 class RuntimeRelativeLayout(RuntimeShift):
-    id = "D03"
-    name = "relative layout"
-    category = "Condition"
-    triggers = ("approach",)
-    summary = "target swaps places with a non-target object, before contact"
-    post_condition = (f"at the moment of the swap each unit is at the other's former place (1 mm), nothing "
-                      f"interpenetrates, both >= {CLEARANCE_M * 100:.0f} cm from the robot")
-    Params = RuntimeRelativeLayoutParams
+    spec = SPECS["D03"]
 
     @classmethod
     def applicable(cls, ref, sem):
         return no_partner_reason(ref, sem)
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return RuntimeRelativeLayoutParams(partners=draw_partners(rng, ref, sem))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach", "fallback_step": 40,
-                "partners": "the task's candidates (same support, not the receiver, no look-alike) in random order"}
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         scene, sem = ctx.scene, ctx.sem

@@ -25,12 +25,10 @@ blocks the push: libero_goal 5), nor to articulated goals.
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._props import (
     RAY_STEP_M,
     PropShape,
@@ -45,7 +43,7 @@ from liberopro.shifts._props import (
     robot_clearance,
     surface_below,
 )
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 from liberopro.sim import PropSpec, SceneVariant
 
 PROP = "liberopro_prop_d04_block"
@@ -59,13 +57,6 @@ CLEARANCE_M = 0.005
 #: How uneven the surface under the block may be (m): a basket's weave, a plate's dish.
 UNEVEN_M = 0.04
 _DRAWER_REGIONS = ("_top_region", "_middle_region", "_bottom_region")
-
-
-class ObstructionParams(RuntimeParams):
-    trigger: Literal["placement"] = "placement"
-    fallback_step: int = Field(default=120, ge=0)
-    cover: float = Field(ge=0.05, le=0.5)
-    height_m: float = Field(ge=0.01, le=0.06)
 
 
 def region_rect(scene, sem) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, int]:
@@ -83,17 +74,8 @@ def region_rect(scene, sem) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, 
     return (lo[:2] + hi[:2]) / 2, (hi[:2] - lo[:2]) / 2, 0.0, float(hi[2]), scene.root_body(sem.receiver)
 
 
-@register
 class PlacementObstruction(RuntimeShift):
-    id = "D04"
-    name = "placement obstruction"
-    category = "Condition"
-    triggers = ("placement",)
-    summary = "a small object lands on part of the goal region"
-    post_condition = ("at the firing step the block rests on the goal region's owner (+-3 mm) inside the region, "
-                      "covers 10-50% of its area, touches nothing, "
-                      ">= 2 cm from the robot and >= 1 cm from the target")
-    Params = ObstructionParams
+    spec = SPECS["D04"]
 
     @classmethod
     def applicable(cls, ref, sem):
@@ -104,14 +86,6 @@ class PlacementObstruction(RuntimeShift):
         if any(sem.receiver_region.endswith(s) for s in _DRAWER_REGIONS) and "cabinet" in sem.receiver:
             return "the goal region moves with a drawer: a static block cannot ride in it"
         return None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return ObstructionParams(cover=uniform(rng, 0.15, 0.3, 3), height_m=uniform(rng, 0.02, 0.03))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "placement", "fallback_step": 120, "cover": [0.15, 0.3], "height_m": [0.02, 0.03]}
 
     @classmethod
     def scene_variant(cls, params):

@@ -21,12 +21,10 @@ thickness 3-5 cm. Applicability: as S05 (tasks with a goal region).
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._props import (
     entity_aabb,
     goal_xy,
@@ -39,7 +37,7 @@ from liberopro.shifts._props import (
     segment_distance,
     target_xy,
 )
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 from liberopro.shifts.s05_path_obstacle import (
     CLEARANCE_M,
     PathObstacle,
@@ -59,39 +57,12 @@ ROBOT_CLEARANCE_M = 0.02
 FRACTIONS = (0.0, 0.1, -0.1, 0.2, -0.2, 0.3, -0.3, 0.4)
 
 
-class RuntimePathObstacleParams(RuntimeParams):
-    trigger: Literal["transport"] = "transport"
-    fallback_step: int = Field(default=80, ge=0)
-    fraction: float = Field(ge=0.1, le=0.9)
-    height_m: float = Field(ge=0.02, le=0.12)
-    width_m: float = Field(ge=0.02, le=0.25)
-    thickness_m: float = Field(ge=0.01, le=0.10)
-
-
-@register
 class RuntimePathObstacle(RuntimeShift):
-    id = "D05"
-    name = "path obstacle"
-    category = "Condition"
-    triggers = ("transport",)
-    summary = "an obstacle appears on the path ahead"
-    post_condition = ("at the firing step the obstacle stands on the table/floor across the remaining target-goal "
-                      "segment (within 1 mm), >= 3 cm from the target and the gripper, >= 2 cm from the robot, "
-                      "<= 12 cm high with 35 cm free above; no contact")
-    Params = RuntimePathObstacleParams
+    spec = SPECS["D05"]
 
     @classmethod
     def applicable(cls, ref, sem):
         return PathObstacle.applicable(ref, sem)
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return RuntimePathObstacleParams(fraction=uniform(rng, 0.4, 0.6, 3), height_m=uniform(rng, 0.06, 0.12),
-                                         width_m=uniform(rng, 0.08, 0.14), thickness_m=uniform(rng, 0.03, 0.05))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "transport", "fallback_step": 80, **PathObstacle.default_params()}
 
     @classmethod
     def scene_variant(cls, params):

@@ -20,21 +20,16 @@ Defaults: trigger approach; fallback step 40; gap 5-15 cm; direction uniform; ya
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._objects import lookalike_instruction
 from liberopro.shifts._props import object_positions, place_beside, prop_record, robot_clearance, target_stack
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 from liberopro.shifts.s08_distractor import (
     CLEARANCE_M,
     check_lookalike_post,
     gap_candidates,
     lookalike_applicable,
     lookalike_post,
-    sample_lookalike,
 )
 from liberopro.sim import PropSpec, SceneVariant
 
@@ -43,40 +38,12 @@ PROP = "liberopro_prop_d06_lookalike"
 ROBOT_CLEARANCE_M = 0.02
 
 
-class RuntimeLookalikeParams(RuntimeParams):
-    trigger: Literal["approach"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    lookalike: str
-    target_type: str
-    gap_m: float = Field(ge=0.0, le=0.3)
-    direction_deg: float = Field(ge=0.0, lt=360.0)
-    yaw_deg: float = Field(ge=-180.0, le=180.0)
-
-
-@register
 class DistractorAppears(RuntimeShift):
-    id = "D06"
-    name = "distractor appears"
-    category = "Environment"
-    triggers = ("approach",)
-    summary = "a look-alike appears near the target (not applicable where no free space exists)"
-    post_condition = ("at the firing step the look-alike stands on the target's support (+-3 mm) at the stated "
-                      "edge-to-edge gap (+-5 mm, 5-15 cm), wholly in the third-person view, >= 2 cm from the robot, "
-                      "touching nothing; the instruction fits the target only")
-    Params = RuntimeLookalikeParams
+    spec = SPECS["D06"]
 
     @classmethod
     def applicable(cls, ref, sem):
         return lookalike_applicable(ref, sem)
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return RuntimeLookalikeParams(**sample_lookalike(rng, ref, sem))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach", "fallback_step": 40, "lookalike": "as S08", "gap_m": [0.05, 0.15],
-                "direction_deg": [0, 360], "yaw_deg": [-45, 45]}
 
     @classmethod
     def scene_variant(cls, params):

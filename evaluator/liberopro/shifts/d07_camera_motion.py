@@ -19,55 +19,13 @@ approach or transport (even odds); fallback step 40 (approach) or 100 (transport
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from liberopro.shifts import register
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
+from liberopro.catalog import SPECS
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 from liberopro.shifts.s15_camera_calibration import CAMERA, move_camera, unit
 
-FALLBACK = {"approach": 40, "transport": 100}
 
-
-class CameraMotionParams(RuntimeParams):
-    """As S15's :class:`~liberopro.shifts.s15_camera_calibration.CameraParams`, plus the trigger."""
-
-    trigger: Literal["approach", "transport"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    shift_m: float = Field(ge=0, le=0.3)
-    shift_azimuth_deg: float
-    shift_elevation_deg: float = Field(ge=-90, le=90)
-    turn_deg: float = Field(ge=0, le=45)
-    axis_azimuth_deg: float
-    axis_elevation_deg: float = Field(ge=-90, le=90)
-
-
-@register
 class CameraMotion(RuntimeShift):
-    id = "D07"
-    name = "camera motion"
-    category = "Environment"
-    triggers = ("approach", "transport")
-    summary = "third-person camera bumped 3-8 cm, 5-10 deg; stays"
-    post_condition = ("at the bump, the camera's world pose moved by the stated distance and angle (measured from "
-                      "cam_xpos/cam_xmat); the target keeps >= 20% of its pixels in view")
-    Params = CameraMotionParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        trigger = "approach" if rng.random() < 0.5 else "transport"
-        return CameraMotionParams(
-            trigger=trigger, fallback_step=FALLBACK[trigger],
-            shift_m=uniform(rng, 0.03, 0.08), shift_azimuth_deg=uniform(rng, -180, 180, 1),
-            shift_elevation_deg=uniform(rng, -30, 30, 1), turn_deg=uniform(rng, 5, 10, 2),
-            axis_azimuth_deg=uniform(rng, -180, 180, 1), axis_elevation_deg=uniform(rng, -60, 60, 1),
-        )
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach | transport", "fallback_step": FALLBACK, "shift_m": [0.03, 0.08],
-                "turn_deg": [5, 10], "directions": "uniform azimuth, elevation [-30, 30] (shift), [-60, 60] (axis)"}
+    spec = SPECS["D07"]
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         p = self.params

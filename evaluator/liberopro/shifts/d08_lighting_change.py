@@ -25,56 +25,26 @@ steps, fallback step 40.
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid
+from liberopro.catalog import SPECS
+from liberopro.catalog.environment import MIN_DARKENING
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
 LIGHT_FIELDS = ("light_diffuse", "light_specular", "light_ambient",
                 "vis.headlight.diffuse", "vis.headlight.ambient", "vis.headlight.specular")
 #: The third-person view must lose at least this fraction of its mean brightness when dimmed.
-MIN_DARKENING = 0.25
 MEASURE_PX = 128
 
 
-class LightingChangeParams(RuntimeParams):
-    trigger: Literal["approach"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    mode: Literal["dim", "flicker"]
-    scale: float = Field(default=0.3, ge=0.05, le=0.9)
-    duration_steps: int = Field(default=20, ge=1, le=500)
-    period_steps: int = Field(default=4, ge=2, le=20)
-
-
-@register
 class LightingChange(RuntimeShift):
-    id = "D08"
-    name = "lighting change"
-    category = "Environment"
-    triggers = ("approach",)
-    summary = "lights dim to x0.3, or flicker for a window"
-    post_condition = (f"at the trigger the light fields are x scale and the third-person view loses >= "
-                      f"{MIN_DARKENING:.0%} of its brightness; flicker: dim delivered frames darker than full ones")
-    Params = LightingChangeParams
+    spec = SPECS["D08"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._base: dict[str, np.ndarray] = {}
         self._level = 1.0
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        mode = "dim" if rng.random() < 0.5 else "flicker"
-        return LightingChangeParams(mode=mode, scale=0.3, duration_steps=int(rng.integers(10, 31)),
-                                    period_steps=int(rng.integers(2, 7)))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach", "fallback_step": 40, "mode": "dim | flicker", "scale": 0.3,
-                "duration_steps": [10, 30], "period_steps": [2, 6]}
 
     def level_at(self, step: int) -> float:
         """Light level (multiplier of the pre-trigger values) of the frame of ``step``."""

@@ -17,13 +17,9 @@ Applies to every task.
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._props import prop_record
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 from liberopro.shifts.s09_occlusion import (
     check_occluder_post,
     occluder_post,
@@ -34,35 +30,8 @@ from liberopro.shifts.s09_occlusion import (
 PROP = "liberopro_prop_d09_occluder"
 
 
-class RuntimeOcclusionParams(RuntimeParams):
-    trigger: Literal["grasp"] = "grasp"
-    fallback_step: int = Field(default=60, ge=0)
-    fraction: float = Field(ge=0.05, le=0.95)
-    depth_ratio: float = Field(ge=0.1, le=0.8)
-    side_deg: float = Field(ge=0.0, lt=360.0)
-
-
-@register
 class OccluderAppears(RuntimeShift):
-    id = "D09"
-    name = "occluder appears"
-    category = "Environment"
-    triggers = ("grasp",)
-    summary = "an occluder enters the third-person line of sight"
-    post_condition = ("at the firing step the board hides the stated fraction (+-0.05, within 0.2-0.5) of the "
-                      "target's then visible pixels (segmentation renders, agentview); > 0.9 m from the robot base, "
-                      "without collisions")
-    Params = RuntimeOcclusionParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return RuntimeOcclusionParams(fraction=uniform(rng, 0.2, 0.5, 3), depth_ratio=uniform(rng, 0.2, 0.35, 3),
-                                      side_deg=uniform(rng, 0, 360, 1))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "grasp", "fallback_step": 60, "fraction": [0.2, 0.5], "depth_ratio": [0.2, 0.35],
-                "side_deg": [0, 360]}
+    spec = SPECS["D09"]
 
     @classmethod
     def scene_variant(cls, params):

@@ -4,42 +4,17 @@ the policy sees stops. The step index and instruction stay current."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from liberopro.shifts import register
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift
+from liberopro.catalog import SPECS
+from liberopro.shifts.base import EpisodeContext, RuntimeShift
 
 
-class FreezeParams(RuntimeParams):
-    trigger: Literal["approach"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    duration_steps: int = Field(ge=1, le=500)
-
-
-@register
 class ObservationFreeze(RuntimeShift):
-    id = "D10"
-    name = "observation freeze"
-    category = "Observation"
-    triggers = ("approach",)
-    summary = "the policy gets the same stale frame for 10-30 steps"
-    post_condition = "every frame delivered inside the window equals the frame captured at the trigger"
-    Params = FreezeParams
+    spec = SPECS["D10"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._stale = None
         self._frozen_steps = 0
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return FreezeParams(duration_steps=int(rng.integers(10, 31)))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach", "fallback_step": 40, "duration_steps": [10, 30]}
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         self._window = (step, step + self.params.duration_steps)

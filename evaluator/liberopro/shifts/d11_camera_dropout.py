@@ -20,47 +20,22 @@ is all zeros, and every other delivered camera image equals its input.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._signal import WindowShift
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext, ShiftInvalid
 
 
-class DropoutParams(RuntimeParams):
-    trigger: Literal["grasp"] = "grasp"
-    fallback_step: int = Field(default=80, ge=0)
-    camera: Literal["agentview", "wrist"]
-    duration_steps: int = Field(ge=1, le=500)
-
-
-@register
 class CameraDropout(WindowShift):
-    id = "D11"
-    name = "camera dropout"
-    category = "Observation"
-    triggers = ("grasp",)
-    summary = "one camera stream is blank for 10-30 steps"
-    post_condition = "every delivered image of the dropped camera in the window is all zeros; other cameras untouched"
-    Params = DropoutParams
+    spec = SPECS["D11"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._blank = 0
         self._others_changed = 0
         self._camera: str | None = None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return DropoutParams(camera="agentview" if rng.random() < 0.5 else "wrist",
-                             duration_steps=int(rng.integers(10, 31)))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "grasp", "fallback_step": 80, "camera": "agentview | wrist", "duration_steps": [10, 30]}
 
     def observe(self, frame, step, ctx):
         self.tick(step)

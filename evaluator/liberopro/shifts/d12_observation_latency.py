@@ -22,21 +22,12 @@ step ``t``), images and proprioception identical to it.
 from __future__ import annotations
 
 from collections import Counter, deque
-from typing import Literal
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._signal import WindowShift
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, ShiftInvalid
-
-
-class ObsLatencyParams(RuntimeParams):
-    trigger: Literal["approach"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    delay_steps: int = Field(ge=1, le=50)
-    duration_steps: int = Field(ge=1, le=500)
+from liberopro.shifts.base import EpisodeContext, ShiftInvalid
 
 
 def frames_equal(a, b) -> bool:
@@ -45,29 +36,14 @@ def frames_equal(a, b) -> bool:
             and all(np.array_equal(a.proprio[k], b.proprio[k]) for k in a.proprio))
 
 
-@register
 class ObservationLatency(WindowShift):
-    id = "D12"
-    name = "observation latency"
-    category = "Observation"
-    triggers = ("approach",)
-    summary = "observations arrive 3-8 steps late for a window"
-    post_condition = "every frame delivered in the window is the frame captured delay_steps steps earlier"
-    Params = ObsLatencyParams
+    spec = SPECS["D12"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._buffer: deque = deque(maxlen=self.params.delay_steps + 1)
         self._lags: Counter[int] = Counter()
         self._wrong: list[int] = []
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return ObsLatencyParams(delay_steps=int(rng.integers(3, 9)), duration_steps=int(rng.integers(10, 31)))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach", "fallback_step": 40, "delay_steps": [3, 8], "duration_steps": [10, 30]}
 
     def observe(self, frame, step, ctx):
         self.tick(step)

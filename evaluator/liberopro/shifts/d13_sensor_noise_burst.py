@@ -17,43 +17,17 @@ delivered untouched.
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._signal import NoiseLevel, WindowShift
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, uniform
+from liberopro.shifts.base import EpisodeContext
 
 
-class NoiseBurstParams(RuntimeParams):
-    trigger: Literal["transport"] = "transport"
-    fallback_step: int = Field(default=120, ge=0)
-    sigma: float = Field(gt=0, le=64)
-    duration_steps: int = Field(ge=1, le=500)
-
-
-@register
 class SensorNoiseBurst(WindowShift):
-    id = "D13"
-    name = "sensor noise burst"
-    category = "Observation"
-    triggers = ("transport",)
-    summary = "pixel noise for a window"
-    post_condition = "noise sigma measured on every delivered camera image in the window matches the stated sigma"
-    Params = NoiseBurstParams
+    spec = SPECS["D13"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._level = NoiseLevel(self.params.sigma)
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return NoiseBurstParams(sigma=uniform(rng, 10.0, 25.0, 2), duration_steps=int(rng.integers(10, 31)))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "transport", "fallback_step": 120, "sigma": [10, 25], "duration_steps": [10, 30]}
 
     def observe(self, frame, step, ctx):
         self.tick(step)

@@ -19,47 +19,20 @@ the command given ``delay_steps`` commands before.
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._signal import GRIPPER, DelayLine, WindowShift
-from liberopro.shifts.base import EpisodeContext, RuntimeParams
+from liberopro.shifts.base import EpisodeContext
 from liberopro.shifts.s19_action_latency import DelayCheck
 
 
-class DelayBurstParams(RuntimeParams):
-    trigger: Literal["approach"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    delay_steps: int = Field(ge=1, le=20)
-    duration_steps: int = Field(ge=1, le=500)
-
-
-@register
 class ActionDelayBurst(WindowShift):
-    id = "D14"
-    name = "action delay burst"
-    category = "Execution"
-    triggers = ("approach",)
-    summary = "actions execute 2-5 steps late for a window"
-    post_condition = ("executed actions in the window: delay_steps holds, then each command delay_steps "
-                      "commands late; queued commands dropped at release")
-    Params = DelayBurstParams
+    spec = SPECS["D14"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._line = DelayLine(self.params.delay_steps)
         self._check = DelayCheck(self.params.delay_steps)
         self._dropped: int | None = None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return DelayBurstParams(delay_steps=int(rng.integers(2, 6)), duration_steps=int(rng.integers(10, 31)))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach", "fallback_step": 40, "delay_steps": [2, 5], "duration_steps": [10, 30]}
 
     def execute(self, action, step, ctx):
         if self.window is not None and step >= self.window[1] and self._dropped is None:

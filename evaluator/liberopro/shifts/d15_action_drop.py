@@ -19,45 +19,20 @@ is recorded, not checked.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._signal import ARM, GRIPPER, WindowShift, hold_action
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, ShiftInvalid, uniform
+from liberopro.shifts.base import EpisodeContext, ShiftInvalid
 
 
-class DropParams(RuntimeParams):
-    trigger: Literal["grasp"] = "grasp"
-    fallback_step: int = Field(default=80, ge=0)
-    drop_fraction: float = Field(gt=0, le=1)
-    duration_steps: int = Field(ge=1, le=500)
-
-
-@register
 class ActionDrop(WindowShift):
-    id = "D15"
-    name = "action drop"
-    category = "Execution"
-    triggers = ("grasp",)
-    summary = "30-70% of commands replaced by hold for a window"
-    post_condition = "dropped steps executed a hold, others the command; realised drop fraction = stated (rounded)"
-    Params = DropParams
+    spec = SPECS["D15"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._drop: set[int] = set()
         self._log: list[tuple[int, bool, bool]] = []  # step, dropped, executed as intended
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return DropParams(drop_fraction=uniform(rng, 0.3, 0.7, 3), duration_steps=int(rng.integers(10, 31)))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "grasp", "fallback_step": 80, "drop_fraction": [0.3, 0.7], "duration_steps": [10, 30]}
 
     def on_fire(self, ctx: EpisodeContext, step: int) -> None:
         d = self.params.duration_steps

@@ -14,49 +14,18 @@ errors + 5% of the stated one; gripper exactly as commanded.
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from liberopro.shifts import register
-from liberopro.shifts._signal import ACTION_RANGE, WindowShift, add_action_noise
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, uniform
+from liberopro.catalog import SPECS
+from liberopro.shifts._signal import WindowShift, add_action_noise
+from liberopro.shifts.base import EpisodeContext
 from liberopro.shifts.s20_action_noise import NoiseCheck
 
 
-class ActionNoiseBurstParams(RuntimeParams):
-    trigger: Literal["transport"] = "transport"
-    fallback_step: int = Field(default=120, ge=0)
-    sigma_frac: float = Field(gt=0, le=0.5)
-    duration_steps: int = Field(ge=1, le=500)
-
-    @property
-    def sigma(self) -> float:
-        return self.sigma_frac * ACTION_RANGE
-
-
-@register
 class ActionNoiseBurst(WindowShift):
-    id = "D16"
-    name = "action noise burst"
-    category = "Execution"
-    triggers = ("transport",)
-    summary = "noise on executed actions for a window"
-    post_condition = "sigma of executed minus commanded arm numbers in the window matches the stated one; gripper untouched"
-    Params = ActionNoiseBurstParams
+    spec = SPECS["D16"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._check = NoiseCheck(self.params.sigma)
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return ActionNoiseBurstParams(sigma_frac=uniform(rng, 0.05, 0.2), duration_steps=int(rng.integers(10, 31)))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "transport", "fallback_step": 120, "sigma_frac": [0.05, 0.2],
-                "sigma_action_units": "sigma_frac x 2", "duration_steps": [10, 30]}
 
     def execute(self, action, step, ctx):
         if not self.active(step):

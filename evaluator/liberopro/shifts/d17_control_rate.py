@@ -23,45 +23,21 @@ its steps: ``interrupted_blocks``).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Literal
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._signal import WindowShift
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext, ShiftInvalid
 
 
-class ControlRateParams(RuntimeParams):
-    trigger: Literal["approach"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    hold_periods: int = Field(ge=2, le=10)
-    duration_steps: int = Field(ge=1, le=500)
-
-
-@register
 class ControlRateChange(WindowShift):
-    id = "D17"
-    name = "control-rate change"
-    category = "Execution"
-    triggers = ("approach",)
-    summary = "each action held for 2-3 control periods for a window"
-    post_condition = "executed actions in the window are piecewise constant in blocks of hold_periods steps"
-    Params = ControlRateParams
+    spec = SPECS["D17"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._latched: tuple[int, np.ndarray] | None = None
         self._log: list[tuple[int, int, bool]] = []  # step, block start step, executed == latched
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return ControlRateParams(hold_periods=int(rng.integers(2, 4)), duration_steps=int(rng.integers(10, 31)))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach", "fallback_step": 40, "hold_periods": [2, 3], "duration_steps": [10, 30]}
 
     def execute(self, action, step, ctx):
         if not self.active(step):

@@ -41,14 +41,11 @@ Defaults: trigger ``transport``; fallback step 100 (as D02, the other transport 
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from pydantic import Field
 
+from liberopro.catalog import SPECS
 from liberopro.phases import PhaseTracker
-from liberopro.shifts import register
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
 #: Largest back-off of the hand from a released articulated part (m, along its approach axis).
 BACKOFF_M = 0.04
@@ -56,23 +53,8 @@ BACKOFF_M = 0.04
 BACKOFF_ACTION = 0.3
 
 
-class GraspLossParams(RuntimeParams):
-    trigger: Literal["transport"] = "transport"
-    fallback_step: int = Field(default=100, ge=0)
-    open_steps: int = Field(ge=1, le=40)
-    release_timeout_steps: int = Field(default=10, ge=0, le=40)
-
-
-@register
 class GraspLoss(RuntimeShift):
-    id = "D18"
-    name = "grasp loss"
-    category = "Robot"
-    triggers = ("transport",)
-    summary = "gripper forced open for a few steps: the object drops, then control returns"
-    post_condition = ("no gripper finger touches what it held at the trigger once the window ends "
-                      "(window extended by at most release_timeout_steps until it does)")
-    Params = GraspLossParams
+    spec = SPECS["D18"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
@@ -88,14 +70,6 @@ class GraspLoss(RuntimeShift):
         if sem.kind == "push":
             return "the target is pushed, never held: there is nothing to drop"
         return None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return GraspLossParams(open_steps=int(rng.integers(10, 15)))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "transport", "fallback_step": 100, "open_steps": [10, 14], "release_timeout_steps": 10}
 
     # ------------------------------------------------------------------ helpers
     @staticmethod

@@ -8,52 +8,24 @@ returns to the policy, which is asked for a fresh chunk."""
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid, uniform
+from liberopro.catalog import SPECS
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
 #: OSC_POSE position scale: an action of 1.0 asks for 0.05 m per step (robosuite osc_pose.json).
 OSC_POS_SCALE_M = 0.05
 
 
-class DisplacementParams(RuntimeParams):
-    trigger: Literal["approach", "transport"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    distance_m: float = Field(ge=0.0, le=0.2)
-    direction_deg: float = Field(ge=0.0, lt=360.0)
-    max_steps: int = Field(default=15, ge=1, le=50)
-
-
-@register
 class RobotDisplacement(RuntimeShift):
-    id = "D19"
-    name = "robot displacement"
-    category = "Robot"
-    triggers = ("approach", "transport")
-    summary = "end effector pushed 3-8 cm by a bounded intervention"
-    post_condition = "end effector displaced horizontally by >= 80% of the stated distance within max_steps"
-    Params = DisplacementParams
+    spec = SPECS["D19"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._start = None
         self._done = False
         self._steps = 0
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        trigger = "approach" if rng.random() < 0.5 else "transport"
-        return DisplacementParams(trigger=trigger, distance_m=uniform(rng, 0.03, 0.08),
-                                  direction_deg=uniform(rng, 0, 360, 1))
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach | transport", "fallback_step": 40, "distance_m": [0.03, 0.08],
-                "direction_deg": [0, 360], "max_steps": 15}
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         self._start = ctx.scene.eef_pos()

@@ -20,34 +20,14 @@ the shift was not realised and the episode is invalid, as is one that ended befo
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
+from liberopro.catalog import SPECS
 from liberopro.paraphrases import paraphrases_for
-from liberopro.shifts import register
-from liberopro.shifts.base import EpisodeContext, RuntimeParams, RuntimeShift, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 from liberopro.tasks import task_info
 
 
-class RestatementParams(RuntimeParams):
-    """``index`` into the task's curated paraphrases; ``text`` is that paraphrase."""
-
-    trigger: Literal["approach"] = "approach"
-    fallback_step: int = Field(default=40, ge=0)
-    index: int = Field(ge=0)
-    text: str
-
-
-@register
 class InstructionRestatement(RuntimeShift):
-    id = "D20"
-    name = "instruction restatement"
-    category = "Language"
-    triggers = ("approach",)
-    summary = "the instruction is replaced by a same-meaning paraphrase"
-    post_condition = "every instruction delivered from the trigger on is the paraphrase, different from the one before"
-    Params = RestatementParams
+    spec = SPECS["D20"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
@@ -64,16 +44,6 @@ class InstructionRestatement(RuntimeShift):
         except KeyError as exc:
             return str(exc)
         return None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        options = paraphrases_for(task_info(ref).instruction)
-        i = int(rng.integers(len(options)))
-        return RestatementParams(index=i, text=options[i])
-
-    @classmethod
-    def default_params(cls):
-        return {"trigger": "approach", "fallback_step": 40, "index": "uniform over the task's curated paraphrases"}
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         self._options = paraphrases_for(ctx.scene.task.instruction)

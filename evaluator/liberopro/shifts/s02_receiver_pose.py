@@ -37,12 +37,11 @@ Defaults: distance 8-15 cm (minimum 8 cm), direction uniform, yaw uniform in [-3
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
 
+from liberopro.catalog import SPECS
 from liberopro.semantics import TaskSemantics
-from liberopro.shifts import register
 from liberopro.shifts._placement import check_rests, displaced, is_table, relocate, site_world
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 #: Goal regions that belong to the table but are named after a fixture: region -> the fixture
 #: that moves, carrying the region's site with it.
@@ -62,19 +61,6 @@ def receiver_entity(sem: TaskSemantics) -> tuple[str, tuple[str, ...]] | str:
             return f"the goal region {sem.receiver_region} belongs to the table and names no fixture"
         return anchor, (sem.receiver_region,)
     return sem.receiver, ()
-
-
-class ReceiverPoseParams(ShiftParams):
-    """``distance_m``: preferred horizontal move (m); ``min_distance_m``: the shortest move
-    accepted when no direction fits at ``distance_m`` (tried in 1 cm steps); ``direction_deg``:
-    preferred direction in the world xy plane (tried first, then its neighbours, see
-    :data:`~liberopro.shifts._placement.DIRECTION_STEPS_DEG`); ``yaw_deg``: turn about world z,
-    about the receiver's origin."""
-
-    distance_m: float = Field(ge=0.0, le=0.5)
-    min_distance_m: float = Field(default=0.08, ge=0.0, le=0.5)
-    direction_deg: float = Field(ge=0.0, lt=360.0)
-    yaw_deg: float = Field(ge=-180.0, le=180.0)
 
 
 def move_receiver(ctx: EpisodeContext, shift_id: str, distance_m: float, direction_deg: float, yaw_deg: float,
@@ -101,32 +87,13 @@ def site_positions(ctx: EpisodeContext) -> dict[str, np.ndarray]:
     return {n: site_world(ctx.scene, model.site_name2id(n))[0] for n in found[1]}
 
 
-@register
 class ReceiverPose(Shift):
-    id = "S02"
-    name = "receiver pose"
-    category = "Condition"
-    kind = "static"
-    summary = "receiver / goal object or fixture moved 8-15 cm, turned up to 30 deg"
-    post_condition = ("receiver moved >= the realised distance (the stated one, or down to the stated minimum "
-                      "where it does not fit) - 1 cm, rests at its height (+-1 cm) after settling, "
-                      "interpenetrates nothing (> 3 mm); the target and every other object moved < 1 cm; a goal "
-                      "region named after the receiver moved with it")
-    Params = ReceiverPoseParams
+    spec = SPECS["S02"]
 
     @classmethod
     def applicable(cls, ref, sem):
         found = receiver_entity(sem)
         return found if isinstance(found, str) else None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return ReceiverPoseParams(distance_m=uniform(rng, 0.08, 0.15), direction_deg=uniform(rng, 0, 360, 1),
-                                  yaw_deg=uniform(rng, -30, 30, 1))
-
-    @classmethod
-    def default_params(cls):
-        return {"distance_m": [0.08, 0.15], "min_distance_m": 0.08, "direction_deg": [0, 360], "yaw_deg": [-30, 30]}
 
     def on_settled(self, ctx: EpisodeContext) -> bool:
         p = self.params

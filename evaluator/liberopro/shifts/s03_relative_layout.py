@@ -23,17 +23,9 @@ wine bottle for the bowl; :data:`~liberopro.shifts._swap.FOOTPRINT_M`).
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from liberopro.shifts import register
-from liberopro.shifts._swap import MAX_FOOTPRINT_RATIO, check_swapped, swap, swap_candidates, swap_partners
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams
-
-
-class RelativeLayoutParams(ShiftParams):
-    """``partners``: candidate objects (BDDL names) in the order they are tried."""
-
-    partners: tuple[str, ...] = Field(min_length=1)
+from liberopro.catalog import SPECS
+from liberopro.shifts._swap import MAX_FOOTPRINT_RATIO, check_swapped, swap, swap_candidates
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 
 def no_partner_reason(ref, sem) -> str | None:
@@ -49,34 +41,12 @@ def no_partner_reason(ref, sem) -> str | None:
             "(BDDL initial state)")
 
 
-def draw_partners(rng, ref, sem) -> tuple[str, ...]:
-    cands = swap_partners(ref, sem)
-    return tuple(cands[i] for i in rng.permutation(len(cands)))
-
-
-@register
 class RelativeLayout(Shift):
-    id = "S03"
-    name = "relative layout"
-    category = "Condition"
-    kind = "static"
-    summary = "target swaps places with a non-target object"
-    post_condition = ("after settling, the target's unit and the partner's each lie within 2 cm of the other's former "
-                      "place, within 1 cm of their own height, on the same support; no interpenetration (> 3 mm); no other "
-                      "object moved > 1 cm")
-    Params = RelativeLayoutParams
+    spec = SPECS["S03"]
 
     @classmethod
     def applicable(cls, ref, sem):
         return no_partner_reason(ref, sem)
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return RelativeLayoutParams(partners=draw_partners(rng, ref, sem))
-
-    @classmethod
-    def default_params(cls):
-        return {"partners": "the task's candidates (same support, not the receiver, no look-alike) in random order"}
 
     def on_settled(self, ctx: EpisodeContext) -> bool:
         try:

@@ -19,12 +19,11 @@ Applicability: a movable target (pick and place or push); not a target inside a 
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
+from liberopro.catalog.condition import SIDES
 from liberopro.shifts._props import (
     PropShape,
     check_spot_swept,
@@ -39,25 +38,16 @@ from liberopro.shifts._props import (
     surface_below,
     target_stack,
 )
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 from liberopro.sim import PropSpec, SceneVariant
 
 PROP = "liberopro_prop_s04_blocker"
-SIDES = ("near", "far", "left", "right")
 #: Blocker layouts tried on a side, in order: (fraction of the stack's side it spans, slide along
 #: the side as a fraction of the stack's half-width). It always spans at least 60% of the side.
 LAYOUTS = ((1.0, 0.0), (1.0, 0.25), (1.0, -0.25), (0.8, 0.0), (0.8, 0.4), (0.8, -0.4), (0.6, 0.0),
            (0.6, 0.5), (0.6, -0.5))
 #: A top grasp needs this much free space above the target (m).
 TOP_CLEARANCE_M = 0.15
-
-
-class ApproachParams(ShiftParams):
-    side: Literal["near", "far", "left", "right"]
-    gap_m: float = Field(ge=0.005, le=0.06)
-    height_m: float = Field(ge=0.01, le=0.10)
-    thickness_m: float = Field(default=0.02, ge=0.005, le=0.05)
-    overhang_m: float = Field(ge=0.0, le=0.08)
 
 
 def side_direction(scene, centre_xy: np.ndarray, side: str) -> np.ndarray:
@@ -68,17 +58,8 @@ def side_direction(scene, centre_xy: np.ndarray, side: str) -> np.ndarray:
     return {"near": near, "far": -near, "left": left, "right": -left}[side]
 
 
-@register
 class ApproachConstraint(Shift):
-    id = "S04"
-    name = "approach constraint"
-    category = "Condition"
-    kind = "static"
-    summary = "a low blocker beside the target closes one approach side; a top grasp stays possible"
-    post_condition = ("blocker stands on the target's support (+-3 mm) beside the stated side at the stated gap "
-                      "(+-5 mm), the space above the target free for 15 cm (top grasp); after "
-                      "re-settling nothing touches it and no object moved (> 3 mm)")
-    Params = ApproachParams
+    spec = SPECS["S04"]
 
     @classmethod
     def applicable(cls, ref, sem):
@@ -87,16 +68,6 @@ class ApproachConstraint(Shift):
         if sem.referring.relation == "in":
             return "the target starts inside a drawer: there is no surface beside it at its level"
         return None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return ApproachParams(side=SIDES[int(rng.integers(4))], gap_m=uniform(rng, 0.01, 0.03),
-                              height_m=uniform(rng, 0.03, 0.05), overhang_m=uniform(rng, 0.0, 0.02))
-
-    @classmethod
-    def default_params(cls):
-        return {"side": list(SIDES), "gap_m": [0.01, 0.03], "height_m": [0.03, 0.05], "thickness_m": 0.02,
-                "overhang_m": [0.0, 0.02]}
 
     @classmethod
     def scene_variant(cls, params):

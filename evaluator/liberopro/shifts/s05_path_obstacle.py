@@ -24,9 +24,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._props import (
     PropShape,
     check_spot,
@@ -43,7 +42,7 @@ from liberopro.shifts._props import (
     segment_distance,
     target_stack,
 )
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 from liberopro.sim import PropSpec, SceneVariant
 
 PROP = "liberopro_prop_s05_obstacle"
@@ -58,13 +57,6 @@ THIN_M = (0.02, 0.015)
 NARROW_M = (0.08, 0.06)
 #: Clearance kept from every object and fixture (m).
 CLEARANCE_M = 0.01
-
-
-class PathObstacleParams(ShiftParams):
-    fraction: float = Field(ge=0.1, le=0.9)
-    height_m: float = Field(ge=0.02, le=0.12)
-    width_m: float = Field(ge=0.02, le=0.25)
-    thickness_m: float = Field(ge=0.01, le=0.10)
 
 
 def obstacle_variant(prop: str) -> SceneVariant:
@@ -123,32 +115,14 @@ def place_on_path(scene, prop: str, a: np.ndarray, b: np.ndarray, fractions: lis
     raise ValueError("no free spot on the path: " + "; ".join(reasons))
 
 
-@register
 class PathObstacle(Shift):
-    id = "S05"
-    name = "path obstacle"
-    category = "Condition"
-    kind = "static"
-    summary = "an obstacle on the straight path between target and goal; going over or around stays possible"
-    post_condition = ("obstacle stands on the table/floor (+-3 mm) across the target-goal segment (segment passes "
-                      "within 1 mm of its centre), <= 12 cm high with 35 cm free above it; a 10 cm lane beside it "
-                      "recorded; after re-settling nothing touches it and no object moved (> 3 mm)")
-    Params = PathObstacleParams
+    spec = SPECS["S05"]
 
     @classmethod
     def applicable(cls, ref, sem):
         if sem.receiver is None:
             return "the goal is an articulation: no path from a target to a goal region"
         return None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return PathObstacleParams(fraction=uniform(rng, 0.4, 0.6, 3), height_m=uniform(rng, 0.06, 0.12),
-                                  width_m=uniform(rng, 0.08, 0.14), thickness_m=uniform(rng, 0.03, 0.05))
-
-    @classmethod
-    def default_params(cls):
-        return {"fraction": [0.4, 0.6], "height_m": [0.06, 0.12], "width_m": [0.08, 0.14], "thickness_m": [0.03, 0.05]}
 
     @classmethod
     def scene_variant(cls, params):

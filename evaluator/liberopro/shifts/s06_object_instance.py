@@ -25,14 +25,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field
 
 from liberopro import variants
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._objects import CATALOGUE, SIZE_M, instance_instruction, instances, natural_quat, scene_types
 from liberopro.shifts._placement import PENETRATION_TOL_M, is_ground, quat_mul
 from liberopro.shifts._props import LIFT_M, body_geoms, geoms_aabb, surface_below
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 from liberopro.sim import SceneVariant
 from liberopro.tasks import task_info
 
@@ -40,15 +39,6 @@ from liberopro.tasks import task_info
 MAX_TILT_DEG = 25.0
 #: Largest speed after settling (m/s).
 MAX_SPEED = 0.02
-
-
-class InstanceParams(ShiftParams):
-    """``object``: BDDL name of the target; ``from_type``/``to_type``: LIBERO object types
-    (``libero.libero.envs.objects``)."""
-
-    object: str = Field(min_length=1)
-    from_type: str
-    to_type: str
 
 
 def _tilt_deg(q0: np.ndarray, q1: np.ndarray) -> float:
@@ -62,18 +52,8 @@ def _tilt_deg(q0: np.ndarray, q1: np.ndarray) -> float:
     return math.degrees(math.acos(max(-1.0, min(1.0, c))))
 
 
-@register
 class ObjectInstance(Shift):
-    id = "S06"
-    name = "object instance"
-    category = "Environment"
-    kind = "static"
-    summary = ("target replaced by another instance of its category; instruction names the new instance only "
-               "where the old wording would be false")
-    post_condition = ("the target's simulated body is the new type (LIBERO object type and measured size, +-5 mm), "
-                      "the init state fits the model (1 + nq + nv columns), the new instance rests after settling "
-                      "(speed < 2 cm/s, turned < 25 deg from its start), interpenetrates nothing (> 3 mm)")
-    Params = InstanceParams
+    spec = SPECS["S06"]
 
     @classmethod
     def applicable(cls, ref, sem):
@@ -86,16 +66,6 @@ class ObjectInstance(Shift):
             return (f"every other instance of the category '{CATALOGUE[ttype].category}' is already in the scene "
                     f"or too different in size")
         return None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        cands = instances(ref, sem.target, task_info(ref).instruction)
-        return InstanceParams(object=sem.target, from_type=scene_types(ref)[sem.target],
-                              to_type=cands[int(rng.integers(len(cands)))])
-
-    @classmethod
-    def default_params(cls):
-        return {"to_type": "same category, absent from the scene, size ratio 0.5-1.25 (see shifts/_objects.py)"}
 
     @classmethod
     def scene_variant(cls, params):

@@ -22,9 +22,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._objects import clutter_pool
 from liberopro.shifts._placement import REACH_M, workspace_box
 from liberopro.shifts._props import (
@@ -41,7 +40,7 @@ from liberopro.shifts._props import (
     prop_shape,
     task_path,
 )
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 from liberopro.sim import PropSpec, SceneVariant
 
 #: Spots drawn per object before giving up.
@@ -50,47 +49,18 @@ TRIES = 400
 CLEARANCE_M = 0.015
 
 
-class ClutterParams(ShiftParams):
-    """``objects``: LIBERO object types (2-4); ``path_clearance_m``: least distance between an
-    object's footprint and the task path."""
-
-    objects: list[str] = Field(min_length=1, max_length=6)
-    path_clearance_m: float = Field(default=0.06, ge=0.0, le=0.3)
-
-
 def prop_name(i: int) -> str:
     return f"liberopro_prop_s07_clutter{i}"
 
 
-@register
 class Clutter(Shift):
-    id = "S07"
-    name = "clutter"
-    category = "Environment"
-    kind = "static"
-    summary = "2-4 unrelated objects in free table space, clear of the task path"
-    post_condition = ("every clutter object stands on the table/floor (+-3 mm) inside the workspace box and reach, "
-                      ">= path clearance from the task path; after re-settling nothing touches it and no object "
-                      "moved (> 3 mm)")
-    Params = ClutterParams
+    spec = SPECS["S07"]
 
     @classmethod
     def applicable(cls, ref, sem):
         if len(clutter_pool(ref)) < 2:
             return "fewer than two object categories absent from the scene"
         return None
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        pool = clutter_pool(ref)
-        n = int(rng.integers(2, 5))
-        picks = rng.choice(len(pool), size=min(n, len(pool)), replace=False)
-        return ClutterParams(objects=[pool[int(i)] for i in picks])
-
-    @classmethod
-    def default_params(cls):
-        return {"objects": "2-4 types from shifts/_objects.CLUTTER_TYPES absent from the scene",
-                "path_clearance_m": 0.06}
 
     @classmethod
     def scene_variant(cls, params):

@@ -28,9 +28,8 @@ the plural ("put both moka pots": a third moka pot makes "both" ambiguous).
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._objects import CATALOGUE, lookalike_instruction, lookalikes, scene_types
 from liberopro.shifts._props import (
     footprint_gap,
@@ -44,24 +43,12 @@ from liberopro.shifts._props import (
     surface_below,
     target_stack,
 )
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 from liberopro.sim import PropSpec, SceneVariant
 from liberopro.tasks import task_info
 
 PROP = "liberopro_prop_s08_lookalike"
 CLEARANCE_M = 0.015
-
-
-class LookalikeParams(ShiftParams):
-    """``lookalike``/``target_type``: LIBERO object types; ``gap_m``: edge-to-edge distance
-    from the target's stack; ``direction_deg``: preferred world direction; ``yaw_deg``: turn of
-    the look-alike about z from its natural pose."""
-
-    lookalike: str
-    target_type: str
-    gap_m: float = Field(ge=0.0, le=0.3)
-    direction_deg: float = Field(ge=0.0, lt=360.0)
-    yaw_deg: float = Field(ge=-180.0, le=180.0)
 
 
 #: Gaps tried after the stated one where it leaves no free spot (m): the range of the benchmark.
@@ -85,15 +72,6 @@ def lookalike_applicable(ref, sem) -> str | None:
         return ("no look-alike keeps the instruction unambiguous (the target is named in the plural, or every "
                 "other instance of its category fits a phrase of the instruction)")
     return None
-
-
-def sample_lookalike(rng, ref, sem) -> dict:
-    cands = lookalikes(ref, sem.target, task_info(ref).instruction)
-    present = set(scene_types(ref).values())
-    absent = [c for c in cands if c not in present] or cands
-    return {"lookalike": absent[int(rng.integers(len(absent)))], "target_type": scene_types(ref)[sem.target],
-            "gap_m": uniform(rng, 0.05, 0.15), "direction_deg": uniform(rng, 0, 360, 1),
-            "yaw_deg": uniform(rng, -45, 45, 1)}
 
 
 def lookalike_post(scene, prop: str, stack, placed: dict, before: dict) -> dict:
@@ -124,31 +102,12 @@ def check_lookalike_post(shift_id: str, post: dict, gap: float) -> None:
         raise ShiftInvalid(shift_id, f"look-alike touches {post['touching']} / moved {post['objects_moved_m']}")
 
 
-@register
 class Distractor(Shift):
-    id = "S08"
-    name = "distractor"
-    category = "Environment"
-    kind = "static"
-    summary = "a look-alike of the target (same category, other attribute) 5-15 cm from it; the instruction stays unambiguous"
-    post_condition = ("look-alike of the target's category stands on the target's support (+-3 mm) at the stated "
-                      "edge-to-edge gap (+-5 mm, from its simulated pose, within 5-15 cm), wholly in the "
-                      "third-person view; no catalogue phrase of the delivered "
-                      "instruction fits it; after re-settling nothing touches it and no object moved (> 3 mm)")
-    Params = LookalikeParams
+    spec = SPECS["S08"]
 
     @classmethod
     def applicable(cls, ref, sem):
         return lookalike_applicable(ref, sem)
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return LookalikeParams(**sample_lookalike(rng, ref, sem))
-
-    @classmethod
-    def default_params(cls):
-        return {"lookalike": "same category, another type (shifts/_objects.py)", "gap_m": [0.05, 0.15],
-                "direction_deg": [0, 360], "yaw_deg": [-45, 45]}
 
     @classmethod
     def scene_variant(cls, params):

@@ -25,11 +25,10 @@ import math
 
 import mujoco
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._props import hidden_fraction, prop_body, prop_record, resize_primitive, target_pixels
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 from liberopro.sim import PropSpec, SceneVariant
 
 PROP = "liberopro_prop_s09_occluder"
@@ -42,12 +41,6 @@ MIN_TARGET_PIXELS = 20
 TOLERANCE = 0.015
 #: Post-condition tolerance on the re-measured fraction.
 POST_TOLERANCE = 0.05
-
-
-class OcclusionParams(ShiftParams):
-    fraction: float = Field(ge=0.05, le=0.95)
-    depth_ratio: float = Field(ge=0.1, le=0.8)
-    side_deg: float = Field(ge=0.0, lt=360.0)
 
 
 def occluder_variant(prop: str) -> SceneVariant:
@@ -158,25 +151,8 @@ def check_occluder_post(shift_id: str, post: dict, fraction: float) -> None:
                                      f"({post['robot_base_distance_m']} m) or collides")
 
 
-@register
 class Occlusion(Shift):
-    id = "S09"
-    name = "occlusion"
-    category = "Environment"
-    kind = "static"
-    summary = "a static occluder hides 20-50% of the target in the third-person view, not in the robot's path"
-    post_condition = ("hidden fraction of the target's pixels (segmentation renders, agentview) within 0.05 of the "
-                      "stated one and in 0.2-0.5; occluder > 0.9 m from the robot base, without collisions")
-    Params = OcclusionParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return OcclusionParams(fraction=uniform(rng, 0.2, 0.5, 3), depth_ratio=uniform(rng, 0.2, 0.35, 3),
-                               side_deg=uniform(rng, 0, 360, 1))
-
-    @classmethod
-    def default_params(cls):
-        return {"fraction": [0.2, 0.5], "depth_ratio": [0.2, 0.35], "side_deg": [0, 360]}
+    spec = SPECS["S09"]
 
     @classmethod
     def scene_variant(cls, params):

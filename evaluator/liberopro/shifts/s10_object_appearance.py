@@ -21,53 +21,22 @@ Applicability: every task.
 
 from __future__ import annotations
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
+from liberopro.catalog.environment import MIN_TARGET_CHANGE
 from liberopro.shifts._appearance import (
-    MAX_OTHERS_CHANGED,
-    MEASURE_PX,
-    MIN_REGION_CHANGED,
-    PIXEL_CHANGED,
-    Look,
     Renders,
     apply_look,
     change_problem,
-    sample_look,
     visual_geoms,
 )
 from liberopro.shifts._placement import category
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 #: Least mean change of the target's pixels in the third-person view (grey levels, 0-255).
-MIN_TARGET_CHANGE = 15.0
 
 
-class ObjectAppearanceParams(ShiftParams):
-    """``look``: the texture preference order and colour given to the target."""
-
-    look: Look
-
-
-@register
 class ObjectAppearance(Shift):
-    id = "S10"
-    name = "object appearance"
-    category = "Environment"
-    kind = "static"
-    summary = "target colour / texture changed"
-    post_condition = (f"in a segmented third-person render ({MEASURE_PX} px) the pixels of the target (and its "
-                      f"look-alikes) change by >= {MIN_TARGET_CHANGE:.0f} grey levels on average, >= "
-                      f"{MIN_REGION_CHANGED:.0%} of them by > {PIXEL_CHANGED:.0f}; <= {MAX_OTHERS_CHANGED:.0%} of the "
-                      f"other pixels change")
-    Params = ObjectAppearanceParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return ObjectAppearanceParams(look=sample_look(rng))
-
-    @classmethod
-    def default_params(cls):
-        return {"look.textures": "permutation of none, planks, wood, plaster (first usable one applies)",
-                "look.rgb": "uniform hue, saturation [0.45, 0.85], value [0.55, 1.0]"}
+    spec = SPECS["S10"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
         scene = ctx.scene

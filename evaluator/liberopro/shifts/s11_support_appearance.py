@@ -19,32 +19,19 @@ Applicability: every task.
 
 from __future__ import annotations
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
+from liberopro.catalog.environment import MIN_SUPPORT_CHANGE, MIN_SUPPORT_SHARE
 from liberopro.shifts._appearance import (
-    MAX_OTHERS_CHANGED,
-    MEASURE_PX,
-    MIN_REGION_CHANGED,
-    PIXEL_CHANGED,
-    Look,
     Renders,
     apply_look,
     change_problem,
     ground_below,
-    sample_look,
     visual_geoms,
 )
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 #: Least mean change of the support's pixels in the third-person view (grey levels, 0-255).
-MIN_SUPPORT_CHANGE = 20.0
 #: Least share of the third-person view the support must cover for the change to be measured.
-MIN_SUPPORT_SHARE = 0.05
-
-
-class SupportAppearanceParams(ShiftParams):
-    """``look``: the texture preference order and colour given to the support surface."""
-
-    look: Look
 
 
 def support_geoms(scene, target: str) -> tuple[int, list[int]]:
@@ -55,27 +42,8 @@ def support_geoms(scene, target: str) -> tuple[int, list[int]]:
     return root, visual_geoms(scene, {root})
 
 
-@register
 class SupportAppearance(Shift):
-    id = "S11"
-    name = "support appearance"
-    category = "Environment"
-    kind = "static"
-    summary = "table texture / material changed"
-    post_condition = (f"in a segmented third-person render ({MEASURE_PX} px) the support's pixels (>= "
-                      f"{MIN_SUPPORT_SHARE:.0%} of the view) change by >= {MIN_SUPPORT_CHANGE:.0f} grey levels on "
-                      f"average, >= {MIN_REGION_CHANGED:.0%} of them by > {PIXEL_CHANGED:.0f}; <= "
-                      f"{MAX_OTHERS_CHANGED:.0%} of the other pixels change")
-    Params = SupportAppearanceParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return SupportAppearanceParams(look=sample_look(rng, sat=(0.35, 0.75), val=(0.6, 1.0)))
-
-    @classmethod
-    def default_params(cls):
-        return {"look.textures": "permutation of none, planks, wood, plaster (first one differing from the support's)",
-                "look.rgb": "uniform hue, saturation [0.35, 0.75], value [0.6, 1.0]"}
+    spec = SPECS["S11"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
         scene = ctx.scene

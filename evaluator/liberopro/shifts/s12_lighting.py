@@ -6,25 +6,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.catalog import SPECS
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 #: Smallest mean absolute change of the third-person image (grey levels, 0-255) that counts as
 #: a visible lighting change.
 MIN_VISIBLE_CHANGE = 2.0
-
-
-class LightingParams(ShiftParams):
-    """``intensity_scale`` multiplies every light's diffuse, specular and ambient terms and the
-    headlight; ``azimuth_deg``/``tilt_deg`` turn the light directions about world z and tilt them
-    away from vertical; ``colour`` multiplies (r, g, b) of the diffuse terms."""
-
-    intensity_scale: float = Field(ge=0.1, le=3.0)
-    azimuth_deg: float = Field(ge=-180, le=180)
-    tilt_deg: float = Field(ge=-45, le=45)
-    colour: tuple[float, float, float]
 
 
 def _rotate_dir(v: np.ndarray, azimuth_deg: float, tilt_deg: float) -> np.ndarray:
@@ -35,28 +23,8 @@ def _rotate_dir(v: np.ndarray, azimuth_deg: float, tilt_deg: float) -> np.ndarra
     return out / np.linalg.norm(out)
 
 
-@register
 class Lighting(Shift):
-    id = "S12"
-    name = "lighting"
-    category = "Environment"
-    kind = "static"
-    summary = "light intensity x0.3-1.8, direction and colour changed"
-    post_condition = "light values in the model are the stated ones and the third-person image changes visibly"
-    Params = LightingParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        # Dimmer or brighter, never a near-unit scale that would not be a shift.
-        scale = uniform(rng, 0.3, 0.8, 3) if rng.random() < 0.5 else uniform(rng, 1.25, 1.8, 3)
-        colour = tuple(uniform(rng, 0.8, 1.2, 3) for _ in range(3))
-        return LightingParams(intensity_scale=scale, azimuth_deg=uniform(rng, -60, 60, 1),
-                              tilt_deg=uniform(rng, -20, 20, 1), colour=colour)
-
-    @classmethod
-    def default_params(cls):
-        return {"intensity_scale": "[0.3, 0.8] or [1.25, 1.8]", "azimuth_deg": [-60, 60],
-                "tilt_deg": [-20, 20], "colour": "each of r, g, b in [0.8, 1.2]"}
+    spec = SPECS["S12"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
         scene, p = ctx.scene, self.params

@@ -22,32 +22,18 @@ from __future__ import annotations
 
 import mujoco
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
+from liberopro.catalog.environment import MIN_SCENE_CHANGE, MIN_SCENE_SHARE
 from liberopro.shifts._appearance import (
-    MAX_OTHERS_CHANGED,
-    MEASURE_PX,
-    MIN_REGION_CHANGED,
-    PIXEL_CHANGED,
-    Look,
     Renders,
     apply_look,
     change_problem,
     ground_below,
-    sample_look,
 )
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 #: Least mean change of the floor-and-wall pixels in the third-person view (grey levels).
-MIN_SCENE_CHANGE = 20.0
 #: Least share of the third-person view the changed surfaces must cover.
-MIN_SCENE_SHARE = 0.03
-
-
-class SceneAppearanceParams(ShiftParams):
-    """``floor``, ``walls``: the looks of the two surfaces."""
-
-    floor: Look
-    walls: Look
 
 
 def scene_surfaces(scene, target: str) -> dict[str, list[int]]:
@@ -65,29 +51,8 @@ def scene_surfaces(scene, target: str) -> dict[str, list[int]]:
     return out
 
 
-@register
 class SceneAppearance(Shift):
-    id = "S13"
-    name = "scene appearance"
-    category = "Environment"
-    kind = "static"
-    summary = "floor and wall textures changed"
-    post_condition = (f"in a segmented third-person render ({MEASURE_PX} px) the floor and wall pixels (>= "
-                      f"{MIN_SCENE_SHARE:.0%} of the view) change by >= {MIN_SCENE_CHANGE:.0f} grey levels on "
-                      f"average, >= {MIN_REGION_CHANGED:.0%} of them by > {PIXEL_CHANGED:.0f}; <= "
-                      f"{MAX_OTHERS_CHANGED:.0%} of the other pixels change (reflections)")
-    Params = SceneAppearanceParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return SceneAppearanceParams(floor=sample_look(rng, sat=(0.35, 0.75), val=(0.6, 1.0)),
-                                     walls=sample_look(rng, sat=(0.35, 0.75), val=(0.6, 1.0)))
-
-    @classmethod
-    def default_params(cls):
-        look = {"textures": "permutation of none, planks, wood, plaster (first one differing from the surface's)",
-                "rgb": "uniform hue, saturation [0.35, 0.75], value [0.6, 1.0]"}
-        return {"floor": look, "walls": look}
+    spec = SPECS["S13"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
         scene, p = ctx.scene, self.params

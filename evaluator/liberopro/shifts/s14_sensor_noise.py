@@ -18,41 +18,17 @@ camera, median over the episode's steps, within max(5%, 0.5 grey levels) of ``si
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._signal import NoiseLevel
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftParams, uniform
+from liberopro.shifts.base import EpisodeContext, Shift
 
 
-class SensorNoiseParams(ShiftParams):
-    """``sigma``: standard deviation of the pixel noise, grey levels on the 0-255 scale."""
-
-    sigma: float = Field(gt=0, le=64)
-
-
-@register
 class SensorNoise(Shift):
-    id = "S14"
-    name = "sensor noise"
-    category = "Observation"
-    kind = "static"
-    summary = "pixel noise (Gaussian sigma 5-25 of 255) on both cameras"
-    post_condition = ("noise sigma measured on every delivered camera image against the clean frame "
-                      "(values >= 3 sigma from the clipping limits), median over steps within 5% / 0.5 grey levels")
-    Params = SensorNoiseParams
+    spec = SPECS["S14"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._level = NoiseLevel(self.params.sigma)
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return SensorNoiseParams(sigma=uniform(rng, 5.0, 25.0, 2))
-
-    @classmethod
-    def default_params(cls):
-        return {"sigma": [5, 25], "unit": "grey levels (0-255)", "cameras": "every camera the policy receives"}
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
         self._level = NoiseLevel(self.params.sigma)

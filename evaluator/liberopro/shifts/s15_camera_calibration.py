@@ -6,28 +6,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._placement import quat_mul
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 CAMERA = "agentview"
 #: The target must keep at least this fraction of its nominal pixels in the moved view.
 MIN_TARGET_VISIBLE = 0.2
-
-
-class CameraParams(ShiftParams):
-    """``shift_m`` along the unit vector given by ``shift_azimuth_deg``/``shift_elevation_deg``
-    (camera parent frame, the world for agentview); ``turn_deg`` about the axis given by
-    ``axis_azimuth_deg``/``axis_elevation_deg`` in the camera's own frame."""
-
-    shift_m: float = Field(ge=0, le=0.3)
-    shift_azimuth_deg: float
-    shift_elevation_deg: float = Field(ge=-90, le=90)
-    turn_deg: float = Field(ge=0, le=45)
-    axis_azimuth_deg: float
-    axis_elevation_deg: float = Field(ge=-90, le=90)
 
 
 def unit(azimuth_deg: float, elevation_deg: float) -> np.ndarray:
@@ -76,28 +62,8 @@ def move_camera(ctx: EpisodeContext, camera: str, shift: np.ndarray, turn_deg: f
     return measured
 
 
-@register
 class CameraCalibration(Shift):
-    id = "S15"
-    name = "camera calibration"
-    category = "Observation"
-    kind = "static"
-    summary = "third-person camera moved 3-10 cm and turned 5-15 deg"
-    post_condition = ("camera world pose moved by the stated distance and angle (measured from "
-                      "cam_xpos/cam_xmat); the target keeps >= 20% of its pixels in view")
-    Params = CameraParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return CameraParams(
-            shift_m=uniform(rng, 0.03, 0.10), shift_azimuth_deg=uniform(rng, -180, 180, 1),
-            shift_elevation_deg=uniform(rng, -30, 30, 1), turn_deg=uniform(rng, 5, 15, 2),
-            axis_azimuth_deg=uniform(rng, -180, 180, 1), axis_elevation_deg=uniform(rng, -60, 60, 1),
-        )
-
-    @classmethod
-    def default_params(cls):
-        return {"shift_m": [0.03, 0.10], "turn_deg": [5, 15], "directions": "uniform"}
+    spec = SPECS["S15"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
         p = self.params

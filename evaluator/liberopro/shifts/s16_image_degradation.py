@@ -30,12 +30,11 @@ Post-condition, measured on the delivered images against the clean frames of the
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
+from liberopro.catalog.observation import DegradationParams
 from liberopro.shifts._signal import (
     REFERENCE_RENDER_PX,
     blockiness,
@@ -45,35 +44,14 @@ from liberopro.shifts._signal import (
     jpeg,
     mean_abs_diff,
 )
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
-Mode = Literal["jpeg", "downsample", "blur"]
-MODES: tuple[Mode, ...] = ("jpeg", "downsample", "blur")
 #: Post-condition thresholds (see the module docstring).
 JPEG_FIXED_POINT_MAX = 0.2
 JPEG_MIN_CHANGE = 0.5
 HF_RATIO_MAX = {"downsample": 0.5, "blur": 0.9}
 #: Clean frames with less high-frequency energy than this are not measured (a blank frame).
 MIN_CLEAN_HF = 1.0
-
-
-class DegradationParams(ShiftParams):
-    """``mode`` and its one magnitude; the other two magnitudes stay None."""
-
-    mode: Mode
-    jpeg_quality: int | None = Field(default=None, ge=1, le=100)
-    downsample_factor: int | None = Field(default=None, ge=2, le=16)
-    blur_sigma_px: float | None = Field(default=None, gt=0, le=20)
-
-    @model_validator(mode="after")
-    def _one_magnitude(self) -> DegradationParams:
-        given = {"jpeg": self.jpeg_quality, "downsample": self.downsample_factor, "blur": self.blur_sigma_px}
-        if given[self.mode] is None:
-            raise ValueError(f"mode {self.mode!r} needs its magnitude")
-        extra = [m for m, v in given.items() if m != self.mode and v is not None]
-        if extra:
-            raise ValueError(f"mode {self.mode!r} takes no magnitude for {extra}")
-        return self
 
 
 def degrade(img: np.ndarray, p: DegradationParams) -> np.ndarray:
@@ -85,35 +63,12 @@ def degrade(img: np.ndarray, p: DegradationParams) -> np.ndarray:
     return gaussian_blur(img, p.blur_sigma_px * img.shape[1] / REFERENCE_RENDER_PX)
 
 
-@register
 class ImageDegradation(Shift):
-    id = "S16"
-    name = "image degradation"
-    category = "Observation"
-    kind = "static"
-    summary = "JPEG quality 10-30, or resolution loss (down x2-4, up again), or blur"
-    post_condition = ("measured on every delivered camera image against the clean frame: jpeg: a JPEG fixed "
-                      "point at the stated quality that differs from the clean frame; downsample / blur: "
-                      "high-frequency energy ratio <= 0.5 / 0.9 (median over steps)")
-    Params = DegradationParams
+    spec = SPECS["S16"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._measures: dict[str, list[dict]] = {}
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        mode = MODES[int(rng.integers(3))]
-        if mode == "jpeg":
-            return DegradationParams(mode=mode, jpeg_quality=int(rng.integers(10, 31)))
-        if mode == "downsample":
-            return DegradationParams(mode=mode, downsample_factor=int(rng.integers(2, 5)))
-        return DegradationParams(mode=mode, blur_sigma_px=uniform(rng, 1.5, 3.0, 3))
-
-    @classmethod
-    def default_params(cls):
-        return {"mode": "jpeg | downsample | blur (1/3 each)", "jpeg_quality": [10, 30],
-                "downsample_factor": [2, 3, 4], "blur_sigma_px": "[1.5, 3.0] at 256 px, scaled with the render size"}
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
         self._measures = {}

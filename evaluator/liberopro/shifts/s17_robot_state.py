@@ -29,39 +29,14 @@ Post-condition (``ShiftInvalid`` otherwise):
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field, model_validator
 
-from liberopro.shifts import register
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.catalog import SPECS
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
-N_ARM_JOINTS = 7
 JOINT_LIMIT_MARGIN_RAD = 0.05
 JOINT_TOL_RAD = 0.03
 EEF_HEIGHT_RANGE_M = (0.05, 0.65)
 EEF_REACH_RANGE_M = (0.20, 0.80)
-
-
-class RobotStateParams(ShiftParams):
-    """``joints``: arm joint indices (0 = base yaw ... 6 = flange rotation), distinct;
-    ``offsets_rad``: the offset added to each, radians, same order."""
-
-    joints: tuple[int, ...] = Field(min_length=1, max_length=N_ARM_JOINTS)
-    offsets_rad: tuple[float, ...] = Field(min_length=1, max_length=N_ARM_JOINTS)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> RobotStateParams:
-        if len(self.joints) != len(self.offsets_rad):
-            raise ValueError("joints and offsets_rad differ in length")
-        if len(set(self.joints)) != len(self.joints) or not all(0 <= j < N_ARM_JOINTS for j in self.joints):
-            raise ValueError(f"joints must be distinct indices in 0-{N_ARM_JOINTS - 1}")
-        if any(abs(o) > 0.6 for o in self.offsets_rad):
-            raise ValueError("offsets above 0.6 rad are not a robot-state shift")
-        return self
-
-    def offset_vector(self) -> np.ndarray:
-        v = np.zeros(N_ARM_JOINTS)
-        v[list(self.joints)] = self.offsets_rad
-        return v
 
 
 def robot_collisions(scene) -> set[tuple[int, int]]:
@@ -85,27 +60,8 @@ def _describe(scene, pairs: set[tuple[int, int]]) -> list[str]:
     return sorted(set(names))
 
 
-@register
 class RobotState(Shift):
-    id = "S17"
-    name = "robot state"
-    category = "Robot"
-    kind = "static"
-    summary = "initial joint configuration offset (0.1-0.3 rad on some joints), collision-free"
-    post_condition = ("after settling the arm joints differ from the stored init by the stated offsets "
-                      "(0.03 rad), the robot touches nothing new, the end effector is in the workspace")
-    Params = RobotStateParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        k = int(rng.integers(2, 4))
-        joints = sorted(int(j) for j in rng.choice(N_ARM_JOINTS, size=k, replace=False))
-        offsets = tuple(uniform(rng, 0.1, 0.3) * (1 if rng.random() < 0.5 else -1) for _ in joints)
-        return RobotStateParams(joints=tuple(joints), offsets_rad=offsets)
-
-    @classmethod
-    def default_params(cls):
-        return {"joints": "2 or 3 distinct of the 7 arm joints", "offsets_rad": "+-[0.1, 0.3]"}
+    spec = SPECS["S17"]
 
     @staticmethod
     def _robot(ctx: EpisodeContext):

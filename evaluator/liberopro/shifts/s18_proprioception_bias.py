@@ -31,22 +31,12 @@ import dataclasses
 import math
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.catalog import SPECS
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 from liberopro.shifts.s15_camera_calibration import unit
 
 TOL = 1e-6
-
-
-class ProprioBiasParams(ShiftParams):
-    pos_offset_m: float = Field(ge=0, le=0.2)
-    pos_azimuth_deg: float = Field(ge=-180, le=180)
-    pos_elevation_deg: float = Field(ge=-90, le=90)
-    rot_deg: float = Field(ge=0, le=45)
-    axis_azimuth_deg: float = Field(ge=-180, le=180)
-    axis_elevation_deg: float = Field(ge=-90, le=90)
 
 
 def quat_mul_xyzw(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -75,30 +65,8 @@ def rotation_between(q_true: np.ndarray, q_rep: np.ndarray) -> tuple[float, np.n
     return angle, (r[:3] / s if s > 0 else np.zeros(3))
 
 
-@register
 class ProprioceptionBias(Shift):
-    id = "S18"
-    name = "proprioception bias"
-    category = "Robot"
-    kind = "static"
-    summary = "constant offset on the reported end-effector pose (2-5 cm, 5-10 deg)"
-    post_condition = ("delivered minus true eef_pos is the stated vector, delivered eef_quat is the true one "
-                      "turned by the stated angle/axis, eef_axis_angle matches eef_quat (1e-6, every step)")
-    Params = ProprioBiasParams
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return ProprioBiasParams(
-            pos_offset_m=uniform(rng, 0.02, 0.05), pos_azimuth_deg=uniform(rng, -180, 180, 1),
-            pos_elevation_deg=round(math.degrees(math.asin(rng.uniform(-1, 1))), 1),
-            rot_deg=uniform(rng, 5, 10, 2), axis_azimuth_deg=uniform(rng, -180, 180, 1),
-            axis_elevation_deg=round(math.degrees(math.asin(rng.uniform(-1, 1))), 1),
-        )
-
-    @classmethod
-    def default_params(cls):
-        return {"pos_offset_m": [0.02, 0.05], "rot_deg": [5, 10], "directions": "uniform on the sphere",
-                "fields": ["eef_pos", "eef_quat", "eef_axis_angle"]}
+    spec = SPECS["S18"]
 
     def offsets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(position offset (3,) m, rotation offset quaternion (x, y, z, w), unit axis)."""

@@ -20,17 +20,10 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._signal import ARM, GRIPPER, DelayLine
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams
-
-
-class LatencyParams(ShiftParams):
-    """``delay_steps``: how many control steps (50 ms each) every action executes late."""
-
-    delay_steps: int = Field(ge=1, le=20)
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 
 class DelayCheck:
@@ -70,29 +63,13 @@ class DelayCheck:
         return out
 
 
-@register
 class ActionLatency(Shift):
-    id = "S19"
-    name = "action latency"
-    category = "Execution"
-    kind = "static"
-    summary = "every action executes 1-3 control steps late"
-    post_condition = ("executed actions: the first delay_steps are holds, every later one equals the command "
-                      "given delay_steps commands before")
-    Params = LatencyParams
+    spec = SPECS["S19"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._line = DelayLine(self.params.delay_steps)
         self._check = DelayCheck(self.params.delay_steps)
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return LatencyParams(delay_steps=int(rng.integers(1, 4)))
-
-    @classmethod
-    def default_params(cls):
-        return {"delay_steps": [1, 2, 3], "control_period_s": 0.05}
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
         self._line = DelayLine(self.params.delay_steps)

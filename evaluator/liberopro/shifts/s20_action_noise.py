@@ -22,22 +22,10 @@ sigma (:func:`liberopro.shifts._signal.sigma_tolerance`), and the gripper exactl
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
-from liberopro.shifts._signal import ACTION_RANGE, ARM, GRIPPER, add_action_noise, noise_sigma_mle, sigma_tolerance
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
-
-
-class ActionNoiseParams(ShiftParams):
-    """``sigma_frac``: noise standard deviation as a fraction of the action range (2)."""
-
-    sigma_frac: float = Field(gt=0, le=0.5)
-
-    @property
-    def sigma(self) -> float:
-        """Standard deviation in action units."""
-        return self.sigma_frac * ACTION_RANGE
+from liberopro.catalog import SPECS
+from liberopro.shifts._signal import ARM, GRIPPER, add_action_noise, noise_sigma_mle, sigma_tolerance
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 
 class NoiseCheck:
@@ -72,29 +60,12 @@ class NoiseCheck:
         return out
 
 
-@register
 class ActionNoise(Shift):
-    id = "S20"
-    name = "action noise"
-    category = "Execution"
-    kind = "static"
-    summary = "Gaussian noise on executed arm actions (sigma 0.05-0.2 of the action range)"
-    post_condition = ("sigma of executed minus commanded arm numbers (censored-normal MLE) matches the stated "
-                      "sigma_frac x 2; gripper untouched")
-    Params = ActionNoiseParams
+    spec = SPECS["S20"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._check = NoiseCheck(self.params.sigma)
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        return ActionNoiseParams(sigma_frac=uniform(rng, 0.05, 0.2))
-
-    @classmethod
-    def default_params(cls):
-        return {"sigma_frac": [0.05, 0.2], "sigma_action_units": "sigma_frac x 2 (range of [-1, 1])",
-                "dims": "6 arm numbers; gripper untouched"}
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
         self._check = NoiseCheck(self.params.sigma)

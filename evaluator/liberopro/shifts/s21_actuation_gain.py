@@ -19,44 +19,20 @@ Post-condition, measured on the executed actions: every executed arm number equa
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
 
-from liberopro.shifts import register
+from liberopro.catalog import SPECS
 from liberopro.shifts._signal import ACTION_HIGH, ACTION_LOW, ARM, GRIPPER
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid, ShiftParams, uniform
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 TOL = 1e-12
 
 
-class GainParams(ShiftParams):
-    """``gain``: factor on the six arm numbers of every executed action."""
-
-    gain: float = Field(gt=0, le=3)
-
-
-@register
 class ActuationGain(Shift):
-    id = "S21"
-    name = "actuation gain"
-    category = "Execution"
-    kind = "static"
-    summary = "executed arm delta scaled x0.5-0.8 or x1.2-1.5"
-    post_condition = "executed arm numbers = clip(gain x commanded, -1, 1); gripper untouched; saturation recorded"
-    Params = GainParams
+    spec = SPECS["S21"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
         self._log: list[tuple[np.ndarray, np.ndarray]] = []
-
-    @classmethod
-    def sample_params(cls, rng, ref, sem):
-        gain = uniform(rng, 0.5, 0.8, 3) if rng.random() < 0.5 else uniform(rng, 1.2, 1.5, 3)
-        return GainParams(gain=gain)
-
-    @classmethod
-    def default_params(cls):
-        return {"gain": "[0.5, 0.8] or [1.2, 1.5]", "dims": "6 arm numbers; gripper untouched",
-                "clipping": "to [-1, 1], recorded"}
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
         self._log = []
