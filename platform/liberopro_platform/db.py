@@ -57,3 +57,15 @@ def upgrade(url: str, revision: str = "head") -> None:
     from alembic import command
 
     command.upgrade(alembic_config(url), revision)
+
+
+def deployment_id(sessions: sessionmaker[Session]) -> str:
+    """This platform's deployment id (``platform_meta``; migration 0004 makes it). Raises
+    ``RuntimeError`` when the database has none: run ``python -m liberopro_platform db-upgrade``."""
+    from liberopro_platform.models import PlatformMeta
+
+    with sessions() as s:
+        row = s.get(PlatformMeta, "deployment_id")
+    if row is None:
+        raise RuntimeError("the database holds no deployment id: run `python -m liberopro_platform db-upgrade`")
+    return row.value

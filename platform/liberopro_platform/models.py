@@ -4,7 +4,8 @@ describes each, and ``migrations/`` holds their Alembic history.
 teams -> users -> api_tokens; teams -> submissions -> shards, episodes, events; submissions ->
 results (the published row the leaderboard reads); teams -> team_images (the images a team
 uploaded or had pulled, which alone it may name by id);
-worker_heartbeats (one row per worker process and per beat, independent of the rest).
+worker_heartbeats (one row per worker process and per beat, independent of the rest);
+platform_meta (the deployment id that scopes sandbox labels).
 """
 
 from __future__ import annotations
@@ -298,3 +299,14 @@ class WorkerHeartbeat(Base):
     def serves(self, role: str) -> bool:
         """True when ``role`` (``shards``, ``control`` or ``beat``) is one of its roles."""
         return role in self.roles.split(",")
+
+
+class PlatformMeta(Base):
+    """Facts about this deployment, one row per key. ``deployment_id``: a random id made when the
+    database was created (migration 0004); every sandbox resource carries it as a label, so that
+    a worker cleaning up after gone owners never touches the sandboxes of another platform on the
+    same Docker engine (docs/platform.md, "Queues, sweep and recovery")."""
+
+    __tablename__ = "platform_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(255))

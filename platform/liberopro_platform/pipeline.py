@@ -155,9 +155,10 @@ class Pipeline:
     def backend(self) -> SandboxBackend:
         """The sandbox backend, made on first use (a Docker engine that is down fails here, not at import)."""
         if self._backend is None:
+            from liberopro_platform.db import deployment_id
             from liberopro_platform.sandbox import make_backend
 
-            self._backend = make_backend(self.settings, self.worker)
+            self._backend = make_backend(self.settings, self.worker, deployment_id(self.sessions))
         return self._backend
 
     def _now(self) -> dt.datetime:

@@ -397,18 +397,21 @@ def test_a_worker_under_a_new_name_removes_sandboxes_of_gone_owners(env, session
                                                                     redis_server, workers):
     """Sandbox resources labelled with a worker whose heartbeat row is stale, or that has no
     row, are removed by a worker starting under a new name, and the shard the stale owner held
-    is requeued and completed; the resources of a live owner stay."""
-    from liberopro_platform.db import transaction
+    is requeued and completed; the resources of a live owner stay, and so do those of another
+    platform's deployment on the same engine (another stack's workers have no row here)."""
+    from liberopro_platform.db import deployment_id, transaction
     from liberopro_platform.heartbeat import HeartbeatWriter
     from liberopro_platform.models import Shard, WorkerHeartbeat, utcnow
 
     redis_server.client().flushdb()
     tag = secrets.token_hex(3)
-    ghost, norow, alive = (f"{n}-{tag}@test" for n in ("ghost", "norow", "alive"))
+    ghost, norow, alive, foreign = (f"{n}-{tag}@test" for n in ("ghost", "norow", "alive", "foreign"))
     created = []
-    for owner in (ghost, norow, alive):
+    ours = deployment_id(sessions)
+    for owner in (ghost, norow, alive, foreign):
+        # `foreign` is gone too, but belongs to another platform on the same engine: never touched
         labels = {"org.liberopro.sandbox": "1", "org.liberopro.worker": owner, "org.liberopro.submission": tag,
-                  "org.liberopro.role": "shard"}
+                  "org.liberopro.role": "shard", "org.liberopro.deployment": "other" if owner == foreign else ours}
         name = f"lp-{tag}-{owner.split('-')[0]}"
         net = docker_client.networks.create(name, driver="bridge", internal=True, labels=labels)
         vol = docker_client.volumes.create(name=f"{name}-shard", labels=labels)
@@ -427,13 +430,14 @@ def test_a_worker_under_a_new_name_removes_sandboxes_of_gone_owners(env, session
         w = workers(f"fresh-{tag}@test", extra_env={"LIBEROPRO_BACKEND": "docker", "LIBEROPRO_SANDBOX_FIREWALL": "auto"})
         left = set(sandbox_leftovers(docker_client))
         for owner, names in created:
-            assert (set(names) & left == set()) if owner != alive else set(names) <= left, (owner, left, w.tail())
+            assert (set(names) & left == set()) if owner not in (alive, foreign) else set(names) <= left, \
+                (owner, left, w.tail())
         sub = wait_for("published", lambda: (s := state_of(sessions, sid)).state == "published" and s, 60, w.tail)
         # requeued by the new worker's start, or by the beat sweep of this module if it came first
         assert any(ghost in e.message and ("is gone" in e.message or "stopped reporting" in e.message)
                    for e in sub.events), [e.message for e in sub.events]
         gone = recovered(w)
-        assert {ghost, norow} <= gone and alive not in gone
+        assert {ghost, norow} <= gone and alive not in gone and foreign not in gone
     finally:
         live.stop()
         from docker.errors import NotFound

@@ -65,6 +65,9 @@ log = logging.getLogger("liberopro_platform.sandbox.docker")
 
 LABEL = "org.liberopro.sandbox"
 LABEL_WORKER = "org.liberopro.worker"
+#: The platform's deployment id (``platform_meta``): cleanup touches only its own deployment's
+#: sandboxes, whatever else runs on the engine.
+LABEL_DEPLOYMENT = "org.liberopro.deployment"
 LABEL_SUBMISSION = "org.liberopro.submission"
 LABEL_ROLE = "org.liberopro.role"
 POLICY_HOST = "policy"
@@ -138,7 +141,8 @@ class _Sandbox:
     def __init__(self, backend: DockerBackend, submission_id: str, role: str) -> None:
         self.backend = backend
         self.client = backend.client
-        self.labels = {LABEL: "1", LABEL_WORKER: backend.worker, LABEL_SUBMISSION: submission_id, LABEL_ROLE: role}
+        self.labels = {LABEL: "1", LABEL_WORKER: backend.worker, LABEL_SUBMISSION: submission_id, LABEL_ROLE: role,
+                       **({LABEL_DEPLOYMENT: backend.deployment} if backend.deployment else {})}
         self.suffix = secrets.token_hex(5)
         self.name = f"lp-{submission_id[:12]}-{role}-{self.suffix}"
         self.containers: list = []
@@ -317,17 +321,23 @@ def _logs(container: Any, stdout: bool = True, stderr: bool = True, tail: int | 
 
 
 class DockerBackend:
-    """Runs policies and evaluators as sibling containers on one Docker engine."""
+    """Runs policies and evaluators as sibling containers on one Docker engine.
+
+    ``worker`` names the owner in every resource's labels; ``deployment`` (the database's
+    deployment id, :func:`liberopro_platform.db.deployment_id`) scopes them to this platform, so
+    that :meth:`sweep` and :meth:`owners` never see another platform's sandboxes on the same
+    engine (None: unscoped, for tools and tests that own the whole engine)."""
 
     name = "docker"
 
-    def __init__(self, settings: Settings, worker: str) -> None:
+    def __init__(self, settings: Settings, worker: str, deployment: str | None = None) -> None:
         from docker.errors import DockerException
 
         import docker
 
         self.settings = settings
         self.worker = worker
+        self.deployment = deployment
         try:
             self.client = docker.from_env(timeout=300)
             self.client.ping()
@@ -701,9 +711,15 @@ class DockerBackend:
         return max(restarts, restarts_seen)
 
     # ------------------------------------------------------------ cleanup
+    def _filters(self, worker: str | None = None) -> dict[str, list[str]]:
+        """Label filters of this deployment's sandbox resources (of ``worker``, or all)."""
+        return {"label": [f"{LABEL}=1"] + ([f"{LABEL_DEPLOYMENT}={self.deployment}"] if self.deployment else [])
+                + ([f"{LABEL_WORKER}={worker}"] if worker else [])}
+
     def sweep(self, worker: str | None = None) -> int:
-        """Remove sandbox containers, volumes and networks (of ``worker``, or all of them)."""
-        filters = {"label": [f"{LABEL}=1"] + ([f"{LABEL_WORKER}={worker}"] if worker else [])}
+        """Remove sandbox containers, volumes and networks of this deployment (of ``worker``, or
+        all of them; without a deployment id, of every deployment)."""
+        filters = self._filters(worker)
         n = 0
         for c in self.client.containers.list(all=True, filters=filters):
             try:
@@ -729,9 +745,9 @@ class DockerBackend:
 
 
     def owners(self) -> set[str]:
-        """The ``org.liberopro.worker`` label of every sandbox container, volume and network on
-        this engine (the workers whose sandboxes exist now)."""
-        filters = {"label": [f"{LABEL}=1"]}
+        """The ``org.liberopro.worker`` label of every sandbox container, volume and network of this
+        deployment on this engine (the workers whose sandboxes exist now)."""
+        filters = self._filters()
         try:
             labels = [c.labels for c in self.client.containers.list(all=True, filters=filters)]
             labels += [r.attrs.get("Labels") or {} for r in [*self.client.volumes.list(filters=filters),

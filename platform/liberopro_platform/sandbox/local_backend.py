@@ -42,7 +42,7 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, settings: Settings, worker: str) -> None:
+    def __init__(self, settings: Settings, worker: str, deployment: str | None = None) -> None:
         self.settings = settings
         self.worker = worker
         self.logs = Path(settings.data_dir) / "local-logs"
