@@ -152,9 +152,9 @@ def test_worker_killed_mid_shard_completes_without_duplicates(reference_run, htt
 
 
 # ---------------------------------------------------------------- hostile images
-def run_hostile(http, worker, hostile_images, behavior: str) -> tuple[dict, str]:
-    """Submit the hostile image until final: (status, the policy's output: what the submitter reads
-    of the validation stage, then what only admins read of the shards)."""
+def run_hostile(http, worker, hostile_images, behavior: str) -> tuple[dict, str, str]:
+    """Submit the hostile image until final: (status, the policy's output the submitter reads (the
+    validation stage's), its output on the shards (admins only))."""
     from liberopro_platform.db import make_engine, make_sessionmaker
     from liberopro_platform.models import Shard
 
@@ -165,7 +165,7 @@ def run_hostile(http, worker, hostile_images, behavior: str) -> tuple[dict, str]
     assert worker.proc.poll() is None, "the worker died"
     with make_sessionmaker(make_engine(worker.env["LIBEROPRO_DATABASE_URL"]))() as s:
         shard_logs = "".join(sh.policy_log for sh in s.scalars(select(Shard).where(Shard.submission_id == sid)))
-    return st, http.get(f"/submissions/{sid}/logs").text + shard_logs
+    return st, http.get(f"/submissions/{sid}/logs").text, shard_logs
 
 
 def test_hostile_egress_is_refused_everywhere(http, worker, hostile_images, canary, egress_ports, docker_client):
@@ -204,7 +204,7 @@ def test_hostile_egress_is_refused_everywhere(http, worker, hostile_images, cana
 
 
 def test_hostile_fork_bomb_hits_the_pids_limit(http, worker, hostile_images, platform_settings, docker_client):
-    st, logs = run_hostile(http, worker, hostile_images, "forkbomb")
+    st, logs, _ = run_hostile(http, worker, hostile_images, "forkbomb")
     assert st["state"] == "failed" and st["failure_stage"] == "validation", st
     assert "/health" in st["failure"] and st["fix"]
     m = re.search(r"FORKBOMB fork failed after (\d+) forks: (.*)", logs)
@@ -215,7 +215,7 @@ def test_hostile_fork_bomb_hits_the_pids_limit(http, worker, hostile_images, pla
 
 
 def test_hostile_memory_bomb_ends_its_episodes_with_oom(http, worker, hostile_images, docker_client):
-    st, logs = run_hostile(http, worker, hostile_images, "memory")
+    st, _, logs = run_hostile(http, worker, hostile_images, "memory")
     assert st["state"] == "published", st
     assert st["termination_reasons"] == {"policy_out_of_memory": 2}, st["termination_reasons"]
     assert "MEMORY allocating until killed" in logs
@@ -223,7 +223,7 @@ def test_hostile_memory_bomb_ends_its_episodes_with_oom(http, worker, hostile_im
 
 
 def test_hostile_never_healthy_fails_validation_with_a_message(http, worker, hostile_images, docker_client):
-    st, logs = run_hostile(http, worker, hostile_images, "never_healthy")
+    st, logs, _ = run_hostile(http, worker, hostile_images, "never_healthy")
     assert st["state"] == "failed" and st["failure_stage"] == "validation", st
     assert "/health" in st["failure"], st["failure"]
     assert "GET /health" in st["fix"] and "docker run" in st["fix"]
@@ -246,7 +246,7 @@ def test_cancel_during_validation_stops_the_sandbox(http, worker, hostile_images
 
 
 def test_hostile_slow_policy_times_out(http, worker, hostile_images, docker_client):
-    st, _ = run_hostile(http, worker, hostile_images, "slow")
+    st, _, _ = run_hostile(http, worker, hostile_images, "slow")
     assert st["state"] == "published", st
     assert set(st["termination_reasons"]) == {"policy_timeout"}, st["termination_reasons"]
     assert wait_no_leftovers(docker_client) == []
@@ -254,7 +254,7 @@ def test_hostile_slow_policy_times_out(http, worker, hostile_images, docker_clie
 
 def test_hostile_crash_mid_episode_ends_only_that_episode(http, worker, hostile_images, platform_settings,
                                                           docker_client):
-    st, logs = run_hostile(http, worker, hostile_images, "crash")
+    st, seen, logs = run_hostile(http, worker, hostile_images, "crash")
     assert st["state"] == "published", st
     # Every episode reaches step 2 and crashes there: each is recorded with the cause, and the
     # next episode runs against the restarted container.
@@ -262,27 +262,9 @@ def test_hostile_crash_mid_episode_ends_only_that_episode(http, worker, hostile_
     records = episodes_of(platform_settings, st["id"]).values()
     assert all("exited with code 3" in r["detail"] and r["steps"] == 2 for r in records), list(records)
     assert logs.count("CRASH exiting with code 3") >= 2
-    assert wait_no_leftovers(docker_client) == []
-
-
-def test_hidden_stage_output_stays_with_admins(http, worker, hostile_images, platform_settings, docker_client):
-    """The canary image in the Docker sandbox: on the hidden stage it echoes the instruction it is
-    given to stdout and stderr and fails /act with an error body quoting it. The submitter reads
-    none of it (status, list, logs; test_leaks.py reads every route); admins do (the shard's log,
-    the episode records)."""
-    from liberopro_platform.models import Shard
-
-    sid = submit(http, hostile_images["canary"])
-    st = wait_final(http, sid, 600, worker)
-    assert st["state"] == "published" and st["termination_reasons"] == {"policy_http_error": 2}, st
-    seen = [json.dumps(st), http.get(f"/submissions/{sid}/logs").text, http.get("/submissions").text]
-    assert "=== validation ===" in seen[1] and "hostile policy: canary" in seen[1]
-    leaks = [m for m in ("CANARY-STDOUT", "CANARY-STDERR", "CANARY-ERRBODY") for text in seen if m in text]
-    assert not leaks, leaks
-    with _sessions(platform_settings)() as s:
-        shard_log = s.scalars(select(Shard.policy_log).where(Shard.submission_id == sid)).one()
-    assert "CANARY-STDOUT saw '" in shard_log and "CANARY-STDERR saw '" in shard_log, shard_log
-    assert all("CANARY-ERRBODY" in r["detail"] for r in episodes_of(platform_settings, sid).values())
+    # What it printed on the hidden stage stays with the admins (test_leaks.py reads every route).
+    status_and_list = json.dumps(st) + http.get("/submissions").text
+    assert "=== validation ===" in seen and "CRASH" not in seen + status_and_list, seen
     assert wait_no_leftovers(docker_client) == []
 
 
