@@ -75,7 +75,7 @@ OrderParam = Annotated[str | None, Query(description="desc or asc; default: best
 
 
 def not_found(submission_id: str) -> str:
-    return (f"No published submission {submission_id!r} on the leaderboard: the id is unknown, the submission "
+    return (f"No published submission {submission_id[:80]!r} on the leaderboard: the id is unknown, the submission "
             "has not been published yet, or its result is hidden.")
 
 

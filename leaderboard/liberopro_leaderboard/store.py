@@ -13,6 +13,7 @@ import datetime as dt
 import threading
 from collections import OrderedDict
 
+from liberopro_platform.api.deps import plausible_id
 from liberopro_platform.models import Result
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -67,7 +68,10 @@ class ResultStore:
         return [views[k] for k in keys if k in views]
 
     def get(self, session: Session, submission_id: str) -> PublicResult | None:
-        """The visible result of ``submission_id``; None when there is none or it is hidden."""
+        """The visible result of ``submission_id``; None when there is none or it is hidden, and for
+        a string that cannot be an id (a NUL byte, which PostgreSQL refuses, or other junk)."""
+        if not plausible_id(submission_id):
+            return None
         row = session.execute(select(Result.id, Result.published_at).where(
             Result.submission_id == submission_id, Result.hidden.is_(False))).first()
         if row is None:

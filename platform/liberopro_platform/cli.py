@@ -206,6 +206,32 @@ def format_status(st: dict[str, Any]) -> list[str]:
     return lines
 
 
+def format_result(result: dict[str, Any]) -> list[str]:
+    """A published result as the leaderboard shows it (``SubmissionStatus.result``, a
+    :class:`liberopro_leaderboard.public.PublicResult` as JSON): headline rates with their 95%
+    intervals, then one line per case."""
+
+    def rate(r: dict[str, Any]) -> str:
+        if r.get("value") is None:
+            return "-"
+        ci = f" [{100 * r['ci95'][0]:.1f}, {100 * r['ci95'][1]:.1f}]" if r.get("ci95") else ""
+        return f"{100 * r['value']:.1f}%{ci} ({r.get('episodes', 0)} episodes)"
+
+    meta, metrics = result["meta"], result["metrics"]
+    lines = [f"  result (as on the leaderboard, {meta['api_url']}):"]
+    for key in ("overall", "nominal", "static_mean", "runtime_mean"):
+        if key in metrics:
+            lines.append(f"    {key:<13} {rate(metrics[key])}")
+    for c in result.get("cases", []):
+        name = c["case"] if not c["shift_names"] else f"{c['case']} ({', '.join(c['shift_names'])})"
+        invalid = f", {c['invalid_episodes']} invalid" if c.get("invalid_episodes") else ""
+        lines.append(f"    case {name}: {rate(c['rate'])}{invalid}")
+    ep = meta["episodes"]
+    lines.append(f"    episodes: {ep['total']} ({ep['valid']} valid, {ep['invalid']} invalid); evaluator "
+                 f"{meta['evaluator_version']}, manifest {meta['manifest_sha256'][:12]}")
+    return lines
+
+
 def register(app: typer.Typer) -> None:
     """Add ``submit``, ``status`` and ``cancel`` to the ``liberopro`` CLI."""
 
@@ -282,7 +308,8 @@ def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
         submission_id: str | None = typer.Argument(None, help="Submission id (omit to list your team's)."),
-        logs: bool = typer.Option(False, "--logs", help="Also print the policy container's output."),
+        logs: bool = typer.Option(False, "--logs", help="Also print the policy container's output during "
+                                  "validation (its output on the hidden instances is not shown)."),
         watch_: bool = typer.Option(False, "--watch", help="Follow until the submission is final."),
         json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
     ) -> None:
@@ -303,9 +330,8 @@ def register(app: typer.Typer) -> None:
             else:
                 show(st)
                 if st.get("result"):
-                    from liberopro.cli import print_summary
-
-                    print_summary(st["result"])
+                    for line in format_result(st["result"]):
+                        typer.echo(line)
             if logs:
                 typer.echo("--- policy output ---")
                 sys.stdout.write(c.request("GET", f"/submissions/{submission_id}/logs"))

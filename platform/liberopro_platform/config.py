@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     pull_timeout_s: float = 900
     max_image_bytes: int = Field(20 * 2**30, description="Largest policy image accepted (uncompressed).")
     max_upload_bytes: int = Field(20 * 2**30, description="Largest `docker save` archive accepted.")
+    max_request_bytes: int = Field(64 * 1024, description="Largest request body of every other route (JSON); "
+                                   "a larger one is refused with 413 before it is read.")
     sandbox_firewall: Literal["auto", "external", "off"] = Field(
         "auto", description="auto: the worker installs `iptables -I INPUT -i lpsb+ -j DROP` (needs "
         "root); external: the host already has it (compose's sandbox-firewall service); off: tests of "

@@ -136,8 +136,9 @@ class Submission(Base):
 
     ``image_ref`` is what was submitted; ``image_digest`` the content-addressed image id it was
     pinned to (what runs, and what the result names). ``failure`` says what failed and ``fix``
-    what to do about it; both are shown to the submitter. ``policy_log`` is the policy
-    container's own output (truncated), the only log a submitter sees.
+    what to do about it; both are shown to the submitter and hold only text the platform wrote.
+    ``policy_log`` is the policy container's own output during validation (truncated), the only
+    log a submitter sees; its output on the hidden instances stays in ``Shard.policy_log``.
     """
 
     __tablename__ = "submissions"
@@ -201,7 +202,8 @@ class Shard(Base):
     heartbeat_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     started_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
-    last_error: Mapped[str | None] = mapped_column(Text, default=None)  # admins only
+    last_error: Mapped[str | None] = mapped_column(Text, default=None)  # platform-written text only
+    policy_log: Mapped[str] = mapped_column(Text, default="", server_default="")  # admins only: its output
     evaluator: Mapped[dict[str, Any] | None] = mapped_column(default=None)  # versions, from the evaluator
     submission: Mapped[Submission] = relationship(back_populates="shards")
 

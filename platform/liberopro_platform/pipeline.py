@@ -376,9 +376,11 @@ class Pipeline:
         with transaction(self.sessions) as s:
             shard = s.get(Shard, shard_id, with_for_update=True)
             sub = shard.submission
-            header = f"=== shard {shard.index}, attempt {shard.attempts} ===\n"
-            sub.policy_log = truncate_log(sub.policy_log + "\n" + header + (outcome.policy_log or "(no output)\n"),
-                                          st.log_max_bytes * 4)
+            # The policy's output on hidden instances is for admins only (it may echo instructions
+            # or observations of the hidden stage): it stays with the shard, never in sub.policy_log.
+            header = f"=== attempt {shard.attempts} ===\n"
+            shard.policy_log = truncate_log((shard.policy_log + "\n" if shard.policy_log else "") + header
+                                            + (outcome.policy_log or "(no output)\n"), st.log_max_bytes)
             stored = self._stored_pairs(s, sub.id, shard)
             if outcome.status == "completed" and stored >= shard.episodes_total:
                 shard.state, shard.finished_at, shard.last_error = ShardState.done.value, self._now(), None
@@ -389,23 +391,24 @@ class Pipeline:
                 finished = False
             else:
                 finished = False
+                # shard.last_error holds only text the platform wrote (it may reach the submitter);
+                # what the evaluator or the policy said goes to an [admin] event.
                 reason = {
                     "completed": f"the evaluator finished with {stored} of {shard.episodes_total} episodes stored",
                     "timed_out": outcome.message, "policy_error": outcome.message,
-                    "infrastructure_error": f"{outcome.message}: {outcome.internal[-1500:]}",
+                    "infrastructure_error": "the platform could not run the evaluation (internal error)",
                 }[outcome.status]
                 shard.last_error = reason
+                internal = f"shard {shard.index}, attempt {shard.attempts}: {outcome.message}: {outcome.internal[-1500:]}"
                 if shard.attempts >= st.max_stage_attempts:
-                    public = outcome.message if outcome.status in ("timed_out", "policy_error") else \
-                        "the platform could not run the evaluation (internal error)"
-                    self._fail_shard(s, sub, shard, f"shard {shard.index} failed {shard.attempts} times: {public}",
-                                     admin_detail=reason)
+                    self._fail_shard(s, sub, shard, f"shard {shard.index} failed {shard.attempts} times: {reason}",
+                                     admin_detail=internal)
                 else:
                     shard.state = ShardState.queued.value
                     add_event(s, sub, f"shard {shard.index}: attempt {shard.attempts} ended ({outcome.status}); "
                               f"retrying, only missing episodes will run")
-                    if outcome.status == "infrastructure_error":
-                        add_event(s, sub, f"[admin] {reason[:3000]}")
+                    if outcome.status in ("infrastructure_error", "policy_error"):
+                        add_event(s, sub, f"[admin] {internal[:3000]}")
                     retry = True
             attempts = shard.attempts
             sub_id = sub.id
@@ -431,8 +434,9 @@ class Pipeline:
     def _fail_shard(self, s: Session, sub: Submission, shard: Shard, failure: str, admin_detail: str = "") -> None:
         shard.state, shard.finished_at = ShardState.failed.value, self._now()
         if sub.state in ACTIVE_STATES:
-            fix = ("check the termination reasons and your policy's log below; the platform runs each "
-                   f"shard at most {self.settings.max_stage_attempts} times")
+            fix = ("check the termination reasons and run your image against the evaluator locally (`liberopro "
+                   "evaluate --policy URL`, docs/evaluator.md): the policy's output on the hidden instances is not "
+                   f"shown; the platform runs each shard at most {self.settings.max_stage_attempts} times")
             fail(s, sub, "evaluation", failure, fix)
         if admin_detail:
             add_event(s, sub, f"[admin] {admin_detail[:3000]}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 
@@ -56,7 +57,7 @@ def authenticate(session: Session, raw: str | None, now: dt.datetime | None = No
         raise TokenRefused("missing", "no API token given: send 'Authorization: Bearer <token>' "
                            "(the CLI reads LIBEROPRO_TOKEN or ~/.config/liberopro/platform.toml)")
     parts = raw.strip().split("_", 2)
-    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1] or not parts[2]:
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not re.fullmatch(r"[0-9a-f]{1,16}", parts[1]) or not parts[2]:
         raise TokenRefused("malformed", "the API token is malformed: tokens look like lp_<id>_<secret>; "
                            "copy it again from where it was issued")
     row = session.get(ApiToken, parts[1])

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from liberopro_leaderboard import make_router as leaderboard_router
 
 from liberopro_platform import __version__
+from liberopro_platform.api.limits import UPLOAD_FRAMING_BYTES, BodyLimitMiddleware
 from liberopro_platform.api.routes import admin, images, submissions, tokens
 from liberopro_platform.config import Settings, get_settings
 from liberopro_platform.db import make_engine, make_sessionmaker
@@ -45,6 +46,13 @@ def create_app(settings: Settings | None = None, enqueue: Enqueue | None = None)
     app.include_router(tokens.router)
     app.include_router(admin.router)
     app.include_router(leaderboard_router())  # public pages and /api/leaderboard (docs/leaderboard.md)
+
+    def body_limit(method: str, path: str) -> tuple[int, str]:
+        if method == "POST" and path.rstrip("/") == "/submissions/upload":
+            return settings.max_upload_bytes + UPLOAD_FRAMING_BYTES, "an uploaded archive (make the image smaller)"
+        return settings.max_request_bytes, f"{method} {path[:100]}"
+
+    app.add_middleware(BodyLimitMiddleware, limit_for=body_limit)
     return app
 
 

@@ -4,6 +4,7 @@ expired, revoked) in the body and in ``WWW-Authenticate``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -12,6 +13,16 @@ from sqlalchemy.orm import Session
 
 from liberopro_platform.models import User
 from liberopro_platform.security import TokenRefused, authenticate
+
+#: What a public id (submission, token) can look like: ids are short ASCII (``models.new_id``).
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def plausible_id(value: str) -> bool:
+    """True when ``value`` could be an id; anything else (a NUL byte, other control characters,
+    non-ASCII, over 64 characters) is unknown without asking the database, which would refuse
+    some of it (PostgreSQL cannot compare text holding NUL)."""
+    return _ID.fullmatch(value) is not None
 
 
 def get_session(request: Request) -> Iterator[Session]:

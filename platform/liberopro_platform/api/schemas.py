@@ -3,9 +3,39 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import unicodedata
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from liberopro_leaderboard.public import PublicResult
+from pydantic import AfterValidator, BaseModel, Field
+
+
+def text_problem(value: str, newlines: bool = False) -> str | None:
+    """What makes ``value`` unfit to store, or None: a control character (NUL included, which
+    PostgreSQL cannot store; tab and line breaks allowed when ``newlines``) or a lone UTF-16
+    surrogate (not encodable as UTF-8)."""
+    for i, ch in enumerate(value):
+        if unicodedata.category(ch) in ("Cc", "Cs") and not (newlines and ch in "\t\n\r"):
+            return f"holds the character {ch!r} at position {i}: control characters are not accepted"
+    return None
+
+
+def _line(value: str) -> str:
+    if (problem := text_problem(value)) is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _text(value: str) -> str:
+    if (problem := text_problem(value, newlines=True)) is not None:
+        raise ValueError(problem)
+    return value
+
+
+#: One line of text (a name, a label): no control characters.
+Line = Annotated[str, AfterValidator(_line)]
+#: Free text (a note, a command): no control characters except tab and line breaks.
+Text = Annotated[str, AfterValidator(_text)]
 
 
 class SubmitRequest(BaseModel):
@@ -13,9 +43,10 @@ class SubmitRequest(BaseModel):
     ``repo@sha256:<digest>`` from one of the platform's allowed registries) or ``command``
     (development platforms on the local backend only: a shell command serving the policy on $PORT)."""
 
-    image: str | None = Field(None, examples=["registry.example.org/team/policy@sha256:0123...", "sha256:4f2a..."])
-    command: str | None = None
-    note: str = Field("", max_length=2000)
+    image: str | None = Field(None, max_length=500,
+                              examples=["registry.example.org/team/policy@sha256:0123...", "sha256:4f2a..."])
+    command: Text | None = Field(None, max_length=10_000)
+    note: Text = Field("", max_length=2000)
 
 
 class OwnedImage(BaseModel):
@@ -79,7 +110,10 @@ class SubmissionStatus(BaseModel):
     created_at: dt.datetime
     updated_at: dt.datetime
     finished_at: dt.datetime | None = None
-    result: dict[str, Any] | None = Field(None, description="The published summary, once published.")
+    result: PublicResult | None = Field(
+        None, description="Once published: what the public leaderboard shows for this result (aggregate rates "
+        "with intervals and counts, provenance); per-task and per-instance rates, the seed and the reasons "
+        "episodes were invalid stay with the platform's admins.")
     events: list[Event] = []
 
 
@@ -92,7 +126,7 @@ class SubmissionCreated(BaseModel):
 
 
 class TokenCreate(BaseModel):
-    label: str = ""
+    label: Line = Field("", max_length=200)
     days: int | None = Field(None, ge=1, le=3650)
 
 
@@ -112,14 +146,14 @@ class TokenInfo(BaseModel):
 
 
 class TeamCreate(BaseModel):
-    name: str
-    submissions_per_day: int | None = None
-    max_concurrent: int | None = None
+    name: Line = Field(..., min_length=1, max_length=100)
+    submissions_per_day: int | None = Field(None, ge=0, le=1_000_000)
+    max_concurrent: int | None = Field(None, ge=0, le=1_000_000)
 
 
 class UserCreate(BaseModel):
-    name: str
-    team: str
+    name: Line = Field(..., min_length=1, max_length=200)
+    team: Line = Field(..., min_length=1, max_length=100)
     is_admin: bool = False
 
 

@@ -72,12 +72,28 @@ ShardStatus = Literal["completed", "stopped", "timed_out", "policy_error", "infr
 @dataclass
 class ShardOutcome:
     """How a shard attempt ended. ``message`` is for the submitter when ``status`` is
-    ``policy_error``; ``internal`` (the evaluator's stderr tail, exit codes) is for admins."""
+    ``policy_error`` or ``timed_out``: text the platform wrote, never anything the policy sent
+    (a shard runs hidden instances, and the policy's reply may quote what it was shown).
+    ``internal`` (the evaluator's stderr tail, exit codes, the policy's error reply) and
+    ``policy_log`` (the policy's output during the shard) are for admins only."""
 
     status: ShardStatus
     message: str = ""
     internal: str = ""
     policy_log: str = ""
+
+
+def policy_error_outcome(reason: str, detail: str, cause: str = "", internal: str = "",
+                         policy_log: str = "") -> ShardOutcome:
+    """The outcome of a shard the evaluator could not start because of the policy (a
+    :class:`submission_spec.PolicyError` before the first episode). The submitter reads the
+    failure class ``reason`` (one of ``submission_spec.client.FailureReason``) and ``cause``
+    (the platform's own account, e.g. the container's exit code); ``detail``, which quotes the
+    policy's reply, goes to ``internal`` with the rest for admins."""
+    message = (f"{cause}; " if cause else "") + (
+        f"the evaluator could not use the policy in the evaluation sandbox ({reason}); the policy's replies and "
+        "output there are not shown, since that stage runs hidden instances")
+    return ShardOutcome("policy_error", message, f"policy error {reason}: {detail}\n{internal}".rstrip(), policy_log)
 
 
 class ShardCallbacks(Protocol):

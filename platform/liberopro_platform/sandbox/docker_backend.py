@@ -58,6 +58,7 @@ from liberopro_platform.sandbox.base import (
     ShardCallbacks,
     ShardOutcome,
     ValidationOutcome,
+    policy_error_outcome,
     truncate_log,
 )
 
@@ -676,9 +677,9 @@ class DockerBackend:
             return ShardOutcome("completed", "", internal, policy_log)
         if finished and finished.get("kind") == "policy":
             pstate = _state(policy)
-            cause = f"{self._death_text(pstate)}; " if not pstate.get("Running") else ""
-            return ShardOutcome("policy_error", f"{cause}the evaluator could not use the policy: "
-                                f"{finished.get('reason')}: {finished.get('message')}", internal, policy_log)
+            cause = self._death_text(pstate) if not pstate.get("Running") else ""
+            return policy_error_outcome(_failure_reason(finished.get("reason")), str(finished.get("message")), cause,
+                                        internal, policy_log)
         detail = finished.get("message") if finished else f"evaluator exited with code {exit_code}"
         ev_state = _state(evaluator)
         if ev_state.get("OOMKilled"):
@@ -755,6 +756,16 @@ class DockerBackend:
         except Exception as e:  # noqa: BLE001 - the engine's errors are infrastructure faults
             raise SandboxError(f"cannot list sandbox resources: {e}") from e
         return {lab[LABEL_WORKER] for lab in labels if lab.get(LABEL_WORKER)}
+
+
+def _failure_reason(value: object) -> str:
+    """The evaluator's failure class as sent (a known ``FailureReason``), else a neutral word: the
+    event line comes from the evaluator, but a value is only shown when it is one of ours."""
+    from typing import get_args
+
+    from submission_spec.client import FailureReason
+
+    return value if isinstance(value, str) and value in get_args(FailureReason) else "policy_error"
 
 
 def _validation_outcome(report: dict[str, Any], policy_log: str) -> ValidationOutcome:

@@ -23,6 +23,7 @@ from liberopro_platform.sandbox.base import (
     ShardCallbacks,
     ShardOutcome,
     ValidationOutcome,
+    policy_error_outcome,
     truncate_log,
 )
 from liberopro_platform.sandbox.docker_backend import _validation_outcome
@@ -147,8 +148,7 @@ class LocalBackend:
                        if status == "timed_out" else "the submission was cancelled")
             return ShardOutcome(status, message, policy_log=truncate_log(_read(log_path), s.log_max_bytes))
         except PolicyError as exc:
-            return ShardOutcome("policy_error", f"the evaluator could not use the policy: {exc.reason}: {exc.detail}",
-                                policy_log=truncate_log(_read(log_path), s.log_max_bytes))
+            return policy_error_outcome(exc.reason, exc.detail, policy_log=truncate_log(_read(log_path), s.log_max_bytes))
         except Exception as exc:  # noqa: BLE001 - the evaluator's own failure, for admins
             return ShardOutcome("infrastructure_error", "internal evaluator error", repr(exc),
                                 truncate_log(_read(log_path), s.log_max_bytes))

@@ -11,6 +11,13 @@ never_healthy listens on $PORT but answers /health with 503 forever
 volume        (volume.Dockerfile, which declares VOLUMEs) writes 1 MiB blocks into each of
               $WRITE_PATHS until a write fails or $WRITE_CAP_MIB is reached, prints
               "VOLUME <path> wrote <n> MiB: <outcome>" per path, then serves like the zero policy
+canary        serves like the zero policy during validation; on every other episode (the hidden
+              stage: any instruction but the validation check's) prints CANARY-STDOUT and
+              CANARY-STDERR lines echoing the instruction it received, and fails /act with an
+              error body (HTTP 500) quoting it
+canary_metadata  (local backend only: $CANARY_STATE counts its starts) serves like the zero policy
+              when first started (validation); every later start (a shard) prints
+              CANARY-SHARD-START and answers GET /metadata with HTTP 500 and a CANARY-METADATA body
 """
 
 from __future__ import annotations
@@ -132,6 +139,56 @@ def fill_disk() -> None:
     log("VOLUME done")
 
 
+#: The instruction of the validation stage's conformance check (public: submission_spec.conformance).
+VALIDATION_INSTRUCTION = "put the bowl on the plate"
+
+
+def serve_canary() -> None:
+    from submission_spec.server import serve
+
+    from submission_spec.examples import ZeroPolicy
+
+    class Canary(ZeroPolicy):
+        def reset(self, episode_id, instruction):
+            if instruction != VALIDATION_INSTRUCTION:
+                log(f"CANARY-STDOUT saw {instruction!r}")
+                print(f"CANARY-STDERR saw {instruction!r}", file=sys.stderr, flush=True)
+
+        def act(self, observation):
+            if observation.instruction != VALIDATION_INSTRUCTION:
+                raise RuntimeError(f"CANARY-ERRBODY saw {observation.instruction!r}")
+            return super().act(observation)
+
+    serve(Canary())
+
+
+def canary_metadata() -> None:
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    state = os.environ["CANARY_STATE"]
+    starts = int(open(state).read()) + 1 if os.path.exists(state) else 1
+    with open(state, "w") as fh:
+        fh.write(str(starts))
+    if starts == 1:
+        serve_misbehaving()
+        return
+    log("CANARY-SHARD-START a hidden-stage start")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ok = self.path == "/health"
+            body = b'{"status": "ok"}' if ok else b"CANARY-METADATA-ERRBODY the policy's own words"
+            self.send_response(200 if ok else 500)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    HTTPServer((os.environ.get("HOST", "0.0.0.0"), int(os.environ.get("PORT", "8000"))), Handler).serve_forever()
+
+
 def serve_misbehaving() -> None:
     from submission_spec.server import serve
 
@@ -169,5 +226,9 @@ if __name__ == "__main__":
         serve_misbehaving()
     elif BEHAVIOR in ("memory", "slow", "crash"):
         serve_misbehaving()
+    elif BEHAVIOR == "canary":
+        serve_canary()
+    elif BEHAVIOR == "canary_metadata":
+        canary_metadata()
     else:
         sys.exit(f"unknown BEHAVIOR {BEHAVIOR!r}")

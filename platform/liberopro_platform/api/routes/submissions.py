@@ -7,15 +7,18 @@ engine, so a refusal tells nothing about which images exist there."""
 from __future__ import annotations
 
 import datetime as dt
+import secrets
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import PlainTextResponse
+from liberopro_leaderboard.public import public_result
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from liberopro_platform.api.deps import CurrentUser, SessionDep
+from liberopro_platform.api.deps import CurrentUser, SessionDep, plausible_id
 from liberopro_platform.api.schemas import (
     Check,
     Event,
@@ -24,6 +27,7 @@ from liberopro_platform.api.schemas import (
     SubmissionStatus,
     SubmitRequest,
 )
+from liberopro_platform.api.upload import UPLOAD_BODY_DOC, receive_archive
 from liberopro_platform.image_refs import IMAGE_ID
 from liberopro_platform.models import (
     ACTIVE_STATES,
@@ -46,9 +50,9 @@ def _error(status: int, error: str, message: str) -> HTTPException:
 
 
 def _get_own(session: Session, user: User, submission_id: str) -> Submission:
-    sub = session.get(Submission, submission_id)
+    sub = session.get(Submission, submission_id) if plausible_id(submission_id) else None
     if sub is None or (sub.team_id != user.team_id and not user.is_admin):
-        raise _error(404, "not_found", f"no submission {submission_id} for team {user.team.name}")
+        raise _error(404, "not_found", f"no submission {submission_id[:80]!r} for team {user.team.name}")
     return sub
 
 
@@ -109,45 +113,43 @@ def submit(body: SubmitRequest, request: Request, session: SessionDep,
     return _created(request, session, sub)
 
 
-@router.post("/upload", response_model=SubmissionCreated, status_code=201,
+@router.post("/upload", response_model=SubmissionCreated, status_code=201, openapi_extra=UPLOAD_BODY_DOC,
              summary="Submit a `docker save` archive (air-gapped platforms)")
-def submit_upload(request: Request, file: Annotated[UploadFile, File(description="docker save IMAGE -o policy.tar")],
-                  session: SessionDep, user: CurrentUser, note: Annotated[str, Form()] = "") -> SubmissionCreated:
+async def submit_upload(request: Request, session: SessionDep, user: CurrentUser) -> SubmissionCreated:
+    """Multipart fields ``file`` (the archive) and ``note``. The token and the team's limits are
+    checked before a byte of the body is read; the archive then streams to disk, refused at
+    ``max_upload_bytes`` (413)."""
     settings = request.app.state.settings
     if settings.backend != "docker":
         raise _error(422, "upload_not_allowed", "this development platform runs commands, not images")
-    check_limits(session, request, user.team)
-    head = file.file.read(512)
-    if len(head) < 512 or head[257:262] != b"ustar":
-        raise _error(422, "not_a_tar", "the upload is not a tar archive: create it with `docker save IMAGE -o policy.tar`")
-    sub = Submission(team_id=user.team_id, user_id=user.id, source="upload", note=note,
-                     image_ref=f"upload:{file.filename or 'archive.tar'}")
-    session.add(sub)
-    session.flush()
+    await run_in_threadpool(check_limits, session, request, user.team)
     uploads = Path(settings.data_dir) / "uploads"
     uploads.mkdir(parents=True, exist_ok=True)
-    dest = uploads / f"{sub.id}.tar"
-    size = len(head)
-    with dest.open("wb") as out:
-        out.write(head)
-        while chunk := file.file.read(1 << 20):
-            size += len(chunk)
-            if size > settings.max_upload_bytes:
-                out.close()
-                dest.unlink(missing_ok=True)
-                session.rollback()
-                raise _error(413, "upload_too_large", f"the archive exceeds the limit of "
-                             f"{settings.max_upload_bytes / 2**30:.1f} GiB: make the image smaller")
-            out.write(chunk)
-    sub.upload_path = str(dest.resolve())
-    return _created(request, session, sub)
+    incoming = uploads / f"incoming-{secrets.token_hex(8)}.tar"
+    archive = await receive_archive(request, incoming, settings.max_upload_bytes)
+
+    def store() -> SubmissionCreated:
+        sub = Submission(team_id=user.team_id, user_id=user.id, source="upload", note=archive.note,
+                         image_ref=f"upload:{archive.filename}")
+        session.add(sub)
+        session.flush()
+        dest = uploads / f"{sub.id}.tar"
+        incoming.rename(dest)
+        sub.upload_path = str(dest.resolve())
+        return _created(request, session, sub)
+
+    try:
+        return await run_in_threadpool(store)
+    finally:
+        incoming.unlink(missing_ok=True)
 
 
 @router.get("", response_model=list[SubmissionStatus], summary="Your team's submissions, newest first")
 def list_submissions(request: Request, session: SessionDep, user: CurrentUser,
-                     limit: int = 50) -> list[SubmissionStatus]:
+                     limit: Annotated[int, Query(ge=1, le=200, description="How many, newest first.")] = 50
+                     ) -> list[SubmissionStatus]:
     subs = session.scalars(select(Submission).where(Submission.team_id == user.team_id)
-                           .order_by(Submission.created_at.desc()).limit(min(limit, 200))).all()
+                           .order_by(Submission.created_at.desc()).limit(limit)).all()
     return [status_of(request, session, s, with_events=False) for s in subs]
 
 
@@ -159,7 +161,8 @@ def get_submission(submission_id: str, request: Request, session: SessionDep,
 
 
 @router.get("/{submission_id}/logs", response_class=PlainTextResponse,
-            summary="The policy container's own output (truncated)")
+            summary="The policy container's own output during validation (truncated); its output on the hidden "
+            "instances is not shown")
 def get_logs(submission_id: str, session: SessionDep, user: CurrentUser) -> str:
     sub = _get_own(session, user, submission_id)
     return sub.policy_log or "(no output from the policy yet)\n"
@@ -177,13 +180,17 @@ def cancel(submission_id: str, request: Request, session: SessionDep,
 
 
 def status_of(request: Request, session: Session, sub: Submission, with_events: bool = True) -> SubmissionStatus:
-    """The submitter's view of ``sub``."""
+    """The submitter's view of ``sub``: where it is, progress and termination-reason totals,
+    what failed and how to fix it (texts the platform wrote, never the policy's output on the
+    hidden stage), the validation checks, and once published what the leaderboard shows for
+    the result (:func:`liberopro_leaderboard.public.public_result`). ``with_events`` False (the
+    list) also leaves out the live stuck check (the stored ``stuck_reason`` is shown)."""
     shards = sub.shards
     reasons = dict(session.execute(select(Episode.termination_reason, func.count())
                                    .where(Episode.submission_id == sub.id)
                                    .group_by(Episode.termination_reason)).all())
     stuck = sub.stuck_reason
-    if sub.state in ACTIVE_STATES:
+    if with_events and sub.state in ACTIVE_STATES:
         live = [s for s in request.app.state.pipeline.find_stuck(session) if s.submission_id == sub.id]
         stuck = "; ".join(s.reason for s in live) or None
     result = session.scalar(select(Result).where(Result.submission_id == sub.id))
@@ -199,7 +206,7 @@ def status_of(request: Request, session: Session, sub: Submission, with_events: 
         validation_checks=[Check(**{k: c.get(k, "") for k in ("name", "ok", "detail", "hint")})
                            for c in report.get("checks", [])],
         termination_reasons=reasons, created_at=sub.created_at, updated_at=sub.updated_at,
-        finished_at=sub.finished_at, result=result.summary if result is not None else None,
+        finished_at=sub.finished_at, result=public_result(result) if result is not None else None,
         events=[Event(at=e.at, state=e.state, message=e.message) for e in sub.events
                 if not e.message.startswith("[admin]")] if with_events else [],
     )

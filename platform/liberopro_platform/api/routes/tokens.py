@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from sqlalchemy import select
 
-from liberopro_platform.api.deps import CurrentUser, SessionDep
+from liberopro_platform.api.deps import CurrentUser, SessionDep, plausible_id
 from liberopro_platform.api.schemas import TokenCreate, TokenInfo, TokenIssued
 from liberopro_platform.models import ApiToken, utcnow
 from liberopro_platform.security import issue_token
@@ -34,9 +34,9 @@ def list_tokens(session: SessionDep, user: CurrentUser) -> list[TokenInfo]:
 
 @router.delete("/tokens/{token_id}", response_model=TokenInfo, summary="Revoke one of your tokens")
 def revoke_token(token_id: str, session: SessionDep, user: CurrentUser) -> TokenInfo:
-    row = session.get(ApiToken, token_id)
+    row = session.get(ApiToken, token_id) if plausible_id(token_id) else None
     if row is None or (row.user_id != user.id and not user.is_admin):
-        raise HTTPException(404, detail={"error": "not_found", "message": f"you have no token {token_id}"})
+        raise HTTPException(404, detail={"error": "not_found", "message": f"you have no token {token_id[:80]!r}"})
     if row.revoked_at is None:
         row.revoked_at = utcnow()
     return TokenInfo.model_validate(row, from_attributes=True)
