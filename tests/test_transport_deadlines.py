@@ -206,8 +206,12 @@ def test_a_client_called_from_inside_a_running_event_loop_still_works_and_is_bou
                 client.act(obs, meta.chunk_length)
             return meta, err.value.reason, time.monotonic() - t0
 
-    with DripServer("body", metadata=server_metadata()) as server:
-        meta, reason, elapsed = asyncio.run(main(server.url))
+    from concurrent.futures import ThreadPoolExecutor
+
+    # The application's loop runs in a thread of its own, so that the test does not depend on
+    # what the main thread holds (another test's Playwright session keeps a loop marked running).
+    with DripServer("body", metadata=server_metadata()) as server, ThreadPoolExecutor(1) as app:
+        meta, reason, elapsed = app.submit(asyncio.run, main(server.url)).result()
     assert meta.policy_name == "drip"
     assert reason == "policy_timeout" and elapsed <= DEADLINE + SLACK
 

@@ -175,9 +175,13 @@ def chromium_path() -> str:
                 "--with-test-deps does), or set LIBEROPRO_CHROMIUM to its path")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
-    """A real headless Chromium (Playwright driving the system browser)."""
+    """A real headless Chromium (Playwright driving the system browser), for this package's tests.
+
+    Package-scoped, not session-scoped: Playwright's sync API keeps an asyncio loop marked as
+    running in the main thread while it is open, and a later test that runs its own loop there
+    (``asyncio.run``) would fail."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:

@@ -252,14 +252,16 @@ def test_lost_task_messages_are_resent_for_free(pipeline):
     old = now - dt.timedelta(minutes=10)
     rid = make_submission(pipeline, state_since=old, shards=((["i1", 0],), (["i1", 1],), (["i1", 2],)))
     lost_v, dead_v, fresh_v = (make_submission(pipeline, state="queued", shards=(), state_since=old) for _ in range(3))
-    agg = make_submission(pipeline, state="aggregating", shards=(), state_since=old)
+    # Aggregating for 2 min: past the re-send grace (60 s), within the aggregation limit (300 s),
+    # so neither a re-send nor a requeue is due, whether or not a live control worker is on record.
+    agg = make_submission(pipeline, state="aggregating", shards=(), state_since=now - dt.timedelta(minutes=2))
     with pipeline.sessions() as s:
         held, lost, eta = [sh.id for sh in s.get(Submission, rid).shards]
     view = BrokerView(waiting={("run_shard", str(held))},
                       delivered={("validate", dead_v): now - dt.timedelta(minutes=5),
                                  ("validate", fresh_v): now - dt.timedelta(seconds=10),
                                  ("run_shard", str(eta)): now + dt.timedelta(seconds=90),  # countdown not over
-                                 ("aggregate", agg): old})
+                                 ("aggregate", agg): now - dt.timedelta(minutes=2)})
     pipeline.enqueue.broker = OnlyThese([rid, lost_v, dead_v, fresh_v, agg, held, lost, eta], view)
     found = pipeline.sweep_stuck()
     mine = {(x.action, x.shard_id or x.submission_id) for x in found if x.action.startswith("resend")}
