@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from lp_helpers import EXAMPLE_IMAGE, REPO, free_port
 
 README = REPO / "README.md"
@@ -214,8 +215,11 @@ def test_documented_self_host_journey(docker_client, tmp_path, record_property):
 
         # The stack ran the images of this CI run, with nothing built or pulled for it.
         f = {"label": [f"com.docker.compose.project={name}"]}
-        used = {c.name: c.image.id for c in docker_client.containers.list(all=True, filters=f)}
-        assert len(used) == 7 and set(used.values()) <= set(expected.values()), (used, expected)
+        containers = docker_client.containers.list(all=True, filters=f)
+        used = {c.name: c.image.id for c in containers}
+        services = set(yaml.safe_load((REPO / "compose.yaml").read_text())["services"])
+        assert {c.labels["com.docker.compose.service"] for c in containers} == services, (used, services)
+        assert len(used) == len(services) and set(used.values()) <= set(expected.values()), (used, expected)
     finally:
         j.run("down", j.adapt(steps["down"]), STEPS["down"][1])
         j.times["total"] = time.monotonic() - t0

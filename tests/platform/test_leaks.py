@@ -59,20 +59,21 @@ class InlineEnqueue:
 def hidden_manifest(tmp_path_factory) -> tuple[Path, list[str]]:
     """libero_goal task 0, nominal and under S22 with a planted paraphrase: (path, instance ids)."""
     from liberopro.instances import make_instance
+    from liberopro.schema.manifest import Instance, make_header, write_manifest
     from liberopro.tasks import TaskRef
 
-    lines, ids = [], []
+    instances = []
     for shifts in ([], ["S22"]):
         inst = make_instance(TaskRef("libero_goal", 0), shifts, seed=7)
         assert not isinstance(inst, str), inst
         data = inst.model_dump(mode="json")
         if shifts:
             data["shifts"][0]["params"]["text"] = PARAPHRASE
-        lines.append(json.dumps(data))
-        ids.append(data["instance_id"])
+        instances.append(Instance.model_validate(data))
     path = tmp_path_factory.mktemp("hidden") / "hidden.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    return path, ids
+    # As `liberopro instances generate --split eval` writes it: a header line, then the instances.
+    write_manifest(path, make_header("eval", 7, instances, episodes=1), instances)
+    return path, [i.instance_id for i in instances]
 
 
 @pytest.fixture(scope="module")
