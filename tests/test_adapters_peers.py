@@ -103,8 +103,10 @@ class OpenPIReferenceServer:
     async def run(self, started: threading.Event | None = None) -> None:
         import websockets.asyncio.server as _server
 
+        # close_timeout 1 s (openpi keeps the library's 10 s): a blocking client answers a close
+        # handshake only during its next call, so shutting the peer down would wait it out.
         async with _server.serve(self._handler, "127.0.0.1", self.port, compression=None, max_size=None,
-                                 process_request=self._health_check) as server:
+                                 process_request=self._health_check, close_timeout=1) as server:
             self._server, self._loop = server, asyncio.get_running_loop()
             self.port = server.sockets[0].getsockname()[1]
             if started is not None:

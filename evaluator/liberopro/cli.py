@@ -205,11 +205,8 @@ def _evaluate(a: EvalArgs) -> dict:
     )
     from submission_spec.transports import PROTOCOLS, parse_protocol_options
 
-    from liberopro.evaluation import run_evaluation
     from liberopro.instances import plan_episodes
     from liberopro.manifest import content_hash
-    from liberopro.runner import RunSettings
-    from liberopro.stack import StackError
     from submission_spec import PolicyError
 
     if (a.policy is None) == (a.policy_cmd is None):
@@ -235,6 +232,11 @@ def _evaluate(a: EvalArgs) -> dict:
     if not instances:
         _fail("no applicable task-case pair to run")
     plans = plan_episodes(instances, episodes, a.seed, diagnostics)
+    # The episode runner loads robosuite and MuJoCo (~1 s): only once the arguments are known good.
+    from liberopro.evaluation import run_evaluation
+    from liberopro.runner import RunSettings
+    from liberopro.stack import StackError
+
     out_dir = a.out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     console.print(f"{len(plans)} episodes ({len(instances)} instances x {episodes} x {len(diagnostics)} "
                   f"condition(s)) -> {out_dir}")
