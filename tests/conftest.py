@@ -72,3 +72,25 @@ def scenes():
 @pytest.fixture
 def python() -> str:
     return sys.executable
+
+
+# ---------------------------------------------------------------- test tiers
+#: Fixtures that put a test in a tier: whoever uses one (directly or through another fixture)
+#: needs that component. Markers are registered in pyproject.toml; the fast tier is
+#: ``pytest -m "not sim and not services and not docker and not browser"`` (README, "Development").
+TIER_FIXTURES = {
+    "browser": {"browser"},
+    "docker": {"docker_client", "platform_images", "hostile_images", "worker"},
+    "services": {"pg_url", "migrated_pg", "redis_url", "platform_env", "platform_settings", "seeded_db"},
+    "sim": {"scenes"},
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with the tiers its fixtures imply (on top of explicit ``sim``/``docker``
+    markers, which modules that step the simulator or drive the engine set themselves)."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for tier, fixtures in TIER_FIXTURES.items():
+            if used & fixtures:
+                item.add_marker(tier)

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
+
 PEERS = Path(__file__).with_name("test_adapters_peers.py")
 LIBEROPRO = str(Path(sys.executable).parent / "liberopro")
 TASKS, SHIFTS, STEPS = "libero_goal:8", "nominal,S12", "8"

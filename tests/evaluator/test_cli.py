@@ -20,6 +20,7 @@ def liberopro(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           env=env, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.sim  # evaluates real LIBERO episodes
 def test_evaluate_with_policy_cmd_writes_records_naming_each_shift(tmp_path):
     out = tmp_path / "run"
     proc = liberopro("evaluate", "--policy-cmd", "liberopro serve-example zero", "--tasks", "libero_goal:0",

@@ -5,6 +5,7 @@ records; and the soft reset the evaluator uses gives the same episode as LIBERO'
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from liberopro.instances import make_instance, plan_episodes
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.sim import LiberoScene
@@ -12,6 +13,8 @@ from liberopro.tasks import TaskRef, task_info
 
 from submission_spec import PolicyClient, create_app
 from submission_spec.examples import RandomPolicy
+
+pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
 
 TASK = TaskRef("libero_goal", 1)
 

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.golden.run import EXPECTED, run_golden
+
+pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
 
 
 def test_golden_run_is_unchanged(tmp_path):

@@ -33,6 +33,7 @@ TASK = TaskRef("libero_goal", 8)
 OBJECT0 = TaskRef("libero_object", 0)
 
 
+@pytest.mark.sim  # generation builds real scenes
 def test_manifest_generation_is_deterministic_validated_and_tamper_evident(tmp_path):
     cases = [[], ["S12"], ["S22"], ["D10"], ["S22", "D10"], ["S01", "S01"]]
     runs = [generate("train", 7, tasks=[OBJECT0], cases=cases, episodes=3) for _ in range(2)]

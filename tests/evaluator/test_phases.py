@@ -32,6 +32,8 @@ from submission_spec import PolicyClient, create_app
 
 from .policies import Recorder, metadata
 
+pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
+
 GOAL8 = TaskRef("libero_goal", 8)      # put the bowl on the plate (pick and place)
 GOAL0 = TaskRef("libero_goal", 0)      # open the middle drawer of the cabinet
 GOAL7 = TaskRef("libero_goal", 7)      # turn on the stove (knob)

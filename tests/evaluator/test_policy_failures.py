@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from liberopro.instances import EpisodePlan, Instance
@@ -23,6 +24,8 @@ from submission_spec.models import ActResponse, ObservationMessage
 from submission_spec import NDArray, PolicyClient
 
 from .policies import metadata
+
+pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
 
 BEHAVIOURS = ["nan", "shape", "http500", "error200", "slow", "drip", "budget", "stale_step", "ok"]
 EXPECTED = ["policy_nonfinite_action", "policy_bad_action_shape", "policy_http_error", "policy_bad_response",

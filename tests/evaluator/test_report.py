@@ -321,6 +321,7 @@ def test_leaderboard_charts_import_without_the_web_stack():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
+@pytest.mark.browser  # real Chromium
 def test_report_renders_in_chromium(report):
     """The page in a real headless Chromium: no request leaves the file, no console message, every
     chart drawn with a size, basic accessibility; a screenshot for the record."""

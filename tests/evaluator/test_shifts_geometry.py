@@ -26,6 +26,8 @@ from submission_spec import PolicyClient, create_app
 
 from .policies import Recorder, metadata
 
+pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
+
 GOAL8 = TaskRef("libero_goal", 8)
 GOAL5 = TaskRef("libero_goal", 5)
 SPATIAL5 = TaskRef("libero_spatial", 5)

@@ -29,6 +29,8 @@ from submission_spec import PolicyClient, create_app
 
 from .policies import Recorder, metadata
 
+pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
+
 GOAL1 = TaskRef("libero_goal", 1)
 OBJECT5 = TaskRef("libero_object", 5)
 TASKS = [GOAL1, OBJECT5]

@@ -19,6 +19,8 @@ from submission_spec import PolicyClient, create_app
 
 from .policies import Recorder, metadata, sweep, toward
 
+pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
+
 GOAL8 = TaskRef("libero_goal", 8)
 SPATIAL5 = TaskRef("libero_spatial", 5)
 

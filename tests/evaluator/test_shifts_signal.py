@@ -30,6 +30,8 @@ from submission_spec import CameraSpec, PolicyClient, PolicyMetadata, create_app
 
 from .policies import Recorder
 
+pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
+
 GOAL8 = TaskRef("libero_goal", 8)
 OBJECT0 = TaskRef("libero_object", 0)
 REFS = [GOAL8, OBJECT0]

@@ -23,10 +23,6 @@ REDIS_URL = os.environ.get("LIBEROPRO_TEST_REDIS", "redis://127.0.0.1:6379/11")
 EVALUATOR_IMAGE = os.environ.get("LIBEROPRO_TEST_EVALUATOR_IMAGE", "liberopro/evaluator:latest")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "docker: needs the Docker engine and the platform images (fails without)")
-
-
 # ---------------------------------------------------------------- PostgreSQL and Redis
 @pytest.fixture(scope="session")
 def pg_url() -> str:

@@ -30,6 +30,7 @@ def test_the_manifest_models_and_the_platform_loader_import_no_simulator():
     assert json.loads(proc.stdout) == []
 
 
+@pytest.mark.sim  # instances generate builds real scenes
 def test_a_real_eval_manifest_loads_in_the_platform_and_plans_shards(tmp_path):
     """`liberopro instances generate --split eval` on one held-out task, nominal and S12 (each
     realised on init state 0 in the simulator: one scene build, two one-step episodes)."""

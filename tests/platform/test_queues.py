@@ -24,6 +24,8 @@ import pytest
 from conftest import PG_ADMIN_URL
 from lp_helpers import EXAMPLE_IMAGE, REPO, WorkerProcess, free_port, sandbox_leftovers
 
+pytestmark = pytest.mark.services  # a private redis-server and PostgreSQL (tier: services)
+
 
 # ---------------------------------------------------------------- a private Redis, a private database
 class RedisServer:
