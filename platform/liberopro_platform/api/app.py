@@ -1,12 +1,18 @@
 """The FastAPI application: ``uvicorn liberopro_platform.api.app:app`` (or
-``python -m liberopro_platform api``)."""
+``python -m liberopro_platform api``).
+
+The public site (the leaderboard's pages and ``/api/leaderboard``) is mounted from the
+``liberopro_platform.site`` entry point group: the leaderboard package registers its router there
+(``pyproject.toml``), so the platform serves it without importing it (the leaderboard depends on
+the platform's models, never the other way; ``lint-imports`` checks it)."""
 
 from __future__ import annotations
 
+import logging
+from importlib.metadata import entry_points
 from pathlib import Path
 
-from fastapi import FastAPI
-from liberopro_leaderboard import make_router as leaderboard_router
+from fastapi import APIRouter, FastAPI
 
 from liberopro_platform import __version__
 from liberopro_platform.api.limits import UPLOAD_FRAMING_BYTES, BodyLimitMiddleware
@@ -14,6 +20,21 @@ from liberopro_platform.api.routes import admin, images, submissions, tokens
 from liberopro_platform.config import Settings, get_settings
 from liberopro_platform.db import make_engine, make_sessionmaker
 from liberopro_platform.pipeline import Enqueue, Pipeline
+
+log = logging.getLogger(__name__)
+
+#: Entry point group of the routers the API serves beside its own (name -> ``() -> APIRouter``).
+SITE_ENTRY_POINTS = "liberopro_platform.site"
+
+
+def site_routers() -> list[APIRouter]:
+    """The routers registered in :data:`SITE_ENTRY_POINTS`, in name order (the leaderboard's:
+    ``liberopro_leaderboard:make_router``). An entry point that fails to load raises: a platform
+    that silently served no leaderboard would look healthy."""
+    found = sorted(entry_points(group=SITE_ENTRY_POINTS), key=lambda ep: ep.name)
+    if not found:
+        log.warning("no %s entry point is installed: the API serves no public site", SITE_ENTRY_POINTS)
+    return [ep.load()() for ep in found]
 
 
 def create_app(settings: Settings | None = None, enqueue: Enqueue | None = None) -> FastAPI:
@@ -45,7 +66,8 @@ def create_app(settings: Settings | None = None, enqueue: Enqueue | None = None)
     app.include_router(images.router)
     app.include_router(tokens.router)
     app.include_router(admin.router)
-    app.include_router(leaderboard_router())  # public pages and /api/leaderboard (docs/leaderboard.md)
+    for router in site_routers():  # public pages and /api/leaderboard (docs/leaderboard.md)
+        app.include_router(router)
 
     def body_limit(method: str, path: str) -> tuple[int, str]:
         if method == "POST" and path.rstrip("/") == "/submissions/upload":
