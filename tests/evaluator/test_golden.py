@@ -28,6 +28,7 @@ PROPRIO_ATOL = 1e-5
 IMAGE_BLOCK_ATOL = 3.0
 
 
+@pytest.mark.timeout(1800)  # ~9 min of CPU alone (42 episodes of 24 steps at 64 px, 2 cameras); more on a loaded machine
 def test_golden_run_is_unchanged(tmp_path):
     expected = json.loads(EXPECTED.read_text())
     got = run_golden(tmp_path)
