@@ -561,8 +561,10 @@ def event_json(event: Event) -> str:
 
 # ------------------------------------------------------------------------------ JSON Schema
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of the results: ``Summary``, ``EpisodeRecord``,
-    ``RunHeader`` and ``Event`` under ``$defs`` (validation mode: what a reader accepts)."""
+    """The JSON Schema (draft 2020-12) of the results, one definition per file or line under
+    ``$defs``: ``Summary`` (``summary.json``), ``EpisodeRecord`` (a line of ``episodes.jsonl``),
+    ``RunHeader`` and ``Event`` (an event line's JSON), with the parts they refer to
+    (validation mode: what a reader accepts)."""
     doc: dict[str, Any] = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "LIBERO-Pro2.0 results",
@@ -580,7 +582,6 @@ def json_schema() -> dict[str, Any]:
             defs.setdefault(sub, sub_schema)
         defs[name] = schema
     doc["$defs"] = dict(sorted(defs.items()))
-    doc["oneOf"] = [{"$ref": f"#/$defs/{n}"} for n in ("Summary", "EpisodeRecord", "RunHeader", "Event")]
     return doc
 
 
