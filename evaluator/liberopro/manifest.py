@@ -146,12 +146,12 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     runner = EpisodeRunner(None, meta, settings, scenes=runner_cache)  # type: ignore[arg-type]
     runner.client = LocalPolicyClient(_ValidationPolicy(meta, runner, inst.task))
     rec = runner.run_episode(EpisodePlan(inst, 0, 0, seed))
-    applied = {s["id"]: s for s in rec.shifts}
+    applied = {s.id: s.model_dump(mode="json") for s in rec.shifts}
     if not rec.valid:
         return False, rec.detail or "invalid", applied
     if rec.termination_reason not in ("horizon", "success"):
         return False, f"{rec.termination_reason}: {rec.detail}", applied
-    unfired = [s["id"] for s in rec.shifts if s["kind"] == "runtime" and s.get("fired_at_step") is None]
+    unfired = [s.id for s in rec.shifts if s.kind == "runtime" and s.fired_at_step is None]
     if unfired:
         return False, f"{', '.join(unfired)} did not fire within {steps} steps", applied
     return True, "", applied

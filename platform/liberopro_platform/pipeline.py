@@ -478,6 +478,7 @@ class Pipeline:
     def aggregate(self, submission_id: str) -> None:
         """Stages 4 and 5: summarise the stored episodes and publish the result (once)."""
         from liberopro.results import EpisodeRecord, summarize
+        from liberopro.schema.results import run_header
 
         with transaction(self.sessions) as s:
             sub = s.get(Submission, submission_id, with_for_update=True)
@@ -499,29 +500,30 @@ class Pipeline:
                 return
             ev = evaluators[0] if evaluators else {"evaluator_version": None, "stack": {}}
             st = self.settings
-            header = {
-                "evaluator_version": ev["evaluator_version"],
-                "stack": ev["stack"],
-                "started": sub.created_at.isoformat(timespec="seconds"),
-                "finished": self._now().isoformat(timespec="seconds"),
-                "submission_id": sub.id,
-                "team": sub.team.name,
-                "policy": {"image_ref": sub.image_ref, "image_digest": sub.image_digest, "source": sub.source,
-                           "protocol": sub.protocol, "metadata": sub.policy_metadata},
-                "settings": {"episodes_per_instance": st.episodes_per_instance, "seed": st.episode_seed,
-                             "max_steps": st.max_steps, "request_timeout_s": st.request_timeout_s,
-                             "episode_budget_s": st.episode_budget_s, "backend": self.backend_name()},
-                "manifest_sha256": sub.manifest_sha256,
-                "instances": len({r.instance_id for r in records}),
-            }
+            header = run_header(
+                evaluator_version=ev["evaluator_version"],
+                stack=ev["stack"],
+                started=sub.created_at.isoformat(timespec="seconds"),
+                finished=self._now().isoformat(timespec="seconds"),
+                submission_id=sub.id,
+                team=sub.team.name,
+                policy={"image_ref": sub.image_ref, "image_digest": sub.image_digest, "source": sub.source,
+                        "protocol": sub.protocol, "metadata": sub.policy_metadata},
+                settings={"episodes_per_instance": st.episodes_per_instance, "seed": st.episode_seed,
+                          "max_steps": st.max_steps, "request_timeout_s": st.request_timeout_s,
+                          "episode_budget_s": st.episode_budget_s, "backend": self.backend_name()},
+                manifest_sha256=sub.manifest_sha256,
+                instances=len({r.instance_id for r in records}),
+            )
             summary = summarize(records, header)
             s.add(Result(submission_id=sub.id, team_id=sub.team_id, team_name=sub.team.name,
                          policy_name=sub.policy_name or "unnamed", image_digest=sub.image_digest or "",
                          spec_version=sub.spec_version or "", evaluator_version=str(ev["evaluator_version"]),
-                         stack=ev["stack"] or {}, manifest_sha256=sub.manifest_sha256 or "", summary=summary))
-            nominal = next((c for c in summary["cases"] if c["case"] == "nominal"), None)
-            headline = (f"; nominal success rate {100 * nominal['success_rate']:.1f}%"
-                        if nominal and nominal.get("success_rate") is not None else "")
+                         stack=ev["stack"] or {}, manifest_sha256=sub.manifest_sha256 or "",
+                         summary=summary.to_json()))
+            nominal = summary.case("nominal")
+            headline = (f"; nominal success rate {100 * nominal.success_rate:.1f}%"
+                        if nominal and nominal.success_rate is not None else "")
             set_state(s, sub, S.published, f"published: {len(records)} episodes{headline}")
 
     def backend_name(self) -> str:
