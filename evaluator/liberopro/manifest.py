@@ -53,8 +53,8 @@ __all__ = ["MANIFEST_KIND", "MANIFEST_SCHEMA_VERSION", "REFERENCE", "DroppedPair
            "ManifestHeader", "check_manifest", "content_hash", "first_valid_static", "generate", "read_manifest",
            "report", "seed_commitment", "validate_instance", "write_manifest"]
 
-#: Reference counts of the study this benchmark follows (benchmark.md, "Instances"): shifted
-#: instances only (40 tasks x 42 shifts = 1,680 pairs); nominal instances come on top.
+#: Reference counts of the study this benchmark follows (``docs/definition.md``, "Instances"):
+#: shifted instances only (40 tasks x 42 shifts = 1,680 pairs); nominal instances come on top.
 REFERENCE = {"train": 1313, "eval": 335, "total": 1648, "pairs": 1680}
 
 
