@@ -140,8 +140,9 @@ class EvalArgs:
 
 def _instances(a: EvalArgs):
     """(instances, skipped reasons, episodes per instance) from a manifest or from tasks x cases."""
+    from liberopro.generation import check_manifest, first_valid_static
     from liberopro.instances import make_instance, parse_cases
-    from liberopro.manifest import ManifestError, check_manifest, first_valid_static
+    from liberopro.schema.manifest import ManifestError
     from liberopro.split import split_tasks
     from liberopro.tasks import parse_task_list
 
@@ -210,7 +211,7 @@ def _evaluate(a: EvalArgs) -> Summary:
     from submission_spec.transports import PROTOCOLS, parse_protocol_options
 
     from liberopro.instances import plan_episodes
-    from liberopro.manifest import content_hash
+    from liberopro.schema.manifest import content_hash
     from submission_spec import PolicyError
 
     if (a.policy is None) == (a.policy_cmd is None):
@@ -404,8 +405,9 @@ def instances_generate(
     elif seed is None:
         _fail("give --seed for a train/all manifest")
     _require_renderer()  # before the imports below load mujoco
+    from liberopro.generation import REFERENCE, default_cases, generate, report
     from liberopro.instances import NOMINAL, parse_cases
-    from liberopro.manifest import REFERENCE, ManifestError, default_cases, generate, report, write_manifest
+    from liberopro.schema.manifest import ManifestError, write_manifest
     from liberopro.stack import StackError
     from liberopro.tasks import parse_task_list
 
@@ -460,8 +462,9 @@ def review(
 ) -> None:
     """Render review pages: scene before/after each static shift, frames around each runtime trigger."""
     _require_renderer()  # before the imports below load mujoco
-    from liberopro.manifest import ManifestError, check_manifest
+    from liberopro.generation import check_manifest
     from liberopro.review import first_per_shift, render_page, review_instance
+    from liberopro.schema.manifest import ManifestError
     from liberopro.stack import StackError, check_stack
 
     try:
@@ -583,9 +586,9 @@ def _register_extensions() -> None:
     """Commands contributed by the platform package (``submit``, ``status``, ``cancel``)."""
     import importlib.util
 
-    if importlib.util.find_spec("liberopro_platform.cli") is None:
+    if importlib.util.find_spec("liberopro_platform.submitter_cli") is None:
         return
-    from liberopro_platform.cli import register
+    from liberopro_platform.submitter_cli import register
 
     register(app)
 

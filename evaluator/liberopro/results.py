@@ -53,7 +53,8 @@ def _outcomes(recs: list[EpisodeRecord]) -> dict[str, list[bool]]:
 
 
 def headline(rows: dict[str, list[EpisodeRecord]]) -> Headline:
-    """The benchmark's aggregate metrics (``benchmark.md``, "Metrics" and "Diagnostic studies").
+    """The benchmark's aggregate metrics (``docs/definition.md``, "Metrics" and "Diagnostic
+    studies").
 
     * ``nominal``: SR of the nominal case.
     * ``overall``: mean SR over every single-shift case (static and runtime), with a bootstrap

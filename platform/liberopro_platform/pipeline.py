@@ -1,7 +1,7 @@
 """The submission pipeline as plain functions over the database: validate -> plan shards ->
 run shards -> aggregate -> publish, plus cancel, requeue, stuck detection and crash recovery.
 
-Celery tasks (:mod:`liberopro_platform.tasks`) only call these; each stage hands over to the
+Celery tasks (:mod:`liberopro_platform.celery_app`) only call these; each stage hands over to the
 next through an :class:`Enqueue`. Every stage is idempotent: a duplicate or redelivered task
 finds the work claimed or done and returns. Claims are compare-and-set updates with a
 heartbeat; a claim whose heartbeat went stale may be taken over.
@@ -23,7 +23,6 @@ from liberopro_platform.db import transaction
 from liberopro_platform.evaluator_entry import ShardSpec
 from liberopro_platform.heartbeat import CONTROL, SHARDS, all_rows, describe_absence, is_live
 from liberopro_platform.image_refs import IMAGE_ID
-from liberopro_platform.manifest import ManifestError, load_manifest, plan_shards
 from liberopro_platform.models import (
     ACTIVE_STATES,
     Episode,
@@ -36,6 +35,7 @@ from liberopro_platform.models import (
     WorkerHeartbeat,
     utcnow,
 )
+from liberopro_platform.planning import ManifestError, load_manifest, plan_shards
 from liberopro_platform.sandbox.base import (
     PolicyRejected,
     PolicySource,

@@ -13,7 +13,8 @@ Endpoints (see ``openapi.json`` beside this package, generated from these models
 Both ``POST`` bodies may be JSON (``application/json``) or msgpack (``application/msgpack``); the
 server answers in the encoding of the request. Arrays travel as :class:`~submission_spec.arrays.NDArray`.
 
-Conventions (LIBERO facts; see ``shared/reference/libero.md``):
+Conventions (LIBERO facts; see ``docs/libero-facts.md``, "Actions and observations", in the
+repository):
 
 * Actions are LIBERO's OSC_POSE delta end-effector commands at 20 Hz:
   ``[dx, dy, dz, droll, dpitch, dyaw, gripper]``, each in [-1, 1]. Position deltas scale to at
