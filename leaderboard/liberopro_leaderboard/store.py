@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections import OrderedDict
 
+from cachetools import LRUCache
 from liberopro_platform.api.deps import plausible_id
 from liberopro_platform.models import Result
 from sqlalchemy import select
@@ -28,24 +28,22 @@ class ResultStore:
     """Visible results as :class:`PublicResult`, cached per result (LRU, ``max_entries``)."""
 
     def __init__(self, max_entries: int = 5000) -> None:
-        self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._views: OrderedDict[ResultKey, PublicResult] = OrderedDict()
+        self._views: LRUCache[ResultKey, PublicResult] = LRUCache(max_entries)
         self.loaded = 0  # results converted so far (tests use it to see the cache work)
 
+    @property
+    def max_entries(self) -> int:
+        """Results kept at most (the least recently used goes first)."""
+        return int(self._views.maxsize)
+
     def _cached(self, key: ResultKey) -> PublicResult | None:
-        with self._lock:
-            view = self._views.get(key)
-            if view is not None:
-                self._views.move_to_end(key)
-            return view
+        with self._lock:  # an LRUCache is not thread-safe (a hit reorders it)
+            return self._views.get(key)
 
     def _keep(self, key: ResultKey, view: PublicResult) -> None:
         with self._lock:
             self._views[key] = view
-            self._views.move_to_end(key)
-            while len(self._views) > self.max_entries:
-                self._views.popitem(last=False)
             self.loaded += 1
 
     def _views_for(self, session: Session, keys: list[ResultKey]) -> dict[ResultKey, PublicResult]:

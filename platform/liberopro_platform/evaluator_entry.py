@@ -163,6 +163,7 @@ def run_shard(url: str, spec: ShardSpec, emit: Emit, should_stop: Callable[[], b
     from liberopro.runner import EpisodeRunner, RunSettings
     from liberopro.schema.manifest import ManifestError
     from liberopro.stack import check_stack
+    from submission_spec.polling import poll_until
     from submission_spec.transports import make_client
 
     versions = check_stack()
@@ -185,6 +186,11 @@ def run_shard(url: str, spec: ShardSpec, emit: Emit, should_stop: Callable[[], b
         settings.render_size = spec.render_size or auto_render_size(meta)
         state = {"down": False}
 
+        def answered(_left: float) -> bool:
+            if should_stop():
+                raise ShardStopped("stop requested")
+            return client.health(timeout=2.0)
+
         def before_episode() -> None:
             if should_stop():
                 raise ShardStopped("stop requested")
@@ -195,14 +201,8 @@ def run_shard(url: str, spec: ShardSpec, emit: Emit, should_stop: Callable[[], b
                 return
             if state["down"]:
                 return  # it stayed down after a full wait: do not wait again for every episode
-            end = time.monotonic() + spec.restart_wait_s
-            while time.monotonic() < end:
-                if should_stop():
-                    raise ShardStopped("stop requested")
-                if client.health(timeout=2.0):
-                    return
-                time.sleep(0.5)
-            state["down"] = True
+            if not poll_until(answered, spec.restart_wait_s, 0.5):
+                state["down"] = True
 
         runner = EpisodeRunner(client, meta, settings, before_episode=before_episode)
         try:

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import tenacity
 from liberopro.schema.results import ConformanceEvent, DoneEvent, EpisodeEvent, ErrorEvent
 
 from liberopro_platform.config import Settings
@@ -694,11 +695,10 @@ class DockerBackend:
         died = (not state.get("Running")) or state.get("Restarting") or restarts > restarts_seen
         if not died:
             return restarts_seen
-        end = time.monotonic() + 5.0
-        deaths = watch.deaths_since(since - 1.0)
-        while not deaths and time.monotonic() < end:
-            time.sleep(0.1)
-            deaths = watch.deaths_since(since - 1.0)
+        # The engine's die event may trail the state: look again every 0.1 s for up to 5 s.
+        deaths = tenacity.Retrying(stop=tenacity.stop_after_delay(5.0), wait=tenacity.wait_fixed(0.1),
+                                   retry=tenacity.retry_if_not_result(bool),
+                                   retry_error_callback=lambda st: st.outcome.result())(watch.deaths_since, since - 1.0)
         death = deaths[-1] if deaths else {"oom": bool(state.get("OOMKilled")), "exit_code": state.get("ExitCode")}
         original = f"{record['termination_reason']}: {record.get('detail') or ''}".strip()
         if death["oom"]:
