@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from html import escape
 
 from cachetools import LRUCache
+from liberopro.schema.public import CATEGORIES, CaseRate, PairedDifference, Rate
 
 from liberopro_leaderboard.palette import CHART, HEATMAP_CMAP, SERIES, text_on
-from liberopro_leaderboard.public import CATEGORIES, CaseRate, PairedDifference, Rate
 
 _RENDER_LOCK = threading.Lock()
 
@@ -163,7 +163,7 @@ def category_chart(metrics: dict[str, Rate]) -> Chart:
 
 def shift_chart(cases: list[CaseRate], nominal: Rate | None) -> Chart:
     """Per single shift, static and runtime side by side: success rate and 95% interval."""
-    from liberopro_leaderboard.public import shift_sort_key
+    from liberopro.schema.public import shift_sort_key
 
     singles = sorted((c for c in cases if c.standard and len(c.shift_ids) == 1),
                      key=lambda c: shift_sort_key(c.shift_ids[0]))

@@ -28,6 +28,16 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from liberopro.schema.public import (
+    CATEGORIES,
+    COLUMN_BY_KEY,
+    COLUMNS,
+    KINDS,
+    Column,
+    PublicResult,
+    Rate,
+    shift_sort_key,
+)
 from liberopro_platform.api.deps import SessionDep
 
 from liberopro_leaderboard.catalog import Catalog, build_catalog
@@ -43,16 +53,6 @@ from liberopro_leaderboard.charts import (
 )
 from liberopro_leaderboard.comparison import CompareResponse, compare
 from liberopro_leaderboard.palette import css_variables
-from liberopro_leaderboard.public import (
-    CATEGORIES,
-    COLUMN_BY_KEY,
-    COLUMNS,
-    KINDS,
-    Column,
-    PublicResult,
-    Rate,
-    shift_sort_key,
-)
 from liberopro_leaderboard.ranking import (
     DEFAULT_SORT,
     TEXT_SORTS,

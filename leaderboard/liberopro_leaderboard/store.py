@@ -1,7 +1,7 @@
 """Reading published results from the platform's ``results`` table, with a cache.
 
 A published result never changes (only its ``hidden`` flag does), so its public view
-(:func:`~liberopro_leaderboard.public.public_result`) is computed once per result and kept. Every
+(:func:`~liberopro.schema.public.public_result`) is computed once per result and kept. Every
 request still asks the database which results are visible, so hiding a result takes effect at
 once. A page costs at most two queries whatever the number of results: one narrow query for the
 visible ids, and one for the summaries not yet cached (no query per row).
@@ -13,12 +13,11 @@ import datetime as dt
 import threading
 
 from cachetools import LRUCache
+from liberopro.schema.public import PublicResult, public_result
 from liberopro_platform.api.deps import plausible_id
 from liberopro_platform.models import Result
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-
-from liberopro_leaderboard.public import PublicResult, public_result
 
 #: A result's identity in the cache: its row id and publication time (a re-published row is a new entry).
 ResultKey = tuple[int, dt.datetime]

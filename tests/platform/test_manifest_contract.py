@@ -35,7 +35,7 @@ def test_a_real_eval_manifest_loads_in_the_platform_and_plans_shards(tmp_path):
     """`liberopro instances generate --split eval` on one held-out task, nominal and S12 (each
     realised on init state 0 in the simulator: one scene build, two one-step episodes)."""
     from liberopro.results import EpisodeRecord, summarize
-    from liberopro_leaderboard.public import metrics_of
+    from liberopro.schema.public import metrics_of
     from liberopro_platform.evaluator_entry import ShardSpec
 
     out = tmp_path / "hidden.jsonl"

@@ -24,12 +24,12 @@ from liberopro_leaderboard.charts import (
     static_runtime_chart,
     sweep_chart,
 )
-from liberopro_leaderboard.public import CATEGORIES, CaseRate, PairedDifference, Rate, shift_sort_key
 
 from liberopro import EVALUATOR_VERSION
 from liberopro.comparison import PairingError, compare_runs
 from liberopro.metrics import paired_difference
 from liberopro.report.runs import CaseRow, Condition, Policy, Run
+from liberopro.schema.public import CATEGORIES, CaseRate, PairedDifference, Rate, shift_sort_key
 
 RECOVERY_PROTOCOLS = ("hold", "retry", "restore")
 

@@ -4,7 +4,7 @@ A run directory is what ``liberopro evaluate --out DIR`` writes: ``summary.json`
 ``episodes.jsonl`` and ``instances.jsonl`` (:mod:`liberopro.results`). :func:`read_header` and
 :func:`read_summary` are the ONLY places that read ``summary.json``, through its model
 (:class:`liberopro.schema.results.Summary`); rates become the leaderboard's
-:class:`~liberopro_leaderboard.public.Rate` (the charts draw those).
+:class:`~liberopro.schema.public.Rate` (the charts draw those).
 
 Runs are grouped per policy by (policy name, identity): the name is the policy's
 ``/metadata`` ``policy_name``; the identity is the image digest (platform runs), else the
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from liberopro_leaderboard.public import PairedDifference, Rate, metrics_of, wilson_rate
 from pydantic import ValidationError
 
 from liberopro.metrics import wilson
 from liberopro.results import EpisodeRecord, summarize
+from liberopro.schema.public import PairedDifference, Rate, metrics_of, wilson_rate
 from liberopro.schema.results import Summary
 
 

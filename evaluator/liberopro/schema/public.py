@@ -1,4 +1,5 @@
-"""What of a published result may be shown in public, as typed models.
+"""What of a published result may be shown in public, as typed models (light: no simulator, no
+web stack; the leaderboard, the platform's submitter-facing routes and the report all read it).
 
 A :class:`liberopro_platform.models.Result` row holds the whole ``summary.json`` of a run, read
 here as :class:`liberopro.schema.results.Summary`. This module copies out of it, field by field, only what the leaderboard shows: aggregate success
@@ -16,10 +17,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
+from pydantic import BaseModel, Field
+
 from liberopro.catalog import CATEGORIES  # the six categories in the benchmark's order (no simulator)
 from liberopro.schema.results import CaseSummary, MeanRate, SuccessRate, Summary
 from liberopro.schema.results import PairedDifference as SummaryPairedDifference
-from pydantic import BaseModel, Field
 
 KINDS: tuple[str, ...] = ("static", "runtime")
 SHORT: dict[str, str] = {"Condition": "Cond.", "Environment": "Env.", "Observation": "Obs.", "Execution": "Exec.",
