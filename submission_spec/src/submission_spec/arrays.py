@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import numpy as np
 from pydantic import (
@@ -154,7 +154,7 @@ class NDArray(BaseModel):
                 f"dtype {array.dtype} cannot travel; use one of {sorted(WIRE_DTYPES)}"
             )
         data = np.ascontiguousarray(array, dtype=WIRE_DTYPES[name]).tobytes()
-        return cls.model_construct(dtype=name, shape=list(array.shape), data=data)
+        return cls.model_construct(dtype=cast(Any, name), shape=list(array.shape), data=data)  # name is in WIRE_DTYPES
 
     def to_numpy(self) -> np.ndarray:
         """A read-only numpy view of the bytes, in native byte order."""

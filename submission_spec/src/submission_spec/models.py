@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from submission_spec.arrays import NDArray
 
-SPEC_VERSION = "1.0"
+SPEC_VERSION: Literal["1.0"] = "1.0"
 
 CameraName = Literal["agentview", "wrist"]
 """``agentview``: LIBERO's fixed third-person camera; ``wrist``: ``robot0_eye_in_hand``."""

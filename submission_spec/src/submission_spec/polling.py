@@ -41,6 +41,6 @@ def poll_until(check: Callable[[float], T], timeout: float, interval: float,
         stop=tenacity.stop_before_delay(timeout),
         wait=tenacity.wait_fixed(interval),
         retry=tenacity.retry_if_not_result(done),
-        retry_error_callback=lambda state: state.outcome.result(),
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
     )
     return retrying(lambda: check(end - time.monotonic()))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -58,7 +58,7 @@ def object_hook(d: dict) -> Any:
     except (binascii.Error, ValueError) as exc:
         raise RefusedArray(f"json-numpy data is not valid base64: {exc}") from exc
     check_array(dt, shape, len(raw))
-    arr = np.frombuffer(raw, dtype=dt).reshape(shape)
+    arr = np.frombuffer(raw, dtype=dt).reshape(cast(list[int], shape))  # check_array validated it
     return arr[()] if shape == [] else arr
 
 
