@@ -6,7 +6,8 @@ policy, reduced to what must not change when the code is reorganised.
 
 - every episode record of ``episodes.jsonl`` without its wall-clock fields (``episode_id``,
   ``wall_s``, ``loop_s``, ``latency``), keyed by (instance id, episode index);
-- the digests of every observation the policy received (images, proprioception, instruction),
+- every observation the policy received (digests of images and instruction, proprioception
+  rounded to 1e-7 and compared within a tolerance),
   in order, per episode (joined on the episode id);
 - the fixed manifest's content hash.
 
