@@ -303,6 +303,8 @@ class EpisodeRunner:
 
     def _record(self, plan: EpisodePlan, stack: ShiftStack, session: PolicySession, out: _Outcome,
                 t_start: float) -> EpisodeRecord:
+        """The episode's record (:class:`liberopro.results.EpisodeRecord`) from its plan, shifts,
+        policy session and outcome; ``wall_s`` counts from ``t_start`` (``time.perf_counter``)."""
         ref = plan.instance.task
         return EpisodeRecord(
             instance_id=plan.instance.instance_id,
