@@ -206,7 +206,7 @@ build_service() {  # NAME (redis|postgres): a Dockerfile and its entrypoint, FRO
 build_platform() {
   context_for "$BUILD/ctx-platform" liberopro-submission-spec \
     fastapi uvicorn sqlalchemy alembic 'celery[redis]' docker 'psycopg[binary]' pydantic-settings \
-    python-multipart httpx typer rich msgpack pydantic numpy jinja2 matplotlib
+    python-multipart httpx typer rich msgpack pydantic numpy jinja2 matplotlib tenacity cachetools
   build "liberopro/platform:$TAG" "$REPO/docker/platform.Dockerfile" "$BUILD/ctx-platform" "$BASE_PYTHON"
 }
 

@@ -14,7 +14,7 @@ COPY wheelhouse/ /wheelhouse/
 RUN python3 -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheelhouse \
       fastapi uvicorn sqlalchemy alembic 'celery[redis]' docker 'psycopg[binary]' pydantic-settings \
-      python-multipart httpx typer rich msgpack pydantic numpy jinja2 matplotlib
+      python-multipart httpx typer rich msgpack pydantic numpy jinja2 matplotlib tenacity cachetools
 
 FROM ${BASE_IMAGE}
 COPY --from=deps /opt/venv /opt/venv

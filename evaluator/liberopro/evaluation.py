@@ -21,6 +21,7 @@ from liberopro.instances import EpisodePlan, Instance
 from liberopro.policy_process import PolicyProcess
 from liberopro.results import EpisodeRecord, ResultsWriter
 from liberopro.runner import EpisodeRunner, RunSettings
+from liberopro.schema.results import Summary, run_header
 from liberopro.stack import check_stack
 from submission_spec import PolicyMetadata
 
@@ -49,8 +50,10 @@ def run_evaluation(
     skipped: list[str] | None = None,
     extra_header: dict[str, Any] | None = None,
     on_record: Callable[[EpisodeRecord], None] | None = None,
-) -> dict[str, Any]:
-    """Run ``plans`` and write ``out_dir/episodes.jsonl``, ``summary.json`` and ``instances.jsonl``.
+) -> Summary:
+    """Run ``plans`` and write ``out_dir/episodes.jsonl``, ``summary.json`` and ``instances.jsonl``;
+    returns the :class:`~liberopro.schema.results.Summary` written (``extra_header``: more header
+    fields, e.g. the CLI's ``manifest`` and ``manifest_sha256``).
 
     Exactly one of ``policy_url`` / ``policy_cmd``. ``protocol`` names the policy's wire protocol
     (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises :class:`liberopro.stack.StackError`
@@ -96,19 +99,19 @@ def run_evaluation(
             runner.run(plans, record)
         finally:
             runner.close()
-        header = {
-            "evaluator_version": EVALUATOR_VERSION,
-            "stack": versions,
-            "started": started,
-            "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "command": sys.argv,
-            "policy": {"url": policy_url, "cmd": policy_cmd, "protocol": protocol, "encoding": encoding,
-                       "protocol_options": {k: "***" if k == "api_key" else v for k, v in (protocol_options or {}).items()},
-                       "metadata": meta.model_dump(mode="json"),
-                       "restarts": proc.restarts if proc else 0, "pids": proc.pids if proc else []},
-            "settings": asdict(settings),
-            "instances": len(instances),
-            "skipped_pairs": skipped or [],
+        header = run_header(
+            evaluator_version=EVALUATOR_VERSION,
+            stack=versions,
+            started=started,
+            finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            command=sys.argv,
+            policy={"url": policy_url, "cmd": policy_cmd, "protocol": protocol, "encoding": encoding,
+                    "protocol_options": {k: "***" if k == "api_key" else v for k, v in (protocol_options or {}).items()},
+                    "metadata": meta.model_dump(mode="json"),
+                    "restarts": proc.restarts if proc else 0, "pids": proc.pids if proc else []},
+            settings=asdict(settings),
+            instances=len(instances),
+            skipped_pairs=skipped or [],
             **(extra_header or {}),
-        }
+        )
         return writer.finish(header)

@@ -43,7 +43,7 @@ Recovery = Literal["none", "hold", "retry", "restore"]
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """Diagnostic conditions of an episode (``benchmark.md``, "Diagnostic studies").
+    """Diagnostic conditions of an episode (``docs/definition.md``, "Diagnostic studies").
 
     ``observations``: ``live`` (standard) or ``frozen`` (the policy keeps receiving its first
     observation; the step index and instruction stay current). ``recovery`` after the first

@@ -1,4 +1,4 @@
-"""Success rates with their uncertainty (``benchmark.md``, "Metrics").
+"""Success rates with their uncertainty (``docs/definition.md``, "Metrics").
 
 SR_m(c) = 1/|T_c| sum_{t in T_c} [1/N_tc sum_i 1[episode i succeeded]]: the mean over the tasks
 compatible with case c of each task's success rate. Invalid episodes (a shift whose

@@ -1,7 +1,7 @@
 """Task phases computed from simulator state, never told to the policy.
 
-Definitions (``shared/reference/benchmark.md``, "A task under a shift"), made concrete for every
-kind of LIBERO task. A task has *actors*, the things the robot acts on:
+Definitions (``docs/definition.md``, "Task phases"), made concrete for every kind of LIBERO task.
+A task has *actors*, the things the robot acts on:
 
 * every movable object the goal places (``sem.placements``: one for most tasks, two in some
   LIBERO-10 tasks), and

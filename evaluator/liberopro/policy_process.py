@@ -15,9 +15,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from submission_spec.polling import poll_until
 from submission_spec.transports import make_client
 
 from submission_spec import PolicyError
@@ -83,15 +83,17 @@ class PolicyProcess:
         )
         log.close()
         self.pids.append(self.proc.pid)
+        proc = self.proc
+
+        def answered(_left: float) -> bool:
+            if proc.poll() is not None:
+                raise PolicyError("policy_connect_error", f"policy command exited with code {proc.returncode} "
+                                  f"before answering /health; last output:\n{_tail(self.log_path)}")
+            return client.health(timeout=1.0)
+
         with make_client(self.url, self.protocol, **self.client_options) as client:
-            end = time.monotonic() + self.startup_timeout
-            while time.monotonic() < end:
-                if self.proc.poll() is not None:
-                    raise PolicyError("policy_connect_error", f"policy command exited with code {self.proc.returncode} "
-                                      f"before answering /health; last output:\n{_tail(self.log_path)}")
-                if client.health(timeout=1.0):
-                    return
-                time.sleep(0.2)
+            if poll_until(answered, self.startup_timeout, 0.2):
+                return
         self.stop()
         raise PolicyError("policy_connect_error", f"policy command did not answer GET /health within "
                           f"{self.startup_timeout:.0f} s on port {self.port}; last output:\n{_tail(self.log_path)}")

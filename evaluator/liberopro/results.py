@@ -11,8 +11,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from liberopro.metrics import (
     PairKey,
     bootstrap_mean_of_rates,
@@ -21,93 +19,26 @@ from liberopro.metrics import (
     success_rate,
     weakest_single_gap,
 )
-
-RESULTS_SCHEMA_VERSION = 1
+from liberopro.schema.results import (
+    RESULTS_SCHEMA_VERSION,
+    EpisodeRecord,
+    Headline,
+    LatencyStats,
+    RunHeader,
+    ShiftRecord,
+    Summary,
+)
 
 #: Termination reasons besides the policy's own (``submission_spec.client.FailureReason``).
 EVALUATOR_REASONS = ("success", "horizon", "shift_invalid", "evaluator_error")
 
-
-class LatencyStats(BaseModel):
-    """HTTP round trips of ``/act`` in one episode, milliseconds as the evaluator saw them."""
-
-    requests: int = 0
-    mean_ms: float | None = None
-    p50_ms: float | None = None
-    p95_ms: float | None = None
-    max_ms: float | None = None
-    server_mean_ms: float | None = None
+__all__ = ["EVALUATOR_REASONS", "RESULTS_SCHEMA_VERSION", "EpisodeRecord", "Headline", "LatencyStats", "ResultsWriter",
+           "RunHeader", "ShiftRecord", "Summary", "case_kind", "headline", "read_episodes", "summarize"]
 
 
-class EpisodeRecord(BaseModel):
-    """One line of ``episodes.jsonl``.
-
-    ``valid`` is False when a shift could not be realised as stated (``termination_reason``
-    ``shift_invalid``): such an episode is reported but counts in no success rate.
-    ``shifts`` lists each shift with id, name, category, kind, params, what was applied
-    (measured), and for runtime shifts ``fired_at_step`` and ``fired_by`` (phase or fallback).
-    ``wall_s`` is the whole episode (reset, settle, loop); ``loop_s`` the policy loop alone.
-    ``observations`` (live/frozen) and ``recovery`` (protocol, and when it was applied) are the
-    diagnostic conditions; ``replan_steps`` the actions executed per chunk.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-    schema_version: int = RESULTS_SCHEMA_VERSION
-    instance_id: str
-    case: str
-    suite: str
-    task_index: int
-    task_name: str
-    episode_index: int
-    init_state_id: int
-    seed: int
-    shifts: list[dict[str, Any]] = Field(default_factory=list)
-    success: bool
-    valid: bool = True
-    steps: int
-    horizon: int
-    termination_reason: str
-    detail: str | None = None
-    phases: dict[str, int] = Field(default_factory=dict)
-    instruction: str
-    observations: str = "live"
-    recovery: dict[str, Any] = Field(default_factory=lambda: {"protocol": "none"})
-    replan_steps: int | None = None
-    latency: LatencyStats = Field(default_factory=LatencyStats)
-    episode_id: str
-    wall_s: float
-    loop_s: float = 0.0
-
-    def outcome_key(self) -> tuple:
-        """Everything that must be identical when the same episode is run again."""
-        d = self.model_dump(exclude={"latency", "episode_id", "wall_s", "loop_s"})
-        return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in d.items()))
-
-    @property
-    def diagnostic_label(self) -> str:
-        parts = [p for p in (self.observations if self.observations != "live" else "",
-                             self.recovery.get("protocol", "none") if self.recovery.get("protocol") != "none" else "") if p]
-        return ",".join(parts)
-
-    @property
-    def row_key(self) -> str:
-        """The summary row: the case, with non-standard diagnostic conditions in brackets."""
-        label = self.diagnostic_label
-        return f"{self.case} [{label}]" if label else self.case
-
-    @property
-    def task_key(self) -> str:
-        return f"{self.suite}:{self.task_index}"
-
-    @property
-    def pair_key(self) -> PairKey:
-        """(task, init state, seed): the same start in every case of a run (pairing key of
-        :mod:`liberopro.metrics`' paired differences)."""
-        return self.task_key, self.init_state_id, self.seed
-
-
-def case_kind(shift_records: list[dict]) -> str:
-    kinds = {s["kind"] for s in shift_records}
+def case_kind(shift_records: list[ShiftRecord]) -> str:
+    """nominal (no shift), static, runtime, or mixed."""
+    kinds = {s.kind for s in shift_records}
     if not kinds:
         return "nominal"
     return kinds.pop() if len(kinds) == 1 else "mixed"
@@ -121,8 +52,9 @@ def _outcomes(recs: list[EpisodeRecord]) -> dict[str, list[bool]]:
     return out
 
 
-def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
-    """The benchmark's aggregate metrics (``benchmark.md``, "Metrics" and "Diagnostic studies").
+def headline(rows: dict[str, list[EpisodeRecord]]) -> Headline:
+    """The benchmark's aggregate metrics (``docs/definition.md``, "Metrics" and "Diagnostic
+    studies").
 
     * ``nominal``: SR of the nominal case.
     * ``overall``: mean SR over every single-shift case (static and runtime), with a bootstrap
@@ -145,8 +77,8 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
 
     def group(kind: str | None = None, category: str | None = None) -> dict:
         sel = {k: _outcomes(v) for k, v in singles.items()
-               if (kind is None or v[0].shifts[0]["kind"] == kind)
-               and (category is None or v[0].shifts[0]["category"] == category)}
+               if (kind is None or v[0].shifts[0].kind == kind)
+               and (category is None or v[0].shifts[0].category == category)}
         return bootstrap_mean_of_rates(sel)
 
     def sr(recs: list[EpisodeRecord]) -> float | None:
@@ -155,7 +87,7 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
     categories: dict[str, dict[str, Any]] = {"static": {}, "runtime": {}}
     for v in singles.values():
         s = v[0].shifts[0]
-        categories[s["kind"]].setdefault(s["category"], None)
+        categories[s.kind].setdefault(s.category, None)
     for kind, cats in categories.items():
         for cat in sorted(cats):
             cats[cat] = group(kind, cat)
@@ -164,7 +96,7 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
 
     compositions = []
     for key, recs in standard.items():
-        ids = [s["id"] for s in recs[0].shifts]
+        ids = [s.id for s in recs[0].shifts]
         if len(ids) < 2:
             continue
         gap = weakest_single_gap(paired(recs), {i: paired(standard[i]) for i in ids if i in standard}) \
@@ -200,7 +132,7 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
                 recovery[proto][recs[0].case] = (rec, base)
     mean_frozen = mean_paired_difference(frozen_pairs) if frozen_pairs else None
     nominal = standard.get("nominal")
-    return {
+    return Headline.model_validate({
         "nominal": success_rate((r.task_key, r.success) for r in nominal if r.valid) if nominal else None,
         "overall": group(),
         "static_mean": group("static"),
@@ -211,17 +143,17 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> dict[str, Any]:
                               "mean_gap_ci95": mean_frozen["ci95"] if mean_frozen else None,
                               "mean_gap_paired_episodes": mean_frozen["pairs"] if mean_frozen else 0},
         "recovery_gain": {p: _gain(g) for p, g in sorted(recovery.items())},
-    }
+    })
 
 
 def _fired_counts(valid: list[EpisodeRecord]) -> dict[str, int] | None:
     """For a case with runtime shifts: how many valid episodes saw every runtime shift fire by its
     phase, how many by a fallback step (at least one), and how many ended before one fired."""
-    if not any(s["kind"] == "runtime" for s in (valid[0].shifts if valid else [])):
+    if not any(s.kind == "runtime" for s in (valid[0].shifts if valid else [])):
         return None
     out = {"phase": 0, "fallback": 0, "not_fired": 0}
     for r in valid:
-        by = [s.get("fired_by") for s in r.shifts if s["kind"] == "runtime"]
+        by = [s.fired_by for s in r.shifts if s.kind == "runtime"]
         out["not_fired" if None in by else "fallback" if "fallback" in by else "phase"] += 1
     return out
 
@@ -238,9 +170,11 @@ def _gain(by_case: dict[str, tuple[dict, dict]]) -> dict[str, Any]:
     return {"mean_gain": d["value"], "ci95": d["ci95"], "cases": len(by_case), "paired_episodes": d["pairs"]}
 
 
-def summarize(records: list[EpisodeRecord], header: dict[str, Any]) -> dict[str, Any]:
-    """``summary.json`` content: per row (case with its diagnostic conditions) the task-averaged
-    success rate with its Wilson interval and counts, the paired drop from the policy's own
+def summarize(records: list[EpisodeRecord], header: RunHeader | dict[str, Any]) -> Summary:
+    """The :class:`~liberopro.schema.results.Summary` (``summary.json``) of ``records`` under
+    ``header`` (a :class:`~liberopro.schema.results.RunHeader` from
+    :func:`~liberopro.schema.results.run_header`, or its dict; ``{}`` for none): per row (case
+    with its diagnostic conditions) the task-averaged success rate with its Wilson interval and counts, the paired drop from the policy's own
     nominal (``drop_from_nominal``: SR(nominal) - SR(case) over the same tasks, init states and
     seeds, with a paired bootstrap interval), how runtime shifts fired (``runtime_fired``: by
     phase, by fallback, not fired), and the :func:`headline` metrics."""
@@ -257,9 +191,9 @@ def summarize(records: list[EpisodeRecord], header: dict[str, Any]) -> dict[str,
         fired = _fired_counts(valid)
         cases.append({
             "case": key,
-            "shift_ids": [s["id"] for s in first],
-            "shift_names": [s["name"] for s in first],
-            "categories": [s["category"] for s in first],
+            "shift_ids": [s.id for s in first],
+            "shift_names": [s.name for s in first],
+            "categories": [s.category for s in first],
             "kind": case_kind(first),
             "observations": recs[0].observations,
             "recovery": recs[0].recovery.get("protocol", "none"),
@@ -270,9 +204,10 @@ def summarize(records: list[EpisodeRecord], header: dict[str, Any]) -> dict[str,
             "runtime_fired": fired,
             "drop_from_nominal": _drop(nominal, valid) if first and nominal and not recs[0].diagnostic_label else None,
         })
-    return {
+    head = header.to_json() if isinstance(header, RunHeader) else RunHeader.model_validate(header).to_json()
+    return Summary.model_validate({
         "schema_version": RESULTS_SCHEMA_VERSION,
-        **header,
+        **head,
         "episodes": {
             "total": len(records),
             "valid": sum(r.valid for r in records),
@@ -282,7 +217,7 @@ def summarize(records: list[EpisodeRecord], header: dict[str, Any]) -> dict[str,
         "termination_reasons": dict(sorted(Counter(r.termination_reason for r in records).items())),
         "headline": headline(rows),
         "cases": cases,
-    }
+    })
 
 
 class ResultsWriter:
@@ -302,10 +237,11 @@ class ResultsWriter:
         self._fh.flush()
         self.records.append(record)
 
-    def finish(self, header: dict[str, Any]) -> dict[str, Any]:
+    def finish(self, header: RunHeader | dict[str, Any]) -> Summary:
+        """Close ``episodes.jsonl`` and write ``summary.json`` (:meth:`Summary.to_json`)."""
         self._fh.close()
         summary = summarize(self.records, header)
-        self.summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+        self.summary_path.write_text(json.dumps(summary.to_json(), indent=2) + "\n")
         return summary
 
 

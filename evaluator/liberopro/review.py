@@ -126,7 +126,7 @@ def review_instance(inst: Instance, out_dir: Path, scenes: dict, seed: int = 0) 
     else:
         fallback = max(int(s.params.get("fallback_step", 0)) for s in inst.shifts if get_shift(s.id).kind == "runtime")
         rec, cap = _run(inst, scenes, fallback + 30, scripted=True, seed=seed)
-        fired = [s.get("fired_at_step") for s in rec.shifts if s["kind"] == "runtime"]
+        fired = [s.fired_at_step for s in rec.shifts if s.kind == "runtime"]
         t = fired[0] if fired and fired[0] is not None else None
         if t is not None and cap.delivered:
             for k in (-5, 0, 2, 5, 10):
@@ -141,7 +141,8 @@ def review_instance(inst: Instance, out_dir: Path, scenes: dict, seed: int = 0) 
             entry["videos"].append({"label": f"steps {lo}-{hi - 1}: policy's view | true view",
                                     "file": _mp4(d / "around-trigger.mp4", side)})
     entry["record"] = {"valid": rec.valid, "termination_reason": rec.termination_reason, "detail": rec.detail,
-                       "phases": rec.phases, "shifts": rec.shifts, "instruction": rec.instruction}
+                       "phases": rec.phases, "shifts": [s.model_dump(mode="json") for s in rec.shifts],
+                       "instruction": rec.instruction}
     (d / "record.json").parent.mkdir(parents=True, exist_ok=True)
     (d / "record.json").write_text(json.dumps(entry["record"], indent=2, default=str))
     return entry

@@ -1,15 +1,26 @@
 """The episode runner: LIBERO's standard evaluation protocol with shifts layered on, against a
-policy behind :class:`submission_spec.PolicyClient`.
+policy behind :class:`submission_spec.PolicyClient` (``docs/evaluator.md``, "An episode").
 
-Per episode: reseed, reset, set init state -> static model edits -> 10 settle steps -> static
-edits of the settled scene (then 10 more settle steps if anything moved) -> static
-post-conditions -> ``/reset`` -> policy loop. Each loop step: fire runtime shifts whose phase
-was reached (or whose fallback step came) -> an override action if a shift holds control ->
-once the shift's own intervention is over, the diagnostic recovery protocol if one is set
-(hold, retry, restore) -> frame through the observation hooks (the first frame again under
-frozen observations) -> else the next action of the current chunk (asking ``/act`` when the
-chunk's ``replan_steps`` are used up) -> execution hooks -> one env step -> phase update. The loop ends on LIBERO's goal predicate, at the horizon, or on a policy failure,
-which ends only this episode with its reason.
+Per episode (:meth:`EpisodeRunner.run_episode`): reseed, reset, set init state -> static model
+edits -> 10 settle steps -> static edits of the settled scene (then 10 more settle steps if
+anything moved) -> static post-conditions (:meth:`liberopro.shifts.adapter.ShiftStack.prepare`)
+-> ``/reset`` -> the policy loop (:meth:`EpisodeRunner._policy_loop`). Each loop step, composed of
+the layers of :mod:`liberopro.loop`:
+
+1. runtime shifts whose phase was reached, or whose fallback step came, fire (and arm the
+   recovery protocol);
+2. interventions, first to supply an action wins: a shift that holds control (its ``override``),
+   then, once that is over, the diagnostic recovery protocol (Hold, Retry, Restore); the policy's
+   chunk is dropped when one acts;
+3. the frame through the observation layers (the shifts' ``observe``, then the first frame again
+   under frozen observations);
+4. unless an intervention acted: the next action of the policy's chunk (:class:`ChunkedPolicy`,
+   asking ``/act`` when its ``replan_steps`` are used up) through the action layers (the
+   policy's convention -> LIBERO's, then the shifts' ``execute``);
+5. one env step, then the phase update.
+
+The loop ends on LIBERO's goal predicate, at the horizon (plus Retry's extra steps), or on a
+policy failure, which ends only this episode with its reason.
 """
 
 from __future__ import annotations
@@ -19,17 +30,30 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from liberopro.instances import EpisodePlan, semantics_of
+from liberopro.loop import (
+    ActionLayer,
+    ChunkedPolicy,
+    Intervention,
+    Latency,
+    Recovery,
+    execute,
+    intervene,
+    observation_layers,
+    observe,
+    recovery_for,
+    start_action,
+)
 from liberopro.observation import to_libero_action, to_message
 from liberopro.phases import PhaseTracker
-from liberopro.results import EpisodeRecord, LatencyStats
-from liberopro.shifts import RuntimeShift, Shift, ShiftInvalid, get_shift
-from liberopro.shifts.base import EpisodeContext, stable_seed
-from liberopro.sim import LiberoScene, SceneVariant
+from liberopro.results import EpisodeRecord
+from liberopro.shifts import Shift, ShiftInvalid
+from liberopro.shifts.adapter import ShiftStack
+from liberopro.sim import LiberoScene, RawFrame, SceneVariant
 from liberopro.tasks import TaskRef, task_info
 from submission_spec import PolicyClient, PolicyError, PolicyMetadata
 
@@ -64,20 +88,75 @@ class RunSettings:
         return min(ref.horizon, self.max_steps) if self.max_steps else ref.horizon
 
 
-@dataclass
-class _Latency:
-    values: list[float] = field(default_factory=list)
-    server: list[float] = field(default_factory=list)
+class LiberoActions:
+    """The first action layer: a policy action (7,) in the policy's gripper convention -> LIBERO's
+    (7,) float64, arm clipped to [-1, 1], gripper -1 open / +1 close
+    (:func:`liberopro.observation.to_libero_action`, conventions from the policy's ``/metadata``)."""
 
-    def stats(self) -> LatencyStats:
-        if not self.values:
-            return LatencyStats()
-        v = np.asarray(self.values)
-        return LatencyStats(
-            requests=len(v), mean_ms=round(float(v.mean()), 3), p50_ms=round(float(np.percentile(v, 50)), 3),
-            p95_ms=round(float(np.percentile(v, 95)), 3), max_ms=round(float(v.max()), 3),
-            server_mean_ms=round(float(np.mean(self.server)), 3) if self.server else None,
-        )
+    def __init__(self, meta: PolicyMetadata) -> None:
+        self.meta = meta
+
+    def execute(self, action: np.ndarray, step: int) -> np.ndarray:
+        return to_libero_action(action, self.meta)
+
+
+class PolicySession:
+    """One episode's conversation with the policy server (:class:`submission_spec.PolicyClient`):
+    ``/reset`` and ``/act`` within the episode's policy time budget, latency recorded.
+
+    Args:
+        client: the policy's client.
+        meta: its ``/metadata`` (cameras, state fields, chunk length, conventions).
+        episode_id: the episode id sent with every request (hex).
+        budget_s: seconds the policy may spend answering within the episode, all requests
+            together (measured with ``time.perf_counter``; each request's deadline is
+            ``time.monotonic()`` plus what is left).
+        instruction: the instruction the policy receives at a step (shift hooks may change it;
+            called only when the policy is asked).
+
+    :class:`submission_spec.PolicyError` from the client propagates (it ends the episode).
+    """
+
+    def __init__(self, client: PolicyClient, meta: PolicyMetadata, episode_id: str, budget_s: float,
+                 instruction: Callable[[int], str]) -> None:
+        self.client, self.meta, self.episode_id, self.budget_s = client, meta, episode_id, budget_s
+        self.instruction = instruction
+        self.used = 0.0
+        self.latency = Latency()
+
+    def reset(self, instruction: str) -> None:
+        """``POST /reset`` with ``instruction`` (the one of step 0)."""
+        t0 = time.perf_counter()
+        self.client.reset(self.episode_id, instruction, deadline=time.monotonic() + self.budget_s)
+        self.used += time.perf_counter() - t0
+
+    def act(self, frame: RawFrame, step: int) -> np.ndarray:
+        """``POST /act`` with ``frame`` converted to what the policy asked for
+        (:func:`liberopro.observation.to_message`) and the instruction of ``step``; the chunk,
+        (T, 7) float64 in the policy's convention, 1 <= T <= ``meta.chunk_length``."""
+        msg = to_message(frame, self.meta, self.episode_id, step, self.instruction(step))
+        deadline = time.monotonic() + self.budget_s - self.used
+        t0 = time.perf_counter()
+        result = self.client.act(msg, self.meta.chunk_length, deadline=deadline)
+        self.used += time.perf_counter() - t0
+        self.latency.add(result.latency_ms, result.server_ms)
+        return result.actions
+
+
+@dataclass
+class _Outcome:
+    """What an episode's record says about how it went, filled in as it runs (the defaults are
+    those of an episode that ends before its policy loop)."""
+
+    recovery: Recovery
+    instruction: str
+    steps: int = 0
+    success: bool = False
+    valid: bool = True
+    reason: str = "horizon"
+    detail: str | None = None
+    tracker: PhaseTracker | None = None
+    loop_s: float = 0.0
 
 
 class EpisodeRunner:
@@ -153,163 +232,103 @@ class EpisodeRunner:
 
     # ------------------------------------------------------------------ one episode
     def run_episode(self, plan: EpisodePlan) -> EpisodeRecord:
-        ref = plan.instance.task
-        info = task_info(ref)
-        sem = semantics_of(ref)
-        horizon = self.settings.horizon(ref)
-        shifts: list[Shift] = [get_shift(s.id)(s.params) for s in plan.instance.shifts]
-        contexts: list[EpisodeContext] = []
-        episode_id = uuid.uuid4().hex
-        latency = _Latency()
+        """One episode of ``plan``, as the module docstring says; its record. A policy failure,
+        a shift that cannot be realised (the episode is invalid) or an evaluator fault ends the
+        episode with its reason in the record; nothing is raised, except by building the shifts
+        (an unknown shift id: ``KeyError``) or the task's semantics."""
+        ref, diag = plan.instance.task, plan.diagnostic
+        info, sem = task_info(ref), semantics_of(ref)
+        stack = ShiftStack.of(plan.instance.shifts)
+        session = PolicySession(self.client, self.meta, uuid.uuid4().hex, self.settings.episode_policy_budget_s,
+                                lambda step: stack.instruction(info.instruction, step))
+        out = _Outcome(recovery_for(diag.recovery, self.settings.recovery_hold_steps, self.settings.recovery_extra_steps),
+                       info.instruction)
         t_start = time.perf_counter()
-        steps = 0
-        success = False
-        reason, detail, valid = "horizon", None, True
-        tracker: PhaseTracker | None = None
-        loop_s = 0.0
-        instruction = info.instruction
-        recovery: dict = {"protocol": plan.diagnostic.recovery}
         try:
-            scene = self.current_scene = self.scene_for(ref, self.variant_of(shifts))
-            contexts = [
-                EpisodeContext(scene=scene, sem=sem, rng=np.random.default_rng(stable_seed(plan.seed, s.id, i)))
-                for i, s in enumerate(shifts)
-            ]
-            # Static shifts wrap the scene first, runtime events act on top of them (so a D20
-            # restatement overrides an S22 paraphrase, whatever order the case lists them in).
-            layers = sorted(zip(shifts, contexts, strict=True), key=lambda sc: sc[0].kind != "static")
+            scene = self.current_scene = self.scene_for(ref, self.variant_of(stack.shifts))
+            stack.bind(scene, sem, plan.seed)
             scene.start_episode(info.init_states()[plan.init_state_index], plan.seed)
-            for s, ctx in layers:
-                if s.kind == "static":
-                    s.on_episode_start(ctx)
-            scene.settle()
-            moved = [s.on_settled(ctx) for s, ctx in layers if s.kind == "static"]
-            if any(moved):
-                scene.settle()
-            for s, ctx in layers:
-                if s.kind == "static":
-                    s.verify(ctx)
-            tracker = PhaseTracker(scene, sem)
-            for ctx in contexts:
-                ctx.phases = tracker
-            instruction = self._instruction(shifts, info.instruction, 0)
-            used = 0.0
-            t0 = time.perf_counter()
-            self.client.reset(episode_id, instruction, deadline=time.monotonic() + self.settings.episode_policy_budget_s)
-            used += time.perf_counter() - t0
-            replan = self.settings.replan_steps or self.meta.replan_steps
-            diag = plan.diagnostic
-            chunk: list[np.ndarray] = []
-            last_action = np.array([0, 0, 0, 0, 0, 0, -1.0])
-            start_robot = scene.robot_state()
-            first_frame = None
-            recovery_pending, hold_left, limit = False, 0, horizon
+            stack.prepare(scene)  # static edits, settle steps, static post-conditions
+            out.tracker = PhaseTracker(scene, sem)
+            stack.track(out.tracker)
+            out.instruction = stack.instruction(info.instruction, 0)
+            session.reset(out.instruction)
             t_loop = time.perf_counter()
-            t = 0
-            while t < limit:
-                for s, ctx in layers:
-                    if isinstance(s, RuntimeShift):
-                        why = s.should_fire(t, tracker.reached)
-                        if why is not None:
-                            s.fired_at, s.fired_by = t, why
-                            s.fire(ctx, t)
-                            if diag.recovery != "none" and "at_step" not in recovery:
-                                recovery_pending = True
-                action = None
-                for s, ctx in layers:
-                    ctx.last_action = last_action
-                    action = s.override(ctx, t)
-                    if action is not None:
-                        chunk = []  # the policy gets a fresh start after an intervention
-                        break
-                if action is None and recovery_pending:
-                    # The shift's own intervention is over: apply the recovery protocol now.
-                    recovery_pending, chunk = False, []
-                    recovery["at_step"] = t
-                    if diag.recovery == "hold":
-                        hold_left = recovery["hold_steps"] = self.settings.recovery_hold_steps
-                    elif diag.recovery == "retry":
-                        recovery["extra_steps"] = self.settings.recovery_extra_steps
-                        limit += self.settings.recovery_extra_steps
-                    elif diag.recovery == "restore":
-                        scene.set_robot_state(start_robot)
-                        recovery["restored_eef_m"] = np.round(scene.eef_pos(), 4).tolist()
-                frame = scene.frame()
-                for s, ctx in layers:
-                    frame = s.observe(frame, t, ctx)
-                if diag.observations == "frozen":
-                    if first_frame is None:
-                        first_frame = frame.copy()
-                    frame = first_frame
-                if action is None and hold_left > 0:
-                    hold_left -= 1
-                    action = np.array([0, 0, 0, 0, 0, 0, last_action[6]])
-                if action is None:
-                    if not chunk:
-                        msg = to_message(frame, self.meta, episode_id, t, self._instruction(shifts, info.instruction, t))
-                        deadline = time.monotonic() + self.settings.episode_policy_budget_s - used
-                        t0 = time.perf_counter()
-                        result = self.client.act(msg, self.meta.chunk_length, deadline=deadline)
-                        used += time.perf_counter() - t0
-                        latency.values.append(result.latency_ms)
-                        if result.server_ms is not None:
-                            latency.server.append(result.server_ms)
-                        chunk = list(result.actions[:replan])
-                    action = to_libero_action(chunk.pop(0), self.meta)
-                    for s, ctx in layers:
-                        action = s.execute(action, t, ctx)
-                last_action = action
-                done = scene.step(action)
-                steps = t + 1
-                tracker.update(t)
-                t += 1
-                if done:
-                    success, reason = True, "success"
-                    break
-                if self.settings.stop_when_shifts_done:
-                    ends = [s.done_after() for s in shifts if isinstance(s, RuntimeShift)]
-                    if ends and None not in ends and t >= max(ends):
-                        break
-            loop_s = time.perf_counter() - t_loop
-            for s, ctx in layers:
-                s.on_episode_end(ctx)
+            self._policy_loop(scene, stack, session, plan, out)
+            out.loop_s = time.perf_counter() - t_loop
+            stack.end()
         except PolicyError as exc:
-            reason, detail = exc.reason, exc.detail
+            out.reason, out.detail = exc.reason, exc.detail
         except ShiftInvalid as exc:
-            reason, detail, valid, success = "shift_invalid", str(exc), False, False
+            out.reason, out.detail, out.valid, out.success = "shift_invalid", str(exc), False, False
         except Exception as exc:  # an evaluator or simulator fault: record it, keep going
             log.exception("episode %s failed inside the evaluator", plan.instance.instance_id)
-            reason, detail = "evaluator_error", f"{exc!r}\n{traceback.format_exc(limit=5)}"
+            out.reason, out.detail = "evaluator_error", f"{exc!r}\n{traceback.format_exc(limit=5)}"
             self._drop_scene(ref)  # a fresh scene for the next episode
+        return self._record(plan, stack, session, out, t_start)
+
+    def _policy_loop(self, scene: LiberoScene, stack: ShiftStack, session: PolicySession, plan: EpisodePlan,
+                     out: _Outcome) -> None:
+        """The policy loop (the module docstring's steps; the layers in :mod:`liberopro.loop`),
+        until LIBERO's goal predicate holds (success), the step limit (the horizon, plus the
+        Retry protocol's extra steps), or every runtime shift is done (``stop_when_shifts_done``).
+        Sets ``out.steps`` after every env step."""
+        recovery, tracker = out.recovery, out.tracker
+        assert tracker is not None
+        recovery.begin(scene)
+        policy = ChunkedPolicy(session.act, self.settings.replan_steps or self.meta.replan_steps)
+        interventions: list[Intervention] = [*stack.layers, recovery]
+        observations = observation_layers(stack.layers, plan.diagnostic.observations)
+        actions: list[ActionLayer] = [LiberoActions(self.meta), *stack.layers]
+        horizon, last_action, t = self.settings.horizon(plan.instance.task), start_action(), 0
+        while t < recovery.limit(horizon):
+            if stack.fire_due(t, tracker.reached):
+                recovery.arm()
+            action = intervene(interventions, t, last_action)
+            if action is not None or recovery.applied_at == t:
+                policy.flush()  # the policy starts a fresh chunk after an intervention
+            frame = observe(observations, scene.frame(), t)
+            if action is None:
+                action = execute(actions, policy.next(frame, t), t)
+            last_action = action
+            done = scene.step(action)
+            out.steps = t + 1
+            tracker.update(t)
+            t += 1
+            if done:
+                out.success, out.reason = True, "success"
+                return
+            if self.settings.stop_when_shifts_done and stack.done(t):
+                return
+
+    def _record(self, plan: EpisodePlan, stack: ShiftStack, session: PolicySession, out: _Outcome,
+                t_start: float) -> EpisodeRecord:
+        """The episode's record (:class:`liberopro.results.EpisodeRecord`) from its plan, shifts,
+        policy session and outcome; ``wall_s`` counts from ``t_start`` (``time.perf_counter``)."""
+        ref = plan.instance.task
         return EpisodeRecord(
             instance_id=plan.instance.instance_id,
             case=plan.instance.case,
             suite=ref.suite,
             task_index=ref.index,
-            task_name=info.name,
+            task_name=task_info(ref).name,
             episode_index=plan.episode_index,
             init_state_id=plan.init_state_index,
             seed=plan.seed,
-            shifts=[s.record() for s in shifts],
-            success=success,
-            valid=valid,
-            steps=steps,
-            horizon=horizon,
-            termination_reason=reason,
-            detail=detail,
-            phases=dict(tracker.reached) if tracker is not None else {},
-            instruction=instruction,
+            shifts=stack.records(),
+            success=out.success,
+            valid=out.valid,
+            steps=out.steps,
+            horizon=self.settings.horizon(ref),
+            termination_reason=out.reason,
+            detail=out.detail,
+            phases=dict(out.tracker.reached) if out.tracker is not None else {},
+            instruction=out.instruction,
             observations=plan.diagnostic.observations,
-            recovery=recovery,
+            recovery=out.recovery.record,
             replan_steps=self.settings.replan_steps or self.meta.replan_steps,
-            latency=latency.stats(),
-            episode_id=episode_id,
+            latency=session.latency.stats(),
+            episode_id=session.episode_id,
             wall_s=round(time.perf_counter() - t_start, 3),
-            loop_s=round(loop_s, 3),
+            loop_s=round(out.loop_s, 3),
         )
-
-    @staticmethod
-    def _instruction(shifts: list[Shift], text: str, step: int) -> str:
-        for s in sorted(shifts, key=lambda s: s.kind != "static"):
-            text = s.instruction(text, step)
-        return text

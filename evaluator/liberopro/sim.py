@@ -1,7 +1,7 @@
 """A LIBERO scene in MuJoCo, driven the way the standard LIBERO evaluation drives it, with the
 hooks shifts need (object poses, model fields, contacts, rendering).
 
-Protocol of one episode (``shared/reference/libero.md``, "The environment"):
+Protocol of one episode (``docs/libero-facts.md``, "Episode protocol"):
 ``env.seed(seed)`` -> ``env.reset()`` -> ``env.set_init_state(s)`` -> shifts applied ->
 10 settle steps of ``[0, 0, 0, 0, 0, 0, -1]`` -> policy loop until LIBERO's goal predicate holds
 or the horizon ends.

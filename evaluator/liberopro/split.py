@@ -1,8 +1,8 @@
 """The held-out split of LIBERO-Pro2.0: 8 evaluation tasks and 32 training tasks.
 
-Definition (``shared/reference/benchmark.md``, "Tasks and split"; paper: "Using random seed 142,
-we sample two tasks from each suite"): ``rng = random.Random(142)``; for each suite in the order
-goal, spatial, object, 10: ``held_out[suite] = sorted(rng.sample(range(10), 2))``.
+Definition (``docs/definition.md``, "Tasks and split"; the study: random seed 142, two tasks
+sampled from each suite): ``rng = random.Random(142)``; for each suite in the order goal,
+spatial, object, 10: ``held_out[suite] = sorted(rng.sample(range(10), 2))``.
 """
 
 from __future__ import annotations

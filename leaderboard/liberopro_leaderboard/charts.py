@@ -15,13 +15,14 @@ from __future__ import annotations
 import hashlib
 import io
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from cachetools import LRUCache
+from liberopro.schema.public import CATEGORIES, CaseRate, PairedDifference, Rate
+
 from liberopro_leaderboard.palette import CHART, HEATMAP_CMAP, SERIES, text_on
-from liberopro_leaderboard.public import CATEGORIES, CaseRate, PairedDifference, Rate
 
 _RENDER_LOCK = threading.Lock()
 
@@ -162,7 +163,7 @@ def category_chart(metrics: dict[str, Rate]) -> Chart:
 
 def shift_chart(cases: list[CaseRate], nominal: Rate | None) -> Chart:
     """Per single shift, static and runtime side by side: success rate and 95% interval."""
-    from liberopro_leaderboard.public import shift_sort_key
+    from liberopro.schema.public import shift_sort_key
 
     singles = sorted((c for c in cases if c.standard and len(c.shift_ids) == 1),
                      key=lambda c: shift_sort_key(c.shift_ids[0]))
@@ -451,23 +452,23 @@ class ChartCache:
     time), so a cached chart is never stale: results are immutable once published."""
 
     def __init__(self, max_entries: int = 512) -> None:
-        self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._svgs: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._svgs: LRUCache[Hashable, bytes] = LRUCache(max_entries)
         self.renders = 0  # charts drawn so far (tests use it to see the cache work)
+
+    @property
+    def max_entries(self) -> int:
+        """Charts kept at most (the least recently used goes first)."""
+        return int(self._svgs.maxsize)
 
     def get(self, key: Hashable, chart: Callable[[], Chart]) -> bytes:
         """The SVG for ``key``, drawing ``chart()`` only when it is not cached."""
-        with self._lock:
+        with self._lock:  # an LRUCache is not thread-safe (a hit reorders it)
             svg = self._svgs.get(key)
             if svg is not None:
-                self._svgs.move_to_end(key)
                 return svg
         svg = chart().render()  # outside the cache lock; two threads may draw the same chart once each
         with self._lock:
             self._svgs[key] = svg
-            self._svgs.move_to_end(key)
-            while len(self._svgs) > self.max_entries:
-                self._svgs.popitem(last=False)
             self.renders += 1
         return svg

@@ -3,9 +3,9 @@ difference and whether the two 95% intervals separate (the same test as the tie 
 
 from __future__ import annotations
 
+from liberopro.schema.public import COLUMNS, PublicResult, Rate, SubmissionMeta, shift_sort_key
 from pydantic import BaseModel, Field
 
-from liberopro_leaderboard.public import COLUMNS, PublicResult, Rate, SubmissionMeta, shift_sort_key
 from liberopro_leaderboard.ranking import separated
 
 

@@ -15,9 +15,8 @@ import datetime as dt
 from collections import Counter
 from typing import Literal
 
+from liberopro.schema.public import COLUMN_BY_KEY, COLUMNS, Column, PublicResult, Rate
 from pydantic import BaseModel, Field
-
-from liberopro_leaderboard.public import COLUMN_BY_KEY, COLUMNS, Column, PublicResult, Rate
 
 TIE_RULE = (
     "Rank = 1 + the number of submissions whose entire 95% interval lies above this one's (their lower "

@@ -26,7 +26,18 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from liberopro.schema.public import (
+    CATEGORIES,
+    COLUMN_BY_KEY,
+    COLUMNS,
+    KINDS,
+    Column,
+    PublicResult,
+    Rate,
+    shift_sort_key,
+)
 from liberopro_platform.api.deps import SessionDep
 
 from liberopro_leaderboard.catalog import Catalog, build_catalog
@@ -42,16 +53,6 @@ from liberopro_leaderboard.charts import (
 )
 from liberopro_leaderboard.comparison import CompareResponse, compare
 from liberopro_leaderboard.palette import css_variables
-from liberopro_leaderboard.public import (
-    CATEGORIES,
-    COLUMN_BY_KEY,
-    COLUMNS,
-    KINDS,
-    Column,
-    PublicResult,
-    Rate,
-    shift_sort_key,
-)
 from liberopro_leaderboard.ranking import (
     DEFAULT_SORT,
     TEXT_SORTS,
@@ -66,8 +67,20 @@ from liberopro_leaderboard.settings import LeaderboardSettings
 from liberopro_leaderboard.store import ResultStore
 
 PACKAGE = Path(__file__).resolve().parent
-STATIC_FILES = {"leaderboard.css": "text/css; charset=utf-8"}
 CHART_CACHE_CONTROL = "public, max-age=300"
+STATIC_CACHE_CONTROL = "public, max-age=3600"
+
+
+class CachedStaticFiles(StaticFiles):
+    """Starlette's :class:`~starlette.staticfiles.StaticFiles` (the files of the package's
+    ``static/`` folder, content type from the file name: ``leaderboard.css`` is
+    ``text/css; charset=utf-8``; ETag and Last-Modified, 304 on revalidation; 404 for anything
+    else) with ``Cache-Control: public, max-age=3600`` on every answer."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers["Cache-Control"] = STATIC_CACHE_CONTROL
+        return response
 
 SortParam = Annotated[str, Query(description=f"Column to sort by: {', '.join(sort_keys())}.")]
 OrderParam = Annotated[str | None, Query(description="desc or asc; default: best first for rates, A-Z for "
@@ -276,12 +289,7 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
             "json": json,
         })
 
-    @router.get("/leaderboard/static/{name}", include_in_schema=False)
-    def static_file(name: str) -> Response:
-        if name not in STATIC_FILES:
-            raise HTTPException(404, detail={"error": "not_found", "message": f"no static file {name!r}"})
-        return Response((PACKAGE / "static" / name).read_bytes(), media_type=STATIC_FILES[name],
-                        headers={"Cache-Control": "public, max-age=3600"})
+    router.mount("/leaderboard/static", CachedStaticFiles(directory=PACKAGE / "static"), name="leaderboard-static")
 
     # ------------------------------------------------------------------ charts (SVG)
     @router.get("/leaderboard/charts/submissions/{submission_id}/{chart}.svg", include_in_schema=False)

@@ -1,7 +1,7 @@
 """Reading published results from the platform's ``results`` table, with a cache.
 
 A published result never changes (only its ``hidden`` flag does), so its public view
-(:func:`~liberopro_leaderboard.public.public_result`) is computed once per result and kept. Every
+(:func:`~liberopro.schema.public.public_result`) is computed once per result and kept. Every
 request still asks the database which results are visible, so hiding a result takes effect at
 once. A page costs at most two queries whatever the number of results: one narrow query for the
 visible ids, and one for the summaries not yet cached (no query per row).
@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections import OrderedDict
 
+from cachetools import LRUCache
+from liberopro.schema.public import PublicResult, public_result
 from liberopro_platform.api.deps import plausible_id
 from liberopro_platform.models import Result
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-
-from liberopro_leaderboard.public import PublicResult, public_result
 
 #: A result's identity in the cache: its row id and publication time (a re-published row is a new entry).
 ResultKey = tuple[int, dt.datetime]
@@ -28,24 +27,22 @@ class ResultStore:
     """Visible results as :class:`PublicResult`, cached per result (LRU, ``max_entries``)."""
 
     def __init__(self, max_entries: int = 5000) -> None:
-        self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._views: OrderedDict[ResultKey, PublicResult] = OrderedDict()
+        self._views: LRUCache[ResultKey, PublicResult] = LRUCache(max_entries)
         self.loaded = 0  # results converted so far (tests use it to see the cache work)
 
+    @property
+    def max_entries(self) -> int:
+        """Results kept at most (the least recently used goes first)."""
+        return int(self._views.maxsize)
+
     def _cached(self, key: ResultKey) -> PublicResult | None:
-        with self._lock:
-            view = self._views.get(key)
-            if view is not None:
-                self._views.move_to_end(key)
-            return view
+        with self._lock:  # an LRUCache is not thread-safe (a hit reorders it)
+            return self._views.get(key)
 
     def _keep(self, key: ResultKey, view: PublicResult) -> None:
         with self._lock:
             self._views[key] = view
-            self._views.move_to_end(key)
-            while len(self._views) > self.max_entries:
-                self._views.popitem(last=False)
             self.loaded += 1
 
     def _views_for(self, session: Session, keys: list[ResultKey]) -> dict[ResultKey, PublicResult]:

@@ -103,7 +103,7 @@ def worker(ctx: typer.Context, name: str = typer.Option(None, help="Worker name;
                                       "control never waits behind a shard."),
            beat: bool = typer.Option(False, help="Also run celery beat, i.e. the stuck sweep (one per platform).")) -> None:
     """Run a Celery worker (solo pool: one task at a time; run several for parallel shards)."""
-    from liberopro_platform.tasks import app as celery_app
+    from liberopro_platform.celery_app import app as celery_app
 
     settings = _settings()
     roles = [q.strip() for q in queues.split(",") if q.strip()]
@@ -121,7 +121,7 @@ def worker(ctx: typer.Context, name: str = typer.Option(None, help="Worker name;
 @app.command("beat")
 def beat_cmd() -> None:
     """Run celery beat: the stuck sweep every sweep_interval_s, in beat's own process."""
-    from liberopro_platform.tasks import app as celery_app
+    from liberopro_platform.celery_app import app as celery_app
 
     celery_app.start(["beat", "--loglevel=INFO"])
 
@@ -165,9 +165,9 @@ def firewall_cmd() -> None:
 @app.command("stuck")
 def stuck(act: bool = typer.Option(False, "--act", help="Requeue or fail them now.")) -> None:
     """List stuck submissions with the reason (and act on them with --act)."""
+    from liberopro_platform.celery_app import CeleryEnqueue, make_celery
     from liberopro_platform.db import transaction
     from liberopro_platform.pipeline import Pipeline
-    from liberopro_platform.tasks import CeleryEnqueue, make_celery
 
     settings = _settings()
     p = Pipeline(settings, _sessions(), CeleryEnqueue(make_celery(settings), settings.queue), "admin")

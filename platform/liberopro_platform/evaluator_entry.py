@@ -2,7 +2,7 @@
 the local backend).
 
 Two commands, both talking to the worker only through marked lines on stdout
-(``LIBEROPRO-EVENT {json}``); anything else the evaluator prints goes to stderr, which the
+(``LIBEROPRO-EVENT {json}``, one :data:`liberopro.schema.results.Event` each); anything else the evaluator prints goes to stderr, which the
 worker keeps for admins and never shows to the submitter:
 
 ``check URL``   the spec conformance check (validation): one ``conformance`` event.
@@ -15,7 +15,7 @@ The shard file holds only this shard's instances (a slice of the hidden manifest
 
 from __future__ import annotations
 
-import json
+import logging
 import sys
 import time
 import uuid
@@ -24,28 +24,42 @@ from pathlib import Path
 from typing import Any
 
 from liberopro.schema.manifest import Instance
-from pydantic import BaseModel, ConfigDict
+from liberopro.schema.results import (
+    ConformanceEvent,
+    DoneEvent,
+    EpisodeEvent,
+    ErrorEvent,
+    Event,
+    HelloEvent,
+    MetadataEvent,
+    event_json,
+    parse_event_json,
+)
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 MARK = "LIBEROPRO-EVENT "
 
-Emit = Callable[[dict[str, Any]], None]
+log = logging.getLogger("liberopro_platform.evaluator_entry")
+
+Emit = Callable[[Event], None]
 
 
-def stdout_emit(event: dict[str, Any]) -> None:
+def stdout_emit(event: Event) -> None:
     """Write one event line to stdout and flush it (the worker reads the stream live)."""
-    sys.stdout.write(MARK + json.dumps(event, separators=(",", ":")) + "\n")
+    sys.stdout.write(MARK + event_json(event) + "\n")
     sys.stdout.flush()
 
 
-def parse_event(line: str) -> dict[str, Any] | None:
-    """The event on ``line``, or None for any other line."""
+def parse_event(line: str) -> Event | None:
+    """The event on ``line``, or None for any other line (a marked line that is no valid event
+    is logged and skipped)."""
     if not line.startswith(MARK):
         return None
     try:
-        value = json.loads(line[len(MARK):])
-    except json.JSONDecodeError:
+        return parse_event_json(line[len(MARK):])
+    except ValidationError as exc:
+        log.warning("skipped a malformed evaluator event: %s", str(exc)[:500])
         return None
-    return value if isinstance(value, dict) else None
 
 
 class ShardSpec(BaseModel):
@@ -149,10 +163,11 @@ def run_shard(url: str, spec: ShardSpec, emit: Emit, should_stop: Callable[[], b
     from liberopro.runner import EpisodeRunner, RunSettings
     from liberopro.schema.manifest import ManifestError
     from liberopro.stack import check_stack
+    from submission_spec.polling import poll_until
     from submission_spec.transports import make_client
 
     versions = check_stack()
-    emit({"type": "hello", "evaluator_version": EVALUATOR_VERSION, "stack": versions})
+    emit(HelloEvent(evaluator_version=EVALUATOR_VERSION, stack=versions))
     instances = {i.instance_id: i for i in spec.instances}
     problems = [f"instance {i.instance_id}: {p}" for i in spec.instances for p in instance_problems(i)]
     problems += [f"episode {e} of unknown instance {iid}" for iid, e in spec.episodes if iid not in instances]
@@ -166,10 +181,15 @@ def run_shard(url: str, spec: ShardSpec, emit: Emit, should_stop: Callable[[], b
     try:
         client.wait_healthy(spec.startup_timeout_s)
         meta = client.metadata()
-        emit({"type": "metadata", "metadata": meta.model_dump(mode="json")})
+        emit(MetadataEvent(metadata=meta.model_dump(mode="json")))
         settings = RunSettings(max_steps=spec.max_steps, episode_policy_budget_s=spec.episode_budget_s)
         settings.render_size = spec.render_size or auto_render_size(meta)
         state = {"down": False}
+
+        def answered(_left: float) -> bool:
+            if should_stop():
+                raise ShardStopped("stop requested")
+            return client.health(timeout=2.0)
 
         def before_episode() -> None:
             if should_stop():
@@ -181,21 +201,15 @@ def run_shard(url: str, spec: ShardSpec, emit: Emit, should_stop: Callable[[], b
                 return
             if state["down"]:
                 return  # it stayed down after a full wait: do not wait again for every episode
-            end = time.monotonic() + spec.restart_wait_s
-            while time.monotonic() < end:
-                if should_stop():
-                    raise ShardStopped("stop requested")
-                if client.health(timeout=2.0):
-                    return
-                time.sleep(0.5)
-            state["down"] = True
+            if not poll_until(answered, spec.restart_wait_s, 0.5):
+                state["down"] = True
 
         runner = EpisodeRunner(client, meta, settings, before_episode=before_episode)
         try:
-            runner.run(plans, lambda r: emit({"type": "episode", "record": r.model_dump(mode="json")}))
+            runner.run(plans, lambda r: emit(EpisodeEvent(record=r)))
         finally:
             runner.close()
-        emit({"type": "done", "episodes": len(plans)})
+        emit(DoneEvent(episodes=len(plans)))
     finally:
         client.close()
 
@@ -240,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if len(args) == 3 and args[0] == "check":
         report = check(args[1], CheckSpec.model_validate_json(args[2]))
-        stdout_emit({"type": "conformance", "report": report})
+        stdout_emit(ConformanceEvent(report=report))
         return 0
     if len(args) == 3 and args[0] == "run":
         from liberopro.schema.manifest import ManifestError
@@ -252,10 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run_shard(args[1], spec, stdout_emit)
         except PolicyError as exc:
-            stdout_emit({"type": "error", "kind": "policy", "reason": exc.reason, "message": exc.detail})
+            stdout_emit(ErrorEvent(kind="policy", reason=exc.reason, message=exc.detail))
             return 3
         except (StackError, ManifestError) as exc:
-            stdout_emit({"type": "error", "kind": "internal", "message": str(exc)})
+            stdout_emit(ErrorEvent(kind="internal", message=str(exc)))
             return 4
         return 0
     print("usage: python -m liberopro_platform.evaluator_entry check URL CHECK_JSON | run URL SHARD_JSON",

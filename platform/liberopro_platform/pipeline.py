@@ -1,7 +1,7 @@
 """The submission pipeline as plain functions over the database: validate -> plan shards ->
 run shards -> aggregate -> publish, plus cancel, requeue, stuck detection and crash recovery.
 
-Celery tasks (:mod:`liberopro_platform.tasks`) only call these; each stage hands over to the
+Celery tasks (:mod:`liberopro_platform.celery_app`) only call these; each stage hands over to the
 next through an :class:`Enqueue`. Every stage is idempotent: a duplicate or redelivered task
 finds the work claimed or done and returns. Claims are compare-and-set updates with a
 heartbeat; a claim whose heartbeat went stale may be taken over.
@@ -23,7 +23,6 @@ from liberopro_platform.db import transaction
 from liberopro_platform.evaluator_entry import ShardSpec
 from liberopro_platform.heartbeat import CONTROL, SHARDS, all_rows, describe_absence, is_live
 from liberopro_platform.image_refs import IMAGE_ID
-from liberopro_platform.manifest import ManifestError, load_manifest, plan_shards
 from liberopro_platform.models import (
     ACTIVE_STATES,
     Episode,
@@ -36,6 +35,7 @@ from liberopro_platform.models import (
     WorkerHeartbeat,
     utcnow,
 )
+from liberopro_platform.planning import ManifestError, load_manifest, plan_shards
 from liberopro_platform.sandbox.base import (
     PolicyRejected,
     PolicySource,
@@ -478,6 +478,7 @@ class Pipeline:
     def aggregate(self, submission_id: str) -> None:
         """Stages 4 and 5: summarise the stored episodes and publish the result (once)."""
         from liberopro.results import EpisodeRecord, summarize
+        from liberopro.schema.results import run_header
 
         with transaction(self.sessions) as s:
             sub = s.get(Submission, submission_id, with_for_update=True)
@@ -499,29 +500,30 @@ class Pipeline:
                 return
             ev = evaluators[0] if evaluators else {"evaluator_version": None, "stack": {}}
             st = self.settings
-            header = {
-                "evaluator_version": ev["evaluator_version"],
-                "stack": ev["stack"],
-                "started": sub.created_at.isoformat(timespec="seconds"),
-                "finished": self._now().isoformat(timespec="seconds"),
-                "submission_id": sub.id,
-                "team": sub.team.name,
-                "policy": {"image_ref": sub.image_ref, "image_digest": sub.image_digest, "source": sub.source,
-                           "protocol": sub.protocol, "metadata": sub.policy_metadata},
-                "settings": {"episodes_per_instance": st.episodes_per_instance, "seed": st.episode_seed,
-                             "max_steps": st.max_steps, "request_timeout_s": st.request_timeout_s,
-                             "episode_budget_s": st.episode_budget_s, "backend": self.backend_name()},
-                "manifest_sha256": sub.manifest_sha256,
-                "instances": len({r.instance_id for r in records}),
-            }
+            header = run_header(
+                evaluator_version=ev["evaluator_version"],
+                stack=ev["stack"],
+                started=sub.created_at.isoformat(timespec="seconds"),
+                finished=self._now().isoformat(timespec="seconds"),
+                submission_id=sub.id,
+                team=sub.team.name,
+                policy={"image_ref": sub.image_ref, "image_digest": sub.image_digest, "source": sub.source,
+                        "protocol": sub.protocol, "metadata": sub.policy_metadata},
+                settings={"episodes_per_instance": st.episodes_per_instance, "seed": st.episode_seed,
+                          "max_steps": st.max_steps, "request_timeout_s": st.request_timeout_s,
+                          "episode_budget_s": st.episode_budget_s, "backend": self.backend_name()},
+                manifest_sha256=sub.manifest_sha256,
+                instances=len({r.instance_id for r in records}),
+            )
             summary = summarize(records, header)
             s.add(Result(submission_id=sub.id, team_id=sub.team_id, team_name=sub.team.name,
                          policy_name=sub.policy_name or "unnamed", image_digest=sub.image_digest or "",
                          spec_version=sub.spec_version or "", evaluator_version=str(ev["evaluator_version"]),
-                         stack=ev["stack"] or {}, manifest_sha256=sub.manifest_sha256 or "", summary=summary))
-            nominal = next((c for c in summary["cases"] if c["case"] == "nominal"), None)
-            headline = (f"; nominal success rate {100 * nominal['success_rate']:.1f}%"
-                        if nominal and nominal.get("success_rate") is not None else "")
+                         stack=ev["stack"] or {}, manifest_sha256=sub.manifest_sha256 or "",
+                         summary=summary.to_json()))
+            nominal = summary.case("nominal")
+            headline = (f"; nominal success rate {100 * nominal.success_rate:.1f}%"
+                        if nominal and nominal.success_rate is not None else "")
             set_state(s, sub, S.published, f"published: {len(records)} episodes{headline}")
 
     def backend_name(self) -> str:

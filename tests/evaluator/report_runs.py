@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from liberopro.results import EpisodeRecord, summarize
+from liberopro.schema.results import RunHeader, run_header
 
 SHIFT = {
     "S01": ("object pose", "Condition", "static"), "S12": ("lighting", "Environment", "static"),
@@ -30,30 +31,32 @@ def record(case: str, task: int, episode: int, ok: bool, *, observations: str = 
 
 
 def header(name: str, *, cmd: str | None = None, manifest: str | None = None, own_replan: int = 5,
-           replan_override: int | None = None) -> dict:
-    """What ``liberopro.evaluation.run_evaluation`` (plus the CLI's extra header) records."""
-    return {
-        "evaluator_version": "0.1.0", "stack": {"mujoco": "2.3.7"}, "started": "2025-01-01T00:00:00+00:00",
-        "finished": "2025-01-01T01:00:00+00:00", "command": ["liberopro", "evaluate"],
-        "policy": {"url": None, "cmd": cmd or f"python serve_{name}.py", "protocol": "liberopro", "encoding": "msgpack",
-                   "protocol_options": {}, "metadata": {"policy_name": name, "chunk_length": 10,
-                                                        "replan_steps": own_replan},
-                   "restarts": 0, "pids": []},
-        "settings": {"render_size": 128, "max_steps": None, "episode_policy_budget_s": 600.0,
-                     "replan_steps": replan_override, "recovery_hold_steps": 20, "recovery_extra_steps": 60,
-                     "stop_when_shifts_done": False},
-        "instances": 0, "skipped_pairs": [], "manifest": None, "manifest_sha256": manifest,
-    }
+           replan_override: int | None = None) -> RunHeader:
+    """What ``liberopro.evaluation.run_evaluation`` (plus the CLI's extra header) records, built
+    by the same :func:`~liberopro.schema.results.run_header`."""
+    return run_header(
+        evaluator_version="0.1.0", stack={"mujoco": "2.3.7"}, started="2025-01-01T00:00:00+00:00",
+        finished="2025-01-01T01:00:00+00:00", command=["liberopro", "evaluate"],
+        policy={"url": None, "cmd": cmd or f"python serve_{name}.py", "protocol": "liberopro", "encoding": "msgpack",
+                "protocol_options": {}, "metadata": {"policy_name": name, "chunk_length": 10,
+                                                     "replan_steps": own_replan},
+                "restarts": 0, "pids": []},
+        settings={"render_size": 128, "max_steps": None, "episode_policy_budget_s": 600.0,
+                  "replan_steps": replan_override, "recovery_hold_steps": 20, "recovery_extra_steps": 60,
+                  "stop_when_shifts_done": False},
+        instances=0, skipped_pairs=[], manifest=None, manifest_sha256=manifest,
+    )
 
 
-def write_run(out: Path, records: list[EpisodeRecord], head: dict) -> Path:
+def write_run(out: Path, records: list[EpisodeRecord], head: RunHeader) -> Path:
     """Write ``episodes.jsonl``, ``instances.jsonl`` and ``summary.json`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "episodes.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
     ids = sorted({(r.instance_id, r.suite, r.task_index) for r in records})
     (out / "instances.jsonl").write_text("".join(json.dumps({"instance_id": i, "suite": s, "task_index": t}) + "\n"
                                                  for i, s, t in ids))
-    (out / "summary.json").write_text(json.dumps(summarize(records, {**head, "instances": len(ids)}), indent=2))
+    summary = summarize(records, head.model_copy(update={"instances": len(ids)}))
+    (out / "summary.json").write_text(json.dumps(summary.to_json(), indent=2))
     return out
 
 

@@ -53,6 +53,18 @@ def test_docs_shift_table_is_current():
         "docs/shifts.md is stale: run `liberopro shifts --markdown > docs/shifts.md`")
 
 
+def test_definition_page_lists_the_same_shifts():
+    """docs/definition.md, "Static shifts" and "Runtime shifts", name every shift of the tables
+    in tests/data/benchmark_shifts.toml with the same name, category and trigger phases."""
+    rows = {}
+    for line in (REPO / "docs" / "definition.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0][:1] in ("S", "D") and cells[0][1:].isdigit():
+            trigger = cells[3].split(" or ") if cells[0].startswith("D") else None
+            rows[cells[0]] = (cells[1], cells[2], trigger)
+    assert rows == {sid: (b["name"], b["category"], b.get("trigger")) for sid, b in BENCHMARK.items()}
+
+
 def test_catalog_loads_no_simulator():
     """Metadata readers (the listing, the leaderboard, the platform, manifest validation) import
     the catalog in processes without robosuite, MuJoCo, LIBERO or OpenCV."""

@@ -10,18 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from liberopro.generation import check_manifest, default_cases, generate
 from liberopro.instances import Diagnostic, EpisodePlan, Instance, ShiftEntry, make_instance, parse_cases
-from liberopro.manifest import (
-    ManifestError,
-    check_manifest,
-    default_cases,
-    generate,
-    read_manifest,
-    seed_commitment,
-    write_manifest,
-)
 from liberopro.runner import EpisodeRunner, RunSettings
-from liberopro.schema.manifest import make_header
+from liberopro.schema.manifest import ManifestError, make_header, read_manifest, seed_commitment, write_manifest
 from liberopro.shifts import SHIFTS
 from liberopro.tasks import TaskRef
 

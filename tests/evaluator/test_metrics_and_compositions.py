@@ -58,7 +58,7 @@ def test_headline_metrics():
                         rec("D10", task, False, e, observations="frozen"),
                         rec("D01", task, True, e, recovery="hold")]
     records.append(rec("S12", 0, False, 9, valid=False))  # invalid: counted in no rate
-    summary = summarize(records, {})
+    summary = summarize(records, {}).to_json()
     h = summary["headline"]
     assert h["nominal"]["success_rate"] == 1.0
     assert h["static_mean"]["mean"] == pytest.approx((0.5 + 1.0) / 2)
@@ -89,7 +89,7 @@ def test_weakest_single_gap_is_paired_over_the_compositions_own_tasks():
     for e in range(4):
         records += [rec("S01+D10", 0, False, e), rec("S01", 0, False, e), rec("S01", 1, True, e),
                     rec("D10", 0, True, e), rec("D10", 1, True, e)]
-    comp = summarize(records, {})["headline"]["compositions"][0]
+    comp = summarize(records, {}).to_json()["headline"]["compositions"][0]
     assert comp["constituents"]["S01"] == 0.5  # unpaired: S01 over its own tasks
     assert comp["weakest_single_gap"] == 0.0 and comp["weakest_constituent"] == "S01"
     assert comp["paired_tasks"] == 1 and comp["paired_episodes"] == 4
@@ -157,13 +157,15 @@ def test_bootstrap_is_deterministic_and_brackets_the_mean():
 def test_summary_counts_how_runtime_shifts_fired_per_case():
     def fired(ok: bool, e: int, by: str | None):
         r = rec("D01", 0, ok, e)
-        r.shifts[0].update(fired_by=by, fired_at_step=None if by is None else 12)
+        r.shifts[0].fired_by, r.shifts[0].fired_at_step = by, None if by is None else 12
         return r
 
     records = [fired(True, 0, "phase"), fired(False, 1, "phase"), fired(False, 2, "fallback"), fired(False, 3, None),
                rec("nominal", 0, True, 0), rec("S01", 0, True, 0)]
-    rows = {c["case"]: c for c in summarize(records, {})["cases"]}
+    rows = {c["case"]: c for c in summarize(records, {}).to_json()["cases"]}
     assert rows["D01"]["runtime_fired"] == {"phase": 2, "fallback": 1, "not_fired": 1}
     assert rows["D01"]["runtime_not_fired"] == 1 and rows["D01"]["episodes"] == 4  # unfired episodes count
     assert rows["S01"]["runtime_fired"] is None and rows["nominal"]["runtime_fired"] is None
     assert rows["D01"]["drop_from_nominal"]["pairs"] == 1  # only start 0 ran in both
+    typed = summarize(records, {}).case("D01")  # the same through the model
+    assert typed.runtime_fired.model_dump() == rows["D01"]["runtime_fired"] and typed.drop_from_nominal.pairs == 1

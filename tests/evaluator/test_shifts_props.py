@@ -574,8 +574,8 @@ def test_privileged_controllers_steer_by_the_episodes_own_scene(serve_app, scene
     """A prop shift's episode runs in a variant scene of its own: the validation controller
     (manifests) must read that scene, not the task's plain scene that the cache also holds
     (reading the plain one, it steered by a robot that never moved)."""
+    from liberopro.generation import _validation_metadata, _ValidationPolicy
     from liberopro.local_policy import LocalPolicyClient
-    from liberopro.manifest import _validation_metadata, _ValidationPolicy
 
     nominal(serve_app, scenes, GOAL1)  # the plain scene is in the cache first
     meta = _validation_metadata(["D04"])

@@ -132,7 +132,7 @@ def nominal(serve_app, scenes, ref: TaskRef) -> Run:
 
 def valid(r: Run) -> dict:
     assert r.rec.valid, r.rec.detail
-    json.dumps(r.rec.shifts)  # the record goes to episodes.jsonl as it is
+    json.dumps(r.rec.model_dump(mode="json")["shifts"])  # the record goes to episodes.jsonl as it is
     return r.rec.shifts[0]
 
 
@@ -452,4 +452,4 @@ def test_a_window_shift_that_never_fired_leaves_the_episode_valid_and_says_so(se
     assert d13["fired_at_step"] is None and d13["applied"]["realised_steps"] == 0
     from liberopro.results import summarize
 
-    assert summarize([r.rec], {})["cases"][0]["runtime_not_fired"] == 1
+    assert summarize([r.rec], {}).cases[0].runtime_not_fired == 1

@@ -96,6 +96,7 @@ def seeded_db(request) -> dict:
     import liberopro.metrics
     import liberopro.results
     import psycopg
+    from liberopro.schema.results import Summary
     from liberopro_platform.db import upgrade
 
     from tests.leaderboard import seed
@@ -116,10 +117,10 @@ def seeded_db(request) -> dict:
         summaries: dict[str, dict] = dict(cached or {})
 
         def summarize(records, header):
-            policy = header["policy"]["metadata"]["name"]
+            policy = header.policy.metadata["name"]
             if policy not in summaries:
-                summaries[policy] = real_summarize(records, {})
-            return {**summaries[policy], **header}
+                summaries[policy] = real_summarize(records, {}).to_json()
+            return Summary.load({**summaries[policy], **header.to_json()})
 
         liberopro.results.bootstrap_mean_of_rates = functools.partial(original, replicates=SEED_REPLICATES)
         seed.summarize = summarize

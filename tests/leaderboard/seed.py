@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass, field
 
 from liberopro.results import EpisodeRecord, summarize
+from liberopro.schema.results import run_header
 
 #: Strings that would only appear on a page if instance data leaked.
 PARAM_CANARY = "CANARY-INSTANCE-PARAM-7f3a"
@@ -131,20 +132,20 @@ def seed_database(url: str) -> dict[str, str]:
                              manifest_sha256="ab" * 32)
             s.add_all([team, user, sub])
             s.flush()
-            header = {
-                "evaluator_version": "0.1.0", "stack": STACK, "submission_id": sub_id, "team": spec.team,
-                "started": (now - dt.timedelta(days=spec.days_ago, hours=3)).isoformat(),
-                "finished": (now - dt.timedelta(days=spec.days_ago)).isoformat(),
-                "policy": {"image_ref": sub.image_ref, "image_digest": digest, "source": "reference",
-                           "protocol": "liberopro", "metadata": {"name": spec.policy}},
-                "settings": {"episodes_per_instance": spec.episodes, "seed": EPISODE_SEED_CANARY, "max_steps": None,
-                             "request_timeout_s": 30, "episode_budget_s": 600, "backend": "docker"},
-                "manifest_sha256": "ab" * 32, "instances": 8 * 40,
-            }
+            header = run_header(  # as the platform's aggregation builds it
+                evaluator_version="0.1.0", stack=STACK, submission_id=sub_id, team=spec.team,
+                started=(now - dt.timedelta(days=spec.days_ago, hours=3)).isoformat(),
+                finished=(now - dt.timedelta(days=spec.days_ago)).isoformat(),
+                policy={"image_ref": sub.image_ref, "image_digest": digest, "source": "reference",
+                        "protocol": "liberopro", "metadata": {"name": spec.policy}},
+                settings={"episodes_per_instance": spec.episodes, "seed": EPISODE_SEED_CANARY, "max_steps": None,
+                          "request_timeout_s": 30, "episode_budget_s": 600, "backend": "docker"},
+                manifest_sha256="ab" * 32, instances=8 * 40,
+            )
             summary = summarize(records_for(spec), header)
             s.add(Result(submission_id=sub_id, team_id=team.id, team_name=spec.team, policy_name=spec.policy,
                          image_digest=digest, spec_version="1.0", evaluator_version="0.1.0", stack=STACK,
-                         manifest_sha256="ab" * 32, summary=summary, hidden=spec.hidden,
+                         manifest_sha256="ab" * 32, summary=summary.to_json(), hidden=spec.hidden,
                          published_at=now - dt.timedelta(days=spec.days_ago)))
             ids[spec.policy] = sub_id
         team = s.query(Team).filter_by(name="Lab Alpha").one()

@@ -308,3 +308,14 @@ def test_charts_are_svg_cached_and_revalidated(seeded_db, ids):
         assert c.get("/leaderboard/charts/heatmap.svg").status_code == 200
         assert site.charts.renders == 2
         assert c.get(f"/leaderboard/charts/submissions/{sid}/pie.svg").status_code == 404
+
+
+def test_the_stylesheet_is_served_with_its_type_and_cache_header(client):
+    """The platform app serves the leaderboard's static folder (Starlette's StaticFiles) at the
+    path the pages link to, cached for an hour; anything else under it is a 404."""
+    r = client.get("/leaderboard/static/leaderboard.css")
+    assert r.status_code == 200 and r.headers["content-type"] == "text/css; charset=utf-8"
+    assert r.headers["cache-control"] == "public, max-age=3600" and ":root" in r.text
+    assert client.get("/leaderboard/static/leaderboard.css", headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+    assert client.get("/leaderboard/static/nope.css").status_code == 404
+    assert client.get("/leaderboard/static/../routes.py").status_code == 404

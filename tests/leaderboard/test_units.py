@@ -8,7 +8,7 @@ import datetime as dt
 from types import SimpleNamespace
 
 import pytest
-from liberopro_leaderboard.public import CATEGORIES, Rate, public_result
+from liberopro.schema.public import CATEGORIES, Rate, public_result
 from liberopro_leaderboard.ranking import SortError, interval_ranks, rank_table, separated
 
 
@@ -72,7 +72,7 @@ def test_public_result_keeps_only_the_whitelist():
 def test_categories_are_the_evaluators_and_every_shift_has_its_column():
     from liberopro.catalog import CATEGORIES as EVALUATOR_CATEGORIES
     from liberopro.catalog import SPECS
-    from liberopro_leaderboard.public import COLUMN_BY_KEY
+    from liberopro.schema.public import COLUMN_BY_KEY
 
     assert CATEGORIES == EVALUATOR_CATEGORIES
     for spec in SPECS.values():

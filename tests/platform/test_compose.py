@@ -76,7 +76,7 @@ def test_platform_image_serves_the_api_and_installs_the_firewall(docker_client):
         docker_client.images.get(image)
     except ImageNotFound:
         pytest.fail(f"image {image} is missing: run docker/build-images.sh platform")
-    out = docker_client.containers.run(image, ["python", "-c", "import liberopro_platform.tasks, "
+    out = docker_client.containers.run(image, ["python", "-c", "import liberopro_platform.celery_app, "
                                                "liberopro_platform.sandbox.docker_backend; "
                                                "from liberopro.results import summarize; print('imports ok')"],
                                        network_mode="none", remove=True)

@@ -99,7 +99,7 @@ def test_example_policy_image_goes_through_the_whole_pipeline(reference_run, htt
         assert {c["case"] for c in summary["cases"]} == {"nominal", "S12"}
         assert summary["episodes"]["total"] == 2
         assert all(sh.state == "done" and sh.attempts == 1 for sh in shards)
-    from liberopro_leaderboard.public import public_result
+    from liberopro.schema.public import public_result
 
     assert st["result"] == json.loads(public_result(result).model_dump_json())  # the leaderboard's view
     # Submitter-visible logs: the policy's own output during validation only, no evaluator events,

@@ -28,7 +28,7 @@ MARK = secrets.token_hex(4)
 PARAPHRASE = f"CANARY-PARAPHRASE-{MARK} open the middle drawer of the cabinet"
 SEED = 424242
 POLICY_MARKERS = ("CANARY-STDOUT", "CANARY-STDERR", "CANARY-ERRBODY", "CANARY-SHARD-START", "CANARY-METADATA")
-#: Keys of the summary that are admin-only (public.py's whitelist leaves them out).
+#: Keys of the summary that are admin-only (liberopro.schema.public's whitelist leaves them out).
 PRIVATE_KEYS = {"per_task", "invalid_reasons", "seed", "params", "applied", "instance_id", "settings", "policy_log",
                 "runtime_not_fired", "image_ref_public"}
 

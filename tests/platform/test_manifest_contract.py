@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from liberopro.schema.manifest import Instance, ManifestError, ShiftEntry, make_header, write_manifest
-from liberopro_platform.manifest import load_manifest, plan_shards
+from liberopro_platform.planning import load_manifest, plan_shards
 
 BIN = Path(sys.executable).parent
 SIMULATOR = ("robosuite", "mujoco", "libero", "cv2")
@@ -21,7 +21,7 @@ SIMULATOR = ("robosuite", "mujoco", "libero", "cv2")
 
 def test_the_manifest_models_and_the_platform_loader_import_no_simulator():
     code = ("import sys, json\n"
-            "import liberopro.schema.manifest, liberopro_platform.manifest, liberopro_platform.evaluator_entry\n"
+            "import liberopro.schema.manifest, liberopro_platform.planning, liberopro_platform.evaluator_entry\n"
             "import liberopro_platform.pipeline\n"
             f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {SIMULATOR!r}\n"
             "                         or m in ('liberopro.sim', 'liberopro.shifts', 'liberopro.instances'))))")
@@ -35,7 +35,7 @@ def test_a_real_eval_manifest_loads_in_the_platform_and_plans_shards(tmp_path):
     """`liberopro instances generate --split eval` on one held-out task, nominal and S12 (each
     realised on init state 0 in the simulator: one scene build, two one-step episodes)."""
     from liberopro.results import EpisodeRecord, summarize
-    from liberopro_leaderboard.public import metrics_of
+    from liberopro.schema.public import metrics_of
     from liberopro_platform.evaluator_entry import ShardSpec
 
     out = tmp_path / "hidden.jsonl"

@@ -7,7 +7,7 @@ import datetime as dt
 import secrets
 
 import pytest
-from liberopro_platform.manifest import ManifestError, load_manifest, plan_shards
+from liberopro_platform.planning import ManifestError, load_manifest, plan_shards
 from sqlalchemy import func, select
 
 

@@ -133,7 +133,7 @@ def sessions(settings):
 @pytest.fixture(scope="module")
 def enqueue(settings):
     """The test process sends tasks as the API and the workers do."""
-    from liberopro_platform.tasks import CeleryEnqueue, make_celery
+    from liberopro_platform.celery_app import CeleryEnqueue, make_celery
 
     return CeleryEnqueue(make_celery(settings), settings.queue)
 
@@ -350,8 +350,8 @@ def test_with_the_only_worker_dead_status_says_so_and_a_new_worker_takes_over(en
     aggregation runs on a control worker (the new worker serves only the shards queue)."""
     from fastapi.testclient import TestClient
     from liberopro_platform.api.app import create_app
-    from liberopro_platform.cli import format_status
     from liberopro_platform.models import WorkerHeartbeat, utcnow
+    from liberopro_platform.submitter_cli import format_status
 
     redis_server.client().flushdb()
     dead = workers("q-first@test")

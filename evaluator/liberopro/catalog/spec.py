@@ -65,7 +65,7 @@ class FallbackRule(BaseModel):
     def describe(self) -> int | dict[str, int]:
         """The listing's value: the step, or the step per trigger where they differ."""
         values = set(self.steps.values())
-        return next(iter(values)) if len(values) == 1 else dict(self.steps)
+        return next(iter(values)) if len(values) == 1 else {str(k): v for k, v in self.steps.items()}
 
 
 def fixed_fallback(**steps: int) -> FallbackRule:

@@ -24,12 +24,12 @@ from liberopro_leaderboard.charts import (
     static_runtime_chart,
     sweep_chart,
 )
-from liberopro_leaderboard.public import CATEGORIES, CaseRate, PairedDifference, Rate, shift_sort_key
 
 from liberopro import EVALUATOR_VERSION
 from liberopro.comparison import PairingError, compare_runs
 from liberopro.metrics import paired_difference
 from liberopro.report.runs import CaseRow, Condition, Policy, Run
+from liberopro.schema.public import CATEGORIES, CaseRate, PairedDifference, Rate, shift_sort_key
 
 RECOVERY_PROTOCOLS = ("hold", "retry", "restore")
 
@@ -155,11 +155,11 @@ def _runs_section(policies: list[Policy]) -> Section:
     for p in policies:
         for run in p.runs:
             h = run.header
-            e = run.summary.get("episodes") or {}
+            e = run.summary.episodes
             replan = "-" if h.replan is None else f"{h.replan}" + (" (override)" if h.replan_override else " (own)")
             rows.append([str(run.path), p.label, f"{h.identity_kind}: {h.identity}" if h.identity else h.identity_kind,
                          replan, h.manifest_sha256[:16] + "..." if h.manifest_sha256 else "none (cases given directly)",
-                         f"{e.get('total', 0)} ({e.get('valid', 0)} valid)", str(h.max_steps or "suite horizon"),
+                         f"{e.total} ({e.valid} valid)", str(h.max_steps or "suite horizon"),
                          str(h.evaluator_version or "?"), h.finished or "?"])
     blocks: list[Block] = [Table("runs-table", "Run directories and the policy each belongs to",
                                  ["run", "policy", "identity", "replan steps", "manifest (content hash)", "episodes",

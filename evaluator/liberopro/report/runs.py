@@ -2,9 +2,9 @@
 
 A run directory is what ``liberopro evaluate --out DIR`` writes: ``summary.json``,
 ``episodes.jsonl`` and ``instances.jsonl`` (:mod:`liberopro.results`). :func:`read_header` and
-:func:`read_summary` are the ONLY places that read ``summary.json``'s keys (when the summary is
-typed as pydantic models, they are the functions to switch); rates become the leaderboard's
-:class:`~liberopro_leaderboard.public.Rate` (the charts draw those).
+:func:`read_summary` are the ONLY places that read ``summary.json``, through its model
+(:class:`liberopro.schema.results.Summary`); rates become the leaderboard's
+:class:`~liberopro.schema.public.Rate` (the charts draw those).
 
 Runs are grouped per policy by (policy name, identity): the name is the policy's
 ``/metadata`` ``policy_name``; the identity is the image digest (platform runs), else the
@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from liberopro_leaderboard.public import PairedDifference, Rate, metrics_of, wilson_rate
 from pydantic import ValidationError
 
 from liberopro.metrics import wilson
 from liberopro.results import EpisodeRecord, summarize
+from liberopro.schema.public import PairedDifference, Rate, metrics_of, wilson_rate
+from liberopro.schema.results import Summary
 
 
 class ReportError(ValueError):
@@ -128,11 +129,6 @@ def _paired(value: Any, ci: Any, pairs: Any) -> PairedDifference | None:
     return PairedDifference(value=float(value), ci95=_interval(ci), pairs=int(pairs or 0))
 
 
-def _paired_dict(d: dict[str, Any] | None) -> PairedDifference | None:
-    """A :func:`liberopro.metrics.paired_difference` dict."""
-    return _paired(d.get("value"), d.get("ci95"), d.get("pairs")) if d else None
-
-
 def _paired_rate(value: Any, n: int) -> Rate | None:
     """A rate over ``n`` paired episodes, with its Wilson interval at that n."""
     if value is None or not n:
@@ -141,37 +137,42 @@ def _paired_rate(value: Any, n: int) -> Rate | None:
     return Rate(value=float(value), ci95=(round(lo, 6), round(hi, 6)), episodes=n, method="wilson")
 
 
-def read_summary(summary: dict[str, Any]) -> SummaryView:
-    """The report's view of a ``summary.json`` (:func:`liberopro.results.summarize`)."""
-    head = summary.get("headline") or {}
+def _load(summary: Summary | dict[str, Any]) -> Summary:
+    return summary if isinstance(summary, Summary) else Summary.load(summary)
+
+
+def read_summary(summary: Summary | dict[str, Any]) -> SummaryView:
+    """The report's view of a ``summary.json`` (:class:`liberopro.schema.results.Summary`, or
+    its JSON as a dict). Raises ``pydantic.ValidationError`` for a value of the wrong type."""
+    summary = _load(summary)
+    head = summary.headline
     cases = [CaseRow(
-        case=str(c["case"]), shift_ids=list(c.get("shift_ids") or []), shift_names=list(c.get("shift_names") or []),
-        categories=list(c.get("categories") or []), kind=str(c.get("kind") or "nominal"),
-        observations=str(c.get("observations") or "live"), recovery=str(c.get("recovery") or "none"),
-        rate=wilson_rate(c), invalid=int(c.get("invalid_episodes") or 0),
-        invalid_reasons=[str(x) for x in c.get("invalid_reasons") or []], not_fired=int(c.get("runtime_not_fired") or 0),
-        drop=_paired_dict(c.get("drop_from_nominal")),
-    ) for c in summary.get("cases") or []]
+        case=c.case, shift_ids=list(c.shift_ids), shift_names=list(c.shift_names), categories=list(c.categories),
+        kind=c.kind or "nominal", observations=c.observations or "live", recovery=c.recovery or "none",
+        rate=wilson_rate(c), invalid=c.invalid_episodes, invalid_reasons=list(c.invalid_reasons),
+        not_fired=c.runtime_not_fired,
+        drop=_paired(c.drop_from_nominal.value, c.drop_from_nominal.ci95, c.drop_from_nominal.pairs)
+        if c.drop_from_nominal else None,
+    ) for c in summary.cases]
     comps = []
-    for c in head.get("compositions") or []:
-        n = int(c.get("paired_episodes") or 0)
-        rates = c.get("paired_rates") or {}
+    for c in head.compositions:
+        n = c.paired_episodes
         comps.append(CompositionRow(
-            case=str(c["case"]), shift_ids=str(c["case"]).split("+"), weakest=c.get("weakest_constituent"),
-            composition_paired=_paired_rate(rates.get("composition"), n),
-            weakest_paired=_paired_rate(c.get("weakest_single"), n),
-            gap=_paired(c.get("weakest_single_gap"), c.get("gap_ci95"), n), paired_tasks=int(c.get("paired_tasks") or 0)))
-    lmf = head.get("live_minus_frozen") or {}
-    frozen = {str(f["case"]): _paired(f.get("gap"), f.get("ci95"), f.get("paired_episodes"))
-              for f in lmf.get("cases") or [] if f.get("gap") is not None}
-    recovery = {p: (_paired(g.get("mean_gain"), g.get("ci95"), g.get("paired_episodes")), int(g.get("cases") or 0))
-                for p, g in (head.get("recovery_gain") or {}).items() if g.get("mean_gain") is not None}
+            case=c.case, shift_ids=c.case.split("+"), weakest=c.weakest_constituent,
+            composition_paired=_paired_rate(c.paired_rates.get("composition"), n),
+            weakest_paired=_paired_rate(c.weakest_single, n),
+            gap=_paired(c.weakest_single_gap, c.gap_ci95, n), paired_tasks=c.paired_tasks))
+    lmf = head.live_minus_frozen
+    frozen = {f.case: _paired(f.gap, f.ci95, f.paired_episodes) for f in lmf.cases if f.gap is not None}
+    recovery = {p: (_paired(g.mean_gain, g.ci95, g.paired_episodes), g.cases)
+                for p, g in head.recovery_gain.items() if g.mean_gain is not None}
+    ep = summary.episodes
     return SummaryView(
         metrics=metrics_of(summary), cases=cases, compositions=comps, frozen=frozen,  # type: ignore[arg-type]
-        frozen_mean=_paired(lmf.get("mean_gap"), lmf.get("mean_gap_ci95"), lmf.get("mean_gap_paired_episodes")),
+        frozen_mean=_paired(lmf.mean_gap, lmf.mean_gap_ci95, lmf.mean_gap_paired_episodes),
         frozen_mean_cases=len(frozen), recovery=recovery,  # type: ignore[arg-type]
-        episodes={k: int((summary.get("episodes") or {}).get(k) or 0) for k in ("total", "valid", "invalid", "successes")},
-        termination_reasons={str(k): int(v) for k, v in (summary.get("termination_reasons") or {}).items()},
+        episodes={"total": ep.total, "valid": ep.valid, "invalid": ep.invalid, "successes": ep.successes},
+        termination_reasons=dict(summary.termination_reasons),
     )
 
 
@@ -198,17 +199,18 @@ class RunHeader:
         return self.replan_override or self.own_replan
 
 
-def read_header(summary: dict[str, Any]) -> RunHeader:
-    """The run's header (``liberopro.evaluation.run_evaluation`` or the platform's aggregation)."""
-    policy = summary.get("policy") or {}
-    meta = policy.get("metadata") or {}
-    settings = summary.get("settings") or {}
-    if policy.get("image_digest"):
-        kind, ident = "image", str(policy["image_digest"])
-    elif policy.get("cmd"):
-        kind, ident = "command", str(policy["cmd"])
-    elif policy.get("url"):
-        kind, ident = "url", str(policy["url"])
+def read_header(summary: Summary | dict[str, Any]) -> RunHeader:
+    """The run's header (:class:`liberopro.schema.results.RunHeader`, as
+    ``liberopro.evaluation.run_evaluation`` or the platform's aggregation wrote it)."""
+    summary = _load(summary)
+    policy, settings = summary.policy, summary.settings
+    meta = policy.metadata or {}
+    if policy.image_digest:
+        kind, ident = "image", str(policy.image_digest)
+    elif policy.cmd:
+        kind, ident = "command", str(policy.cmd)
+    elif policy.url:
+        kind, ident = "url", str(policy.url)
     else:
         kind, ident = "unknown", ""
 
@@ -217,10 +219,10 @@ def read_header(summary: dict[str, Any]) -> RunHeader:
 
     return RunHeader(
         policy_name=str(meta.get("policy_name") or "unnamed policy"), identity_kind=kind, identity=ident,
-        metadata=dict(meta), own_replan=_int(meta.get("replan_steps")), replan_override=_int(settings.get("replan_steps")),
-        manifest_sha256=summary.get("manifest_sha256") or None, evaluator_version=summary.get("evaluator_version"),
-        stack=dict(summary.get("stack") or {}), max_steps=_int(settings.get("max_steps")),
-        render_size=_int(settings.get("render_size")), finished=summary.get("finished"),
+        metadata=dict(meta), own_replan=_int(meta.get("replan_steps")), replan_override=_int(settings.replan_steps),
+        manifest_sha256=summary.manifest_sha256 or None, evaluator_version=summary.evaluator_version,
+        stack=dict(summary.stack), max_steps=_int(settings.max_steps),
+        render_size=_int(settings.render_size), finished=summary.finished,
     )
 
 
@@ -230,7 +232,7 @@ class Run:
     """One run directory."""
 
     path: Path
-    summary: dict[str, Any]
+    summary: Summary
     header: RunHeader
     records: list[EpisodeRecord]
 
@@ -273,6 +275,12 @@ def load_run(path: Path) -> Run:
         raise ReportError(f"{path / 'summary.json'}: cannot be read ({exc})") from None
     if not isinstance(summary, dict) or "cases" not in summary:
         raise ReportError(f"{path / 'summary.json'} is not a summary written by `liberopro evaluate`")
+    try:
+        summary = Summary.load(summary)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ReportError(f"{path / 'summary.json'} is not a summary of this evaluator "
+                          f"({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
     episodes = path / "episodes.jsonl"
     if not episodes.is_file():
         raise ReportError(f"{episodes} is missing: the report pairs episodes, so it needs the run's episodes.jsonl")
@@ -298,7 +306,7 @@ class Condition:
     runs: list[Run]
     records: list[EpisodeRecord]
     view: SummaryView
-    summary: dict[str, Any]
+    summary: Summary
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -331,7 +339,7 @@ class Policy:
         return self.conditions.get(self.own_replan)
 
 
-def _combine(runs: list[Run]) -> tuple[list[EpisodeRecord], dict[str, Any], list[str]]:
+def _combine(runs: list[Run]) -> tuple[list[EpisodeRecord], Summary, list[str]]:
     """The union of the runs' records, its summary, and a note per run whose episodes were
     already in an earlier run (same row, task, init state and seed): such an episode counts once,
     from the run given first (e.g. nominal in both a landscape and an ``@compositions`` run)."""
@@ -354,8 +362,7 @@ def _combine(runs: list[Run]) -> tuple[list[EpisodeRecord], dict[str, Any], list
                 continue
             owner[key] = run
             records.append(r)
-    header = {k: v for k, v in runs[0].summary.items() if k not in ("episodes", "termination_reasons", "headline", "cases")}
-    header["combined_runs"] = [str(r.path) for r in runs]
+    header = {**runs[0].summary.header.to_json(), "combined_runs": [str(r.path) for r in runs]}
     notes = [f"{n} episode(s) of {later} were already in {first} (same case, task, init state and seed): counted once, "
              f"from {first}" for (later, first), n in repeated.items()]
     return records, summarize(records, header), notes

@@ -5,4 +5,7 @@ that the platform, whose image has none of them, reads exactly the models the ev
 
 * :mod:`liberopro.schema.manifest`: instance manifests (the header and one
   :class:`~liberopro.schema.manifest.Instance` per line), their reader, writer and checks.
+* :mod:`liberopro.schema.results`: results (``episodes.jsonl`` records, ``summary.json``, the run
+  header) and the evaluator's events, versioned by ``RESULTS_SCHEMA_VERSION``
+  (``docs/results.md``; JSON Schema in ``docs/results.schema.json``).
 """

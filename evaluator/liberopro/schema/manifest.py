@@ -15,7 +15,7 @@ generation is detected.
 This module checks the format (every line parses, every task exists, ids are unique, counts and
 hash agree). Whether each shift id is known and each parameter set validates against its shift's
 ``Params`` model is the shift catalog's check (:func:`liberopro.catalog.shift_problems`, light as
-well): :func:`liberopro.manifest.check_manifest` in the evaluator and the platform's loader add
+well): :func:`liberopro.generation.check_manifest` in the evaluator and the platform's loader add
 it. Nothing here imports the simulator (robosuite, mujoco, libero, cv2):
 the platform, whose image has none of them, imports this module.
 """

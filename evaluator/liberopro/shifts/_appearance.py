@@ -16,9 +16,10 @@ is used (so a planked floor never "changes" to planks), and the record says whic
 
 Only material and geom fields are edited (``mat_texid``, ``mat_rgba``, ``geom_matid``,
 ``geom_rgba``), never texture pixels: MuJoCo reads these fields at every render, whereas edited
-pixels would have to be uploaded to the GL context again after every reset (``libero.md``).
-All of them go through :meth:`LiberoScene.model_field`, so the next episode starts from the
-task's own look. Mass, friction and every other physical property are untouched.
+pixels would have to be uploaded to the GL context again after every reset
+(``docs/libero-facts.md``, "Editing the scene"). All of them go through
+:meth:`LiberoScene.model_field`, so the next episode starts from the task's own look. Mass, friction
+and every other physical property are untouched.
 
 Measurement (:class:`Renders`): the third-person camera renders the scene at :data:`MEASURE_PX`
 square, with segmentation, just before and just after the edit (same state, so every difference

@@ -9,8 +9,8 @@ bottle, ``red_akita_black_bowl`` a red bowl). Types whose renders did not match 
 (``yellow_book``, ``libero_mug_yellow`` render grey) or that look like another type
 (``black_bowl``, ``new_salad_dressing``) are left out.
 
-Instruction rules (``benchmark.md``: S06 "the instruction names the new instance only where the
-old wording would be false"; S08 "the instruction stays unambiguous"):
+Instruction rules (``docs/definition.md``, "Static shifts": S06 "the instruction names the new
+instance only where the old wording would be false"; S08 "the instruction stays unambiguous"):
 
 * The instruction's noun phrases are found by longest match against every phrase of the
   catalogue ("black bowl" before "bowl").

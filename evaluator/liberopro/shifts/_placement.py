@@ -1,13 +1,13 @@
 """Relocating objects on their support: the shared realisation of the pose shifts (S01, D01 move
 the target; S02, D02 move the receiver; S03, D03 reuse the contact and workspace checks).
 
-Constraints (``benchmark.md``): planar moves only (horizontal translation plus yaw), objects stay
-inside the workspace, on their support, free of interpenetration after settling; the task stays
-executable. A move carries the target's *group*: the target, what it rests on down to the table
-(the ramekin under a bowl, the cabinet whose drawer holds it) and the objects resting on any of
-them, so stacked layouts and the instruction's spatial relations move as one. A fixture target
-(the cabinet of "open the drawer", the stove of "turn on the stove") moves as a fixture: its
-root body pose in the model.
+Constraints (``docs/definition.md``, "Constraints on a shifted task"): planar moves only (horizontal
+translation plus yaw), objects stay inside the workspace, on their support, free of interpenetration
+after settling; the task stays executable. A move carries the target's *group*: the target, what it
+rests on down to the table (the ramekin under a bowl, the cabinet whose drawer holds it) and the
+objects resting on any of them, so stacked layouts and the instruction's spatial relations move as
+one. A fixture target (the cabinet of "open the drawer", the stove of "turn on the stove") moves as
+a fixture: its root body pose in the model.
 """
 
 from __future__ import annotations

@@ -17,7 +17,13 @@ Hooks, in the order the runner calls them:
 * :meth:`Shift.execute`: the action actually executed, from the one the policy chose.
 * :meth:`Shift.on_episode_end`: after the last step, to finish measurements.
 * Runtime shifts: :meth:`RuntimeShift.fire` once, at the first step at which their trigger
-  phase is reached or at ``fallback_step``, whichever comes first.
+  phase is reached or at ``fallback_step``, whichever comes first
+  (:meth:`RuntimeShift.maybe_fire` decides, fires and records ``fired_at``/``fired_by``).
+
+The runner does not call these hooks one by one: :class:`liberopro.shifts.adapter.ShiftLayer`
+presents a shift bound to its :class:`EpisodeContext` as the loop's observation layer, action
+layer, intervention and trigger (:mod:`liberopro.loop`), and
+:class:`liberopro.shifts.adapter.ShiftStack` orders an episode's shifts (static first).
 
 Every shift records what it applied (``self.applied``), with measured values.
 """
@@ -155,6 +161,11 @@ class Shift:
     def on_episode_end(self, ctx: EpisodeContext) -> None:
         """Called once after the last step (also at the horizon): finish measurements."""
 
+    def maybe_fire(self, ctx: EpisodeContext, step: int, reached: dict[Phase, int]) -> Literal["phase", "fallback"] | None:
+        """Fire now if due (runtime shifts, :meth:`RuntimeShift.maybe_fire`); a static shift never
+        fires: None."""
+        return None
+
     def record(self) -> dict[str, Any]:
         """The record of this shift for ``episodes.jsonl``."""
         return {
@@ -190,6 +201,20 @@ class RuntimeShift(Shift):
         if step >= self.params.fallback_step:  # type: ignore[attr-defined]
             return "fallback"
         return None
+
+    def maybe_fire(self, ctx: EpisodeContext, step: int, reached: dict[Phase, int]) -> Literal["phase", "fallback"] | None:
+        """Fire at ``step`` if due, and own the record of it: the first step at which the trigger
+        phase is in ``reached`` (phase -> first step reached, :class:`liberopro.phases.PhaseTracker`)
+        or ``step >= fallback_step``, whichever comes first, and only once. Sets
+        :attr:`fired_at` (the policy-loop step, 0-based) and :attr:`fired_by` (``"phase"`` or
+        ``"fallback"``) *before* calling :meth:`fire` (which may read them). Returns why it fired
+        now, or None (not due, or fired already). :class:`ShiftInvalid` from :meth:`fire`
+        propagates (the episode is invalid)."""
+        why = self.should_fire(step, reached)
+        if why is not None:
+            self.fired_at, self.fired_by = step, why
+            self.fire(ctx, step)
+        return why
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         """Apply the runtime change; raise :class:`ShiftInvalid` when it cannot be realised."""

@@ -1,5 +1,5 @@
 """D01 object pose (Condition, runtime, trigger approach): the target moves 5-12 cm and turns
-while the gripper approaches it, before contact (``benchmark.md``, runtime table)."""
+while the gripper approaches it, before contact (``docs/definition.md``, "Runtime shifts")."""
 
 from __future__ import annotations
 

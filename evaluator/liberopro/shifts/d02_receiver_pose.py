@@ -1,5 +1,5 @@
 """D02 receiver pose (Condition, runtime, trigger transport): the receiver moves 5-12 cm (and turns
-up to 20 deg) while the target is carried (``benchmark.md``, runtime table).
+up to 20 deg) while the target is carried (``docs/definition.md``, "Runtime shifts").
 
 The receiver, its group, the goal region of libero_goal task 5 and the applicability rule are
 S02's (:mod:`liberopro.shifts.s02_receiver_pose`). At run time the move is a teleport of a

@@ -1,6 +1,6 @@
 """D03 relative layout (Condition, runtime, trigger approach): while the gripper approaches the
-target, before contact, the target swaps places with a non-target object (``benchmark.md``,
-runtime table).
+target, before contact, the target swaps places with a non-target object (``docs/definition.md``,
+"Runtime shifts").
 
 Partners, units and the acceptance rules are S03's (:mod:`liberopro.shifts._swap`,
 :mod:`liberopro.shifts.s03_relative_layout`); at run time the two units must also stay

@@ -1,5 +1,5 @@
 """D04 placement obstruction (Condition, runtime, trigger placement): a small object lands on part
-of the goal region when the carried target comes near it (``benchmark.md``, runtime table).
+of the goal region when the carried target comes near it (``docs/definition.md``, "Runtime shifts").
 
 Realisation: a small static block (a box prop, no joint) appears resting on the goal region's
 surface at the firing step: the region is the BDDL goal region (its site's box, e.g. the

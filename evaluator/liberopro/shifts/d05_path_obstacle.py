@@ -1,5 +1,5 @@
 """D05 path obstacle (Condition, runtime, trigger transport): an obstacle appears on the path
-ahead of the carried target (``benchmark.md``, runtime table; matched with S05).
+ahead of the carried target (``docs/definition.md``, "Runtime shifts"; matched with S05).
 
 Realisation: S05's box (:mod:`liberopro.shifts.s05_path_obstacle`), moved in at the firing step
 onto the straight horizontal segment from the target's position *then* to the goal region, at

@@ -1,6 +1,6 @@
 """D06 distractor appears (Environment, runtime, trigger approach): a look-alike of the target
-appears near it while the gripper approaches (``benchmark.md``, runtime table; "not applicable
-where no free space exists").
+appears near it while the gripper approaches (``docs/definition.md``, "Runtime shifts"; "not
+applicable where no free space exists").
 
 Realisation: the look-alike of S08 (:mod:`liberopro.shifts.s08_distractor`: same category,
 another type, 5-15 cm edge to edge from the target's stack, on its support, wholly in the

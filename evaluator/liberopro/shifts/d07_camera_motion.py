@@ -1,5 +1,5 @@
 """D07 camera motion (Environment, runtime, trigger approach or transport): the third-person camera
-is bumped 3-8 cm and turned 5-10 deg, and stays there (``benchmark.md``, runtime table).
+is bumped 3-8 cm and turned 5-10 deg, and stays there (``docs/definition.md``, "Runtime shifts").
 
 Realisation: :func:`liberopro.shifts.s15_camera_calibration.move_camera` (shared with S15) on
 ``agentview`` at the trigger step; the observations are re-rendered at once, so the frame of the

@@ -1,5 +1,5 @@
 """D08 lighting change (Environment, runtime, trigger approach): the lights dim to x0.3 and stay
-dim, or flicker between x0.3 and full for a window (``benchmark.md``, runtime table).
+dim, or flicker between x0.3 and full for a window (``docs/definition.md``, "Runtime shifts").
 
 Realisation (as S12, :mod:`liberopro.shifts.s12_lighting`): the diffuse, specular and ambient
 terms of every light and of the headlight are multiplied by ``scale`` (relative to their values

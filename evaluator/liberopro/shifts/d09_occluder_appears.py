@@ -1,6 +1,6 @@
 """D09 occluder appears (Environment, runtime, trigger grasp): an occluder enters the
-third-person line of sight when the gripper first touches the target (``benchmark.md``,
-runtime table).
+third-person line of sight when the gripper first touches the target (``docs/definition.md``,
+"Runtime shifts").
 
 Realisation: S09's board (:mod:`liberopro.shifts.s09_occlusion`: a thin static box without
 collisions, facing the agentview camera at ``depth_ratio`` of the target's depth, far outside

@@ -1,6 +1,6 @@
 """D10 observation freeze (Observation, runtime, trigger approach): the policy keeps receiving the
-same stale frame for 10-30 steps (``benchmark.md``, runtime table). The scene goes on; only what
-the policy sees stops. The step index and instruction stay current."""
+same stale frame for 10-30 steps (``docs/definition.md``, "Runtime shifts"). The scene goes on; only
+what the policy sees stops. The step index and instruction stay current."""
 
 from __future__ import annotations
 

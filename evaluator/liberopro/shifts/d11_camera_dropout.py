@@ -1,5 +1,5 @@
-"""D11 camera dropout (Observation, runtime, trigger grasp): one camera stream is blank (all
-zeros, black) for ``duration_steps`` steps (``benchmark.md``, runtime table: 10-30 steps). The
+"""D11 camera dropout (Observation, runtime, trigger grasp): one camera stream is blank (all zeros,
+black) for ``duration_steps`` steps (``docs/definition.md``, "Runtime shifts": 10-30 steps). The
 scene goes on; proprioception and the other camera are delivered as usual. The stream returns
 afterwards.
 

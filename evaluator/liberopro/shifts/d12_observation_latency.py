@@ -1,8 +1,8 @@
 """D12 observation latency (Observation, runtime, trigger approach): for a window of
 ``duration_steps`` steps the policy receives the observation of ``delay_steps`` steps earlier
-(``benchmark.md``, runtime table: 3-8 steps late for a window). The whole observation is late:
-both camera images and the proprioception, as from a lagging sensor pipeline. The step index and
-instruction stay current. When the window closes, the current observation is delivered again
+(``docs/definition.md``, "Runtime shifts": 3-8 steps late for a window). The whole observation is
+late: both camera images and the proprioception, as from a lagging sensor pipeline. The step index
+and instruction stay current. When the window closes, the current observation is delivered again
 (the frames in between are skipped).
 
 Realisation: the shift keeps the last ``delay_steps + 1`` incoming frames at every step

@@ -1,8 +1,8 @@
 """D13 sensor noise burst (Observation, runtime, trigger transport): Gaussian pixel noise on every
-camera the policy receives, for a window of ``duration_steps`` steps (``benchmark.md``, runtime
-table: pixel noise for a window). The noise is S14's (:mod:`liberopro.shifts.s14_sensor_noise`):
-``sigma`` grey levels (0-255), independent per pixel, channel and step, from ``ctx.rng``, at the
-render resolution.
+camera the policy receives, for a window of ``duration_steps`` steps (``docs/definition.md``,
+"Runtime shifts": pixel noise for a window). The noise is S14's
+(:mod:`liberopro.shifts.s14_sensor_noise`): ``sigma`` grey levels (0-255), independent per pixel,
+channel and step, from ``ctx.rng``, at the render resolution.
 
 Defaults: trigger ``transport`` (target lifted, or the articulation moving), fallback step 120
 (120 + 30 stays inside the shortest horizon, 220), ``sigma`` uniform in [10, 25] grey levels (the

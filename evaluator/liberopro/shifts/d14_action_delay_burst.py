@@ -1,6 +1,6 @@
 """D14 action delay burst (Execution, runtime, trigger approach): for a window of
 ``duration_steps`` steps every action executes ``delay_steps`` control steps late
-(``benchmark.md``, runtime table: 2-5 steps late for a window).
+(``docs/definition.md``, "Runtime shifts": 2-5 steps late for a window).
 
 Realisation: from the step the shift fires, the policy's commands go through a delay line of
 ``delay_steps`` commands (as S19, :class:`liberopro.shifts._signal.DelayLine`): during the first

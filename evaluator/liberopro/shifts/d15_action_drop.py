@@ -1,6 +1,6 @@
-"""D15 action drop (Execution, runtime, trigger grasp): for a window of ``duration_steps`` steps,
-a fraction ``drop_fraction`` of the policy's commands are lost and replaced by a hold (zero arm
-delta, gripper command of the last executed action) (``benchmark.md``, runtime table: 30-70% of
+"""D15 action drop (Execution, runtime, trigger grasp): for a window of ``duration_steps`` steps, a
+fraction ``drop_fraction`` of the policy's commands are lost and replaced by a hold (zero arm delta,
+gripper command of the last executed action) (``docs/definition.md``, "Runtime shifts": 30-70% of
 commands for a window).
 
 Realisation: when the shift fires, exactly ``round(drop_fraction x duration_steps)`` of the

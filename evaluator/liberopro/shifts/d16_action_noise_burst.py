@@ -1,8 +1,9 @@
 """D16 action noise burst (Execution, runtime, trigger transport): Gaussian noise on the executed
-arm actions for a window of ``duration_steps`` steps (``benchmark.md``, runtime table: noise on
-executed actions for a window). The noise is S20's (:mod:`liberopro.shifts.s20_action_noise`):
-standard deviation ``sigma_frac x 2`` action units (2 = the range of [-1, 1]) on each of the six
-arm numbers, from ``ctx.rng``, clipped to [-1, 1]; the gripper is untouched.
+arm actions for a window of ``duration_steps`` steps (``docs/definition.md``, "Runtime shifts":
+noise on executed actions for a window). The noise is S20's
+(:mod:`liberopro.shifts.s20_action_noise`): standard deviation ``sigma_frac x 2`` action units (2 =
+the range of [-1, 1]) on each of the six arm numbers, from ``ctx.rng``, clipped to [-1, 1]; the
+gripper is untouched.
 
 Defaults: trigger ``transport``, fallback step 120, ``sigma_frac`` uniform in [0.05, 0.2] (S20's
 range), ``duration_steps`` uniform in {10, ..., 30}.

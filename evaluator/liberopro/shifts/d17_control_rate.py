@@ -1,8 +1,8 @@
 """D17 control-rate change (Execution, runtime, trigger approach): for a window of
-``duration_steps`` steps the controller accepts a new command only every ``hold_periods``
-control periods and holds it in between (``benchmark.md``, runtime table: each action held for
-2-3 control periods for a window), as from a control loop slowed to 20 / ``hold_periods`` Hz
-with zero-order hold.
+``duration_steps`` steps the controller accepts a new command only every ``hold_periods`` control
+periods and holds it in between (``docs/definition.md``, "Runtime shifts": each action held for 2-3
+control periods for a window), as from a control loop slowed to 20 / ``hold_periods`` Hz with
+zero-order hold.
 
 Realisation: inside the window, at steps ``s, s + m, s + 2m, ...`` (``m = hold_periods``, ``s``
 the firing step) the policy's command is latched and it executes at that step and the next

@@ -1,7 +1,7 @@
 """D18 grasp loss (Robot, runtime, trigger transport): the gripper is forced open for a few steps,
-so what it carries drops, then control returns to the policy (``benchmark.md``, runtime table;
-"grasp loss and robot displacement are injected outcome states or bounded control
-interventions, not simulated impacts or falling forces").
+so what it carries drops, then control returns to the policy (``docs/definition.md``, "Runtime
+shifts"; "Constraints on a shifted task": "grasp loss and robot displacement are injected outcome
+states or bounded control interventions, not simulated impacts or falling forces").
 
 Realisation: from the firing step the evaluator, not the policy, commands the robot (an
 override, like D19's push): gripper command -1 (open), arm held (zero OSC_POSE delta: the

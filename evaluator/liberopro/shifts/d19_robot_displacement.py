@@ -1,9 +1,9 @@
 """D19 robot displacement (Robot, runtime, trigger approach or transport): the end effector is
-pushed 3-8 cm by a bounded control intervention (``benchmark.md``, runtime table: "grasp loss and
-robot displacement are injected outcome states or bounded control interventions, not simulated
-impacts"). During the push the evaluator, not the policy, commands the arm (at most
-``max_steps`` steps of at most full-scale delta actions, gripper command unchanged); then control
-returns to the policy, which is asked for a fresh chunk."""
+pushed 3-8 cm by a bounded control intervention (``docs/definition.md``, "Runtime shifts";
+"Constraints on a shifted task": "grasp loss and robot displacement are injected outcome states or
+bounded control interventions, not simulated impacts"). During the push the evaluator, not the
+policy, commands the arm (at most ``max_steps`` steps of at most full-scale delta actions, gripper
+command unchanged); then control returns to the policy, which is asked for a fresh chunk."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """D20 instruction restatement (Language, runtime, trigger approach): from the step the shift
-fires on, the policy receives a same-meaning rewording of its instruction (``benchmark.md``,
-runtime table), as when an operator restates the command mid-task. The rewording is one of the
+fires on, the policy receives a same-meaning rewording of its instruction (``docs/definition.md``,
+"Runtime shifts"), as when an operator restates the command mid-task. The rewording is one of the
 task's curated paraphrases (:mod:`liberopro.paraphrases`, the same list S22 draws from; no
 model at run time).
 

@@ -1,5 +1,5 @@
 """S01 object pose (Condition, static): the target object starts 8-15 cm away from its stored
-position, turned up to 45 deg about z (``benchmark.md``, static table).
+position, turned up to 45 deg about z (``docs/definition.md``, "Static shifts").
 
 Applies to every task: a movable target moves with what it rests on (see
 :mod:`liberopro.shifts._placement`); the fixture target of an articulated task (the cabinet

@@ -1,6 +1,6 @@
 """S02 receiver pose (Condition, static): the receiver (the object or fixture the target goes to)
-starts 8-15 cm away from its stored position, turned up to 30 deg about z (``benchmark.md``,
-static table).
+starts 8-15 cm away from its stored position, turned up to 30 deg about z (``docs/definition.md``,
+"Static shifts").
 
 Receiver (:func:`receiver_entity`): ``TaskSemantics.receiver``, the owner of the goal region:
 the plate, the basket, the bowl of "put the cream cheese in the bowl" (objects); the stove, the

@@ -1,5 +1,5 @@
 """S03 relative layout (Condition, static): the target swaps places with a non-target object
-(``benchmark.md``, static table).
+(``docs/definition.md``, "Static shifts").
 
 Realisation (:mod:`liberopro.shifts._swap`): the target's unit (the target, the movable objects
 under it, the objects on it) and a partner's unit exchange their horizontal positions; heights

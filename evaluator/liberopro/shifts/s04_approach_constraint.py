@@ -1,5 +1,5 @@
 """S04 approach constraint (Condition, static): a low blocker beside the target closes one
-approach side; a top grasp stays possible (``benchmark.md``, static table).
+approach side; a top grasp stays possible (``docs/definition.md``, "Static shifts").
 
 Realisation: a static box (no joint: LIBERO's init states still fit), ``thickness_m`` thick and
 ``height_m`` high, stands on the surface the target's stack stands on (the table, the floor or

@@ -1,5 +1,5 @@
 """S05 path obstacle (Condition, static): an obstacle on the straight path between the target and
-the goal; going over or around it stays possible (``benchmark.md``, static table).
+the goal; going over or around it stays possible (``docs/definition.md``, "Static shifts").
 
 Realisation: a static box (no joint) on the table / floor, ``thickness_m`` along the path and
 ``width_m`` across it, ``height_m`` high, centred on the straight horizontal segment from the

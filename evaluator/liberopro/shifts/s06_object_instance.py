@@ -1,9 +1,9 @@
 """S06 object instance (Environment, static): the target replaced by another instance of its
-category (``benchmark.md``, static table), e.g. the black bowl by a white, yellow or red bowl,
-the alphabet soup by a red-labelled alphabet soup or a tomato sauce can, the cream cheese by a
-butter or chocolate pudding box. The instruction names the new instance only where the old
-wording would be false ("put the bowl on the plate" stays; "pick up the black bowl next to the
-ramekin" becomes "pick up the white bowl next to the ramekin").
+category (``docs/definition.md``, "Static shifts"), e.g. the black bowl by a white, yellow or red
+bowl, the alphabet soup by a red-labelled alphabet soup or a tomato sauce can, the cream cheese by a
+butter or chocolate pudding box. The instruction names the new instance only where the old wording
+would be false ("put the bowl on the plate" stays; "pick up the black bowl next to the ramekin"
+becomes "pick up the white bowl next to the ramekin").
 
 Realisation: a scene variant built from the task's BDDL with the target's *type* changed and its
 *name* kept (:func:`liberopro.variants.rewrite_bddl`), so LIBERO's own goal check refers to the

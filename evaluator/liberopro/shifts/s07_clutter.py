@@ -1,5 +1,5 @@
 """S07 clutter (Environment, static): 2-4 unrelated objects in free table space, clear of the task
-path (``benchmark.md``, static table).
+path (``docs/definition.md``, "Static shifts").
 
 Realisation: static copies (no joint) of LIBERO objects (``libero.libero.envs.objects``) from
 categories absent from the scene and not named by the instruction

@@ -1,5 +1,6 @@
 """S08 distractor (Environment, static): a look-alike of the target (same category, another
-attribute) 5-15 cm from it; the instruction stays unambiguous (``benchmark.md``, static table).
+attribute) 5-15 cm from it; the instruction stays unambiguous (``docs/definition.md``, "Static
+shifts").
 
 Realisation: a static copy (no joint) of a LIBERO object of the target's category and another
 type (:func:`liberopro.shifts._objects.lookalikes`: a white, yellow or red bowl beside the black

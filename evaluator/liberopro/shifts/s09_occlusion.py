@@ -1,5 +1,5 @@
 """S09 occlusion (Environment, static): a static occluder hides 20-50% of the target in the
-third-person view, not in the robot's path (``benchmark.md``, static table).
+third-person view, not in the robot's path (``docs/definition.md``, "Static shifts").
 
 Realisation: a thin flat board (a static box without collisions, so it can never touch the
 robot or an object) facing the third-person camera (``agentview``), between the camera and the

@@ -1,5 +1,5 @@
 """S10 object appearance (Environment, static): the target's colour and texture changed
-(``benchmark.md``, static table).
+(``docs/definition.md``, "Static shifts").
 
 Realisation (:mod:`liberopro.shifts._appearance`): every drawn geom of the target (an object, or
 the fixture of an articulated task: the cabinet, the stove) takes a :class:`Look`: a flat colour

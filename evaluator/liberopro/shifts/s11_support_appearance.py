@@ -1,5 +1,5 @@
 """S11 support appearance (Environment, static): the texture and colour of the surface the task
-happens on changed (``benchmark.md``, static table).
+happens on changed (``docs/definition.md``, "Static shifts").
 
 The support is the ground body under the target (:func:`ground_below`): the table (its top and
 legs) in LIBERO-Goal, -Spatial and -10, the floor in LIBERO-Object, whose objects stand on it.

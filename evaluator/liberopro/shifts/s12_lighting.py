@@ -1,5 +1,5 @@
 """S12 lighting (Environment, static): light intensity x0.3-1.8, direction and colour changed
-(``benchmark.md``, static table)."""
+(``docs/definition.md``, "Static shifts")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """S13 scene appearance (Environment, static): the floor and wall textures changed
-(``benchmark.md``, static table).
+(``docs/definition.md``, "Static shifts").
 
 Surfaces: the room around the task. ``floor``: the arena's floor geom. ``walls``: every other
 drawn geom that belongs to neither the support (the table), a BDDL object or fixture, nor the

@@ -1,5 +1,5 @@
 """S14 sensor noise (Observation, static): Gaussian pixel noise on every camera the policy
-receives (``benchmark.md``, static table: sigma 5-25 of 255, both cameras).
+receives (``docs/definition.md``, "Static shifts": sigma 5-25 of 255, both cameras).
 
 Realisation: each delivered image gets zero-mean Gaussian noise of ``sigma`` grey levels (0-255
 scale), drawn afresh at every step, independently per pixel and colour channel, from the

@@ -1,5 +1,5 @@
 """S15 camera calibration (Observation, static): the third-person camera moved 3-10 cm and turned
-5-15 deg (``benchmark.md``, static table)."""
+5-15 deg (``docs/definition.md``, "Static shifts")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """S16 image degradation (Observation, static): every camera image the policy receives is
-degraded in one of three modes, one mode per instance (``benchmark.md``, static table: JPEG
+degraded in one of three modes, one mode per instance (``docs/definition.md``, "Static shifts": JPEG
 quality 10-30, or resolution loss (down x2-4, up again), or blur).
 
 Modes and default magnitudes (each drawn with probability 1/3):

@@ -1,5 +1,5 @@
 """S17 robot state (Robot, static): the arm starts from another joint configuration: offsets of
-0.1-0.3 rad on some of its joints, collision-free (``benchmark.md``, static table).
+0.1-0.3 rad on some of its joints, collision-free (``docs/definition.md``, "Static shifts").
 
 Realisation: after ``set_init_state`` and before the settle steps, the stated offsets are added
 to the Panda's arm joint positions (``robot0_joint1..7``, indices 0-6 here; radians), joint

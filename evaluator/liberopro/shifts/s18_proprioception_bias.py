@@ -1,5 +1,5 @@
 """S18 proprioception bias (Robot, static): the reported end-effector pose carries a constant
-offset (``benchmark.md``, static table: 2-5 cm, 5-10 deg), as from a mis-calibrated robot.
+offset (``docs/definition.md``, "Static shifts": 2-5 cm, 5-10 deg), as from a mis-calibrated robot.
 
 Realisation, at every step, on the proprioception the policy receives (world frame, metres,
 quaternions ``(x, y, z, w)`` as robosuite reports ``robot0_eef_quat``):

@@ -1,5 +1,5 @@
 """S19 action latency (Execution, static): every action executes ``delay_steps`` control steps
-late (``benchmark.md``, static table: 1-3 steps), for the whole episode.
+late (``docs/definition.md``, "Static shifts": 1-3 steps), for the whole episode.
 
 Realisation: the policy's actions go through a delay line of ``delay_steps`` commands
 (:class:`liberopro.shifts._signal.DelayLine`): the action commanded at step ``t`` executes at step

@@ -1,5 +1,5 @@
 """S20 action noise (Execution, static): Gaussian noise on the executed arm actions for the whole
-episode (``benchmark.md``, static table: sigma 0.05-0.2 of the action range).
+episode (``docs/definition.md``, "Static shifts": sigma 0.05-0.2 of the action range).
 
 Interpretation of "of the action range": LIBERO's action numbers range over [-1, 1], a range of
 2, so the noise standard deviation is ``sigma_frac * 2`` action units: 0.1-0.4, i.e. 5-20 mm of

@@ -1,6 +1,6 @@
 """S21 actuation gain (Execution, static): the executed arm delta is the commanded one scaled by a
-constant gain (``benchmark.md``, static table: x0.5-0.8 or x1.2-1.5), as from a mis-calibrated
-actuator.
+constant gain (``docs/definition.md``, "Static shifts": x0.5-0.8 or x1.2-1.5), as from a
+mis-calibrated actuator.
 
 Realisation: at every executed policy step the six arm numbers (translation and rotation deltas
 of OSC_POSE) are multiplied by ``gain`` and clipped to LIBERO's limits [-1, 1]; the gripper is

@@ -1,5 +1,5 @@
 """S22 instruction paraphrase (Language, static): a curated same-meaning rewording replaces the
-instruction for the whole episode (``benchmark.md``, static table; at least 3 per task, no
+instruction for the whole episode (``docs/definition.md``, "Static shifts"; at least 3 per task, no
 model at run time: :mod:`liberopro.paraphrases`)."""
 
 from __future__ import annotations

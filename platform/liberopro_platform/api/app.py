@@ -42,7 +42,7 @@ def create_app(settings: Settings | None = None, enqueue: Enqueue | None = None)
     on ``settings.broker_url``."""
     settings = settings or get_settings()
     if enqueue is None:
-        from liberopro_platform.tasks import CeleryEnqueue, make_celery
+        from liberopro_platform.celery_app import CeleryEnqueue, make_celery
 
         enqueue = CeleryEnqueue(make_celery(settings), settings.queue)
     sessions = make_sessionmaker(make_engine(settings.database_url))

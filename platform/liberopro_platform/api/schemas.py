@@ -6,7 +6,7 @@ import datetime as dt
 import unicodedata
 from typing import Annotated
 
-from liberopro_leaderboard.public import PublicResult
+from liberopro.schema.public import PublicResult
 from pydantic import AfterValidator, BaseModel, Field
 
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from liberopro.schema.results import DoneEvent, EpisodeEvent, ErrorEvent, Event, HelloEvent, MetadataEvent
+
 from liberopro_platform.evaluator_entry import ShardSpec
 
 #: Termination reasons the platform adds to the evaluator's (it sees the policy container die).
@@ -113,6 +115,28 @@ class ShardCallbacks(Protocol):
 
     def should_stop(self) -> bool:
         """True when the shard must stop now (the submission was cancelled)."""
+
+
+def dispatch_event(event: Event, callbacks: ShardCallbacks,
+                   name_cause: Callable[[dict[str, Any]], None] | None = None) -> DoneEvent | ErrorEvent | None:
+    """Hand one event of a shard to ``callbacks`` (the one place backends consume the evaluator's
+    events, :data:`liberopro.schema.results.Event`): ``hello`` to ``on_hello`` (versions),
+    ``metadata`` to ``on_metadata``, ``episode`` to ``on_record`` as a dict, after
+    ``name_cause`` (which may rewrite the record's ``termination_reason`` and ``detail`` when the
+    policy died during the episode). Returns the event that ends the shard (``done``, ``error``),
+    else None; a ``conformance`` event (validation's, not a shard's) is ignored."""
+    if isinstance(event, HelloEvent):
+        callbacks.on_hello({"evaluator_version": event.evaluator_version, "stack": event.stack})
+    elif isinstance(event, MetadataEvent):
+        callbacks.on_metadata(event.metadata)
+    elif isinstance(event, EpisodeEvent):
+        record = event.record.model_dump(mode="json")
+        if name_cause is not None:
+            name_cause(record)
+        callbacks.on_record(record)
+    elif isinstance(event, (DoneEvent, ErrorEvent)):
+        return event
+    return None
 
 
 class SandboxBackend(Protocol):

@@ -35,6 +35,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import tenacity
+from liberopro.schema.results import ConformanceEvent, DoneEvent, EpisodeEvent, ErrorEvent
+
 from liberopro_platform.config import Settings
 from liberopro_platform.evaluator_entry import CheckSpec, ShardSpec, parse_event
 from liberopro_platform.image_refs import (
@@ -58,6 +61,7 @@ from liberopro_platform.sandbox.base import (
     ShardCallbacks,
     ShardOutcome,
     ValidationOutcome,
+    dispatch_event,
     policy_error_outcome,
     truncate_log,
 )
@@ -561,8 +565,8 @@ class DockerBackend:
             report = None
             for line in _logs(checker, stderr=False).splitlines():
                 ev = parse_event(line)
-                if ev and ev.get("type") == "conformance":
-                    report = ev["report"]
+                if isinstance(ev, ConformanceEvent):
+                    report = ev.report
         if cancelled:
             return ValidationOutcome(ok=False, policy_log=policy_log, failure="cancelled", fix="")
         if died is not None:
@@ -625,10 +629,15 @@ class DockerBackend:
         threading.Thread(target=read, daemon=True).start()
         deadline = time.monotonic() + time_limit_s
         next_beat = next_stop_check = 0.0
-        last_record_at = time.time()
-        restarts_seen = 0
-        finished: dict[str, Any] | None = None
+        restarts = {"seen": 0}
+        last = {"record_at": time.time()}
+        finished: DoneEvent | ErrorEvent | None = None
         status = None
+
+        def name_cause(record: dict[str, Any]) -> None:
+            if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES:
+                restarts["seen"] = self._name_policy_death(record, policy, watch, last["record_at"], restarts["seen"])
+
         while True:
             if time.monotonic() >= next_beat:
                 callbacks.heartbeat()
@@ -650,19 +659,11 @@ class DockerBackend:
             ev = parse_event(item)
             if ev is None:
                 continue
-            kind = ev.get("type")
-            if kind == "hello":
-                callbacks.on_hello({k: ev.get(k) for k in ("evaluator_version", "stack")})
-            elif kind == "metadata":
-                callbacks.on_metadata(ev["metadata"])
-            elif kind == "episode":
-                record = ev["record"]
-                if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES:
-                    restarts_seen = self._name_policy_death(record, policy, watch, last_record_at, restarts_seen)
-                callbacks.on_record(record)
-                last_record_at = time.time()
-            elif kind in ("done", "error"):
-                finished = ev
+            end = dispatch_event(ev, callbacks, name_cause)
+            if isinstance(ev, EpisodeEvent):
+                last["record_at"] = time.time()
+            if end is not None:
+                finished = end
         if status is not None:
             evaluator.stop(timeout=3)
         exit_code = evaluator.wait(timeout=60).get("StatusCode") if status is None else None
@@ -673,14 +674,14 @@ class DockerBackend:
         if status == "timed_out":
             return ShardOutcome("timed_out", f"the shard did not finish within its time limit ({time_limit_s:.0f} s)",
                                 internal, policy_log)
-        if finished and finished["type"] == "done":
+        if isinstance(finished, DoneEvent):
             return ShardOutcome("completed", "", internal, policy_log)
-        if finished and finished.get("kind") == "policy":
+        if isinstance(finished, ErrorEvent) and finished.kind == "policy":
             pstate = _state(policy)
             cause = self._death_text(pstate) if not pstate.get("Running") else ""
-            return policy_error_outcome(_failure_reason(finished.get("reason")), str(finished.get("message")), cause,
+            return policy_error_outcome(_failure_reason(finished.reason), str(finished.message), cause,
                                         internal, policy_log)
-        detail = finished.get("message") if finished else f"evaluator exited with code {exit_code}"
+        detail = finished.message if finished else f"evaluator exited with code {exit_code}"
         ev_state = _state(evaluator)
         if ev_state.get("OOMKilled"):
             detail = f"the evaluator ran out of memory ({s.evaluator_memory}); " + detail
@@ -694,11 +695,10 @@ class DockerBackend:
         died = (not state.get("Running")) or state.get("Restarting") or restarts > restarts_seen
         if not died:
             return restarts_seen
-        end = time.monotonic() + 5.0
-        deaths = watch.deaths_since(since - 1.0)
-        while not deaths and time.monotonic() < end:
-            time.sleep(0.1)
-            deaths = watch.deaths_since(since - 1.0)
+        # The engine's die event may trail the state: look again every 0.1 s for up to 5 s.
+        deaths = tenacity.Retrying(stop=tenacity.stop_after_delay(5.0), wait=tenacity.wait_fixed(0.1),
+                                   retry=tenacity.retry_if_not_result(bool),
+                                   retry_error_callback=lambda st: st.outcome.result())(watch.deaths_since, since - 1.0)
         death = deaths[-1] if deaths else {"oom": bool(state.get("OOMKilled")), "exit_code": state.get("ExitCode")}
         original = f"{record['termination_reason']}: {record.get('detail') or ''}".strip()
         if death["oom"]:

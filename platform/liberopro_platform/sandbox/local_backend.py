@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from liberopro.schema.results import Event
+
 from liberopro_platform.config import Settings
 from liberopro_platform.evaluator_entry import CheckSpec, ShardSpec, ShardStopped, check, run_shard
 from liberopro_platform.sandbox.base import (
@@ -23,6 +25,7 @@ from liberopro_platform.sandbox.base import (
     ShardCallbacks,
     ShardOutcome,
     ValidationOutcome,
+    dispatch_event,
     policy_error_outcome,
     truncate_log,
 )
@@ -119,21 +122,16 @@ class LocalBackend:
         proc = PolicyProcess(source.command or "", log_path, startup_timeout=spec.startup_timeout_s,
                              max_restarts=s.policy_restarts)
 
-        def emit(event: dict[str, Any]) -> None:
-            kind = event.get("type")
-            if kind == "hello":
-                callbacks.on_hello({k: event.get(k) for k in ("evaluator_version", "stack")})
-            elif kind == "metadata":
-                callbacks.on_metadata(event["metadata"])
-            elif kind == "episode":
-                record = event["record"]
-                dead = proc.proc is None or proc.proc.poll() is not None
-                if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES and dead:
-                    code = proc.proc.returncode if proc.proc is not None else None
-                    record["detail"] = (f"the policy process exited with code {code} during the episode; "
-                                        f"the evaluator saw {record['termination_reason']}: {record.get('detail')}")
-                    record["termination_reason"] = POLICY_CRASHED
-                callbacks.on_record(record)
+        def name_cause(record: dict[str, Any]) -> None:
+            dead = proc.proc is None or proc.proc.poll() is not None
+            if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES and dead:
+                code = proc.proc.returncode if proc.proc is not None else None
+                record["detail"] = (f"the policy process exited with code {code} during the episode; "
+                                    f"the evaluator saw {record['termination_reason']}: {record.get('detail')}")
+                record["termination_reason"] = POLICY_CRASHED
+
+        def emit(event: Event) -> None:
+            dispatch_event(event, callbacks, name_cause)
 
         callbacks.heartbeat()
         beater = threading.Thread(target=beat, daemon=True)

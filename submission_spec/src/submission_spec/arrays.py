@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import numpy as np
 from pydantic import (
@@ -43,6 +43,53 @@ WireDType = Literal["uint8", "int32", "int64", "float32", "float64", "bool"]
 
 #: Largest array accepted from the wire, in bytes (a 1024x1024x3 image is 3 MiB).
 MAX_ARRAY_BYTES = 64 * 1024 * 1024
+
+#: numpy dtype kinds any codec accepts: bool, signed and unsigned integers, floats (the spec's
+#: own encoding narrows them further to :data:`WIRE_DTYPES`).
+ALLOWED_KINDS = "biuf"
+
+
+class RefusedArray(ValueError):
+    """An array (or numpy scalar) from the wire that is malformed, too large or of a refused dtype."""
+
+
+def descr_dtype(value: Any) -> np.dtype:
+    """The numpy dtype of a wire descriptor string (``dtype.str``: ``'<f4'``, ``'|u1'``; bytes
+    are read as ASCII), as openpi's msgpack-numpy and json-numpy send it. Raises
+    :class:`RefusedArray` for a non-string, one over 8 characters or one numpy does not know;
+    whether the dtype may travel is :func:`check_array`'s question."""
+    if isinstance(value, bytes):
+        value = value.decode("ascii", errors="replace")
+    if not isinstance(value, str) or len(value) > 8:
+        raise RefusedArray(f"array dtype must be a short descriptor string like '<f4', got {value!r}")
+    try:
+        return np.dtype(value)
+    except TypeError as exc:
+        raise RefusedArray(f"unknown array dtype {value!r}") from exc
+
+
+def check_array(dtype: np.dtype, shape: Any, nbytes: int) -> None:
+    """The one check every codec runs on an array it decodes (the spec's JSON and msgpack
+    :class:`NDArray`, openpi's msgpack-numpy, json-numpy), before any numpy view is made.
+
+    Args:
+        dtype: the array's numpy dtype; a plain bool, int, uint or float (:data:`ALLOWED_KINDS`,
+            no structured or sub-array dtype).
+        shape: a list (or tuple) of non-negative ints.
+        nbytes: the byte count of the data received; must be ``prod(shape) * dtype.itemsize``,
+            which must not exceed :data:`MAX_ARRAY_BYTES`.
+
+    Raises :class:`RefusedArray` (a ``ValueError``) naming the first rule broken.
+    """
+    if dtype.kind not in ALLOWED_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise RefusedArray(f"array dtype {dtype.str!r} is refused (only bool, int, uint, float travel)")
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise RefusedArray(f"array shape must be a list of non-negative ints, got {shape!r}")
+    need = math.prod(shape) * dtype.itemsize
+    if need > MAX_ARRAY_BYTES:
+        raise RefusedArray(f"array of shape {list(shape)} exceeds {MAX_ARRAY_BYTES} bytes")
+    if nbytes != need:
+        raise RefusedArray(f"array data has {nbytes} bytes but dtype {dtype.name} and shape {list(shape)} need {need}")
 
 
 def _bytes_from_wire(value: Any) -> Any:
@@ -94,16 +141,7 @@ class NDArray(BaseModel):
 
     @model_validator(mode="after")
     def _check_size(self) -> NDArray:
-        if any(d < 0 for d in self.shape):
-            raise ValueError(f"array shape {self.shape} has a negative dimension")
-        expected = math.prod(self.shape) * WIRE_DTYPES[self.dtype].itemsize
-        if expected > MAX_ARRAY_BYTES:
-            raise ValueError(f"array of shape {self.shape} exceeds {MAX_ARRAY_BYTES} bytes")
-        if len(self.data) != expected:
-            raise ValueError(
-                f"array data has {len(self.data)} bytes but dtype {self.dtype} and shape "
-                f"{self.shape} need {expected}"
-            )
+        check_array(WIRE_DTYPES[self.dtype], self.shape, len(self.data))
         return self
 
     @classmethod
@@ -116,7 +154,7 @@ class NDArray(BaseModel):
                 f"dtype {array.dtype} cannot travel; use one of {sorted(WIRE_DTYPES)}"
             )
         data = np.ascontiguousarray(array, dtype=WIRE_DTYPES[name]).tobytes()
-        return cls.model_construct(dtype=name, shape=list(array.shape), data=data)
+        return cls.model_construct(dtype=cast(Any, name), shape=list(array.shape), data=data)  # name is in WIRE_DTYPES
 
     def to_numpy(self) -> np.ndarray:
         """A read-only numpy view of the bytes, in native byte order."""

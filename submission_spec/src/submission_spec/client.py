@@ -23,6 +23,7 @@ from submission_spec.models import (
     ResetRequest,
     ResetResponse,
 )
+from submission_spec.polling import poll_until
 
 FailureReason = Literal[
     "policy_connect_error",
@@ -203,15 +204,19 @@ class PolicyClient:
         return self._probe_health(timeout) is None
 
     def wait_healthy(self, timeout: float, poll: float = 0.2) -> None:
-        """Poll ``/health`` until it answers 200; raises :class:`PolicyError`
-        (``policy_connect_error``) after ``timeout`` wall-clock seconds."""
-        end = time.monotonic() + timeout
-        last = "no attempt"
-        while time.monotonic() < end:
-            last = self._probe_health(min(2.0, max(0.1, end - time.monotonic())))
-            if last is None:
-                return
-            time.sleep(min(poll, max(0.0, end - time.monotonic())))
+        """Poll ``/health`` until it answers 200, ``poll`` seconds apart; raises :class:`PolicyError`
+        (``policy_connect_error``) when no attempt within ``timeout`` wall-clock seconds got it
+        (:func:`submission_spec.polling.poll_until`)."""
+        last: str | None = "no attempt"
+
+        def probe(left: float) -> str | None:
+            nonlocal last
+            last = self._probe_health(min(2.0, max(0.1, left)))
+            return last
+
+        poll_until(probe, timeout, poll, done=lambda why: why is None)
+        if last is None:
+            return
         raise PolicyError("policy_connect_error", f"{self.base_url}/health did not answer 200 within {timeout:.0f} s "
                                                   f"(last attempt: {last}); start the policy server first, check the "
                                                   "host and port, or let the evaluator start it with --policy-cmd")

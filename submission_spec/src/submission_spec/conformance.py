@@ -57,8 +57,8 @@ class ConformanceReport:
 def synthetic_observation(meta: PolicyMetadata, episode_id: str, step: int, rng: np.random.Generator) -> Observation:
     """An observation with the cameras, sizes and state fields ``meta`` asks for (random pixels,
     plausible proprioception)."""
-    images = {c.name: rng.integers(0, 256, size=(c.height, c.width, 3), dtype=np.uint8) for c in meta.cameras}
-    proprio = {name: np.zeros(PROPRIO_FIELDS[name][0]) for name in meta.state_fields}
+    images: dict[str, np.ndarray] = {c.name: rng.integers(0, 256, size=(c.height, c.width, 3), dtype=np.uint8) for c in meta.cameras}
+    proprio: dict[str, np.ndarray] = {name: np.zeros(PROPRIO_FIELDS[name][0]) for name in meta.state_fields}
     if "eef_quat" in proprio:
         proprio["eef_quat"][3] = 1.0
     return Observation(episode_id=episode_id, step=step, instruction="put the bowl on the plate",

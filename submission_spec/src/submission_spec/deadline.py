@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -81,8 +81,8 @@ class LoopRunner:
                 raise RuntimeError("the policy client is closed")
             return _outside_running_loop(lambda: self._run_here(bounded()))
 
-    def _run_here(self, coro: Awaitable[T]) -> T:
-        task = self._loop.create_task(coro)
+    def _run_here(self, coro: Coroutine[Any, Any, T]) -> T:
+        task: asyncio.Task[T] = self._loop.create_task(coro)
         try:
             return self._loop.run_until_complete(task)
         except BaseException:

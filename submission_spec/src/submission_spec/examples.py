@@ -8,11 +8,12 @@ They exercise the whole evaluation path without a model. Serve one with
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
 from submission_spec.models import CameraSpec, PolicyMetadata
-from submission_spec.policy import Observation
+from submission_spec.policy import Observation, Policy
 
 
 class ZeroPolicy:
@@ -56,7 +57,7 @@ class RandomPolicy:
         return self._rng.uniform(-1.0, 1.0, size=(8, 7)).astype(np.float32)
 
 
-EXAMPLES = {"zero": ZeroPolicy, "random": RandomPolicy}
+EXAMPLES: dict[str, Callable[[], Policy]] = {"zero": ZeroPolicy, "random": RandomPolicy}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,7 +13,8 @@ Endpoints (see ``openapi.json`` beside this package, generated from these models
 Both ``POST`` bodies may be JSON (``application/json``) or msgpack (``application/msgpack``); the
 server answers in the encoding of the request. Arrays travel as :class:`~submission_spec.arrays.NDArray`.
 
-Conventions (LIBERO facts; see ``shared/reference/libero.md``):
+Conventions (LIBERO facts; see ``docs/libero-facts.md``, "Actions and observations", in the
+repository):
 
 * Actions are LIBERO's OSC_POSE delta end-effector commands at 20 Hz:
   ``[dx, dy, dz, droll, dpitch, dyaw, gripper]``, each in [-1, 1]. Position deltas scale to at
@@ -30,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from submission_spec.arrays import NDArray
 
-SPEC_VERSION = "1.0"
+SPEC_VERSION: Literal["1.0"] = "1.0"
 
 CameraName = Literal["agentview", "wrist"]
 """``agentview``: LIBERO's fixed third-person camera; ``wrist``: ``robot0_eye_in_hand``."""

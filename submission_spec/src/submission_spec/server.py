@@ -37,7 +37,7 @@ from submission_spec.policy import Observation, Policy, as_action_chunk, as_poli
 
 log = logging.getLogger("submission_spec.server")
 
-_BOTH_ENCODINGS = {codec.JSON: {}, codec.MSGPACK: {}}
+_BOTH_ENCODINGS: dict[str, dict] = {codec.JSON: {}, codec.MSGPACK: {}}
 
 
 def _body_doc(model_name: str) -> dict:
@@ -183,7 +183,7 @@ def serve(
     import uvicorn
 
     host = host or os.environ.get("HOST", "127.0.0.1")
-    port = int(port or os.environ.get("PORT", 8000))
+    port = int(port or os.environ.get("PORT") or 8000)
     name = getattr(metadata, "policy_name", None) or getattr(getattr(policy, "metadata", None), "policy_name", "policy")
     scheme = "ws" if protocol == "openpi" else "http"
     print(f"serving {name} ({protocol} protocol) on {scheme}://{host}:{port}; Ctrl-C stops it", file=sys.stderr,

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import PlainTextResponse
-from liberopro_leaderboard.public import public_result
+from liberopro.schema.public import public_result
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -183,7 +183,7 @@ def status_of(request: Request, session: Session, sub: Submission, with_events: 
     """The submitter's view of ``sub``: where it is, progress and termination-reason totals,
     what failed and how to fix it (texts the platform wrote, never the policy's output on the
     hidden stage), the validation checks, and once published what the leaderboard shows for
-    the result (:func:`liberopro_leaderboard.public.public_result`). ``with_events`` False (the
+    the result (:func:`liberopro.schema.public.public_result`). ``with_events`` False (the
     list) also leaves out the live stuck check (the stored ``stuck_reason`` is shown)."""
     shards = sub.shards
     reasons = dict(session.execute(select(Episode.termination_reason, func.count())

@@ -19,13 +19,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from submission_spec.adapters.msgpack_numpy import ALLOWED_KINDS, RefusedArray
-from submission_spec.arrays import MAX_ARRAY_BYTES
+from submission_spec.arrays import ALLOWED_KINDS, RefusedArray, check_array, descr_dtype
 
 
 def default(obj: Any) -> dict[str, Any]:
@@ -52,28 +50,15 @@ def object_hook(d: dict) -> Any:
     if "__numpy__" not in d:
         return d
     descr, shape, data = d.get("dtype"), d.get("shape"), d.get("__numpy__")
-    if not isinstance(descr, str) or len(descr) > 8:
-        raise RefusedArray(f"json-numpy dtype must be a short descriptor string like '<f4', got {descr!r}")
-    try:
-        dt = np.dtype(descr)
-    except TypeError as exc:
-        raise RefusedArray(f"unknown json-numpy dtype {descr!r}") from exc
-    if dt.kind not in ALLOWED_KINDS or dt.fields is not None or dt.subdtype is not None:
-        raise RefusedArray(f"json-numpy dtype {descr!r} is refused (only bool, int, uint, float travel)")
-    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
-        raise RefusedArray(f"json-numpy shape must be a list of non-negative ints, got {shape!r}")
-    need = math.prod(shape) * dt.itemsize
-    if need > MAX_ARRAY_BYTES:
-        raise RefusedArray(f"array of shape {shape} exceeds {MAX_ARRAY_BYTES} bytes")
+    dt = descr_dtype(descr)
     if not isinstance(data, str):
         raise RefusedArray("json-numpy __numpy__ must be a base64 string")
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise RefusedArray(f"json-numpy data is not valid base64: {exc}") from exc
-    if len(raw) != need:
-        raise RefusedArray(f"json-numpy data has {len(raw)} bytes; dtype {descr} and shape {shape} need {need}")
-    arr = np.frombuffer(raw, dtype=dt).reshape(shape)
+    check_array(dt, shape, len(raw))
+    arr = np.frombuffer(raw, dtype=dt).reshape(cast(list[int], shape))  # check_array validated it
     return arr[()] if shape == [] else arr
 
 

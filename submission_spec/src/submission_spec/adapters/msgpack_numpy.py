@@ -18,20 +18,14 @@ message bytes.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import msgpack
 import numpy as np
 
-from submission_spec.arrays import MAX_ARRAY_BYTES
+from submission_spec.arrays import ALLOWED_KINDS, RefusedArray, check_array, descr_dtype
 
-#: numpy dtype kinds allowed on the wire: bool, signed and unsigned integers, floats.
-ALLOWED_KINDS = "biuf"
-
-
-class RefusedArray(ValueError):
-    """An array or scalar map that is malformed or of a refused dtype."""
+__all__ = ["ALLOWED_KINDS", "RefusedArray", "packb", "unpackb"]
 
 
 def _check_dtype(obj: np.ndarray | np.generic) -> None:
@@ -60,37 +54,18 @@ def _get(d: dict, name: str) -> Any:
     return d[key] if key in d else d.get(name)
 
 
-def _dtype(value: Any) -> np.dtype:
-    if isinstance(value, bytes):
-        value = value.decode("ascii", errors="replace")
-    if not isinstance(value, str) or len(value) > 8:
-        raise RefusedArray(f"array dtype must be a short string like '<f4', got {value!r}")
-    try:
-        dt = np.dtype(value)
-    except TypeError as exc:
-        raise RefusedArray(f"unknown array dtype {value!r}") from exc
-    if dt.kind not in ALLOWED_KINDS or dt.fields is not None or dt.subdtype is not None:
-        raise RefusedArray(f"array dtype {value!r} is refused (only bool, int, uint, float travel)")
-    return dt
-
-
 def _hook(d: dict) -> Any:
     if _get(d, "__ndarray__"):
-        dt = _dtype(_get(d, "dtype"))
+        dt = descr_dtype(_get(d, "dtype"))
         shape = _get(d, "shape")
         data = _get(d, "data")
-        if not isinstance(shape, (list, tuple)) or not all(isinstance(s, int) and s >= 0 for s in shape):
-            raise RefusedArray(f"array shape must be a list of non-negative ints, got {shape!r}")
         if not isinstance(data, (bytes, bytearray)):
             raise RefusedArray("array data must be bytes")
-        need = math.prod(shape) * dt.itemsize
-        if need > MAX_ARRAY_BYTES:
-            raise RefusedArray(f"array of shape {list(shape)} exceeds {MAX_ARRAY_BYTES} bytes")
-        if len(data) != need:
-            raise RefusedArray(f"array data has {len(data)} bytes; dtype {dt.str} and shape {list(shape)} need {need}")
+        check_array(dt, shape, len(data))
         return np.frombuffer(bytes(data), dtype=dt).reshape(shape)
     if _get(d, "__npgeneric__"):
-        dt = _dtype(_get(d, "dtype"))
+        dt = descr_dtype(_get(d, "dtype"))
+        check_array(dt, [], dt.itemsize)  # the dtype rule (a scalar is shape [] of one item)
         value = _get(d, "data")
         if not isinstance(value, (bool, int, float)):
             raise RefusedArray(f"numpy scalar data must be a number, got {type(value).__name__}")

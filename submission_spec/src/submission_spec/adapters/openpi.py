@@ -94,6 +94,7 @@ from submission_spec.adapters._common import (
 from submission_spec.client import HEALTH_REPLY_BYTES, ActResult, PolicyError
 from submission_spec.deadline import DEFAULT_MAX_REPLY_BYTES, DeadlineExceeded, HTTPSession, LoopRunner, ReplyTooLarge
 from submission_spec.models import LIBERO_STATE8, CameraSpec, ObservationMessage, PolicyMetadata
+from submission_spec.polling import poll_until
 
 #: Close code of a server error (RFC 6455 1011, "internal error").
 INTERNAL_ERROR = 1011
@@ -287,11 +288,8 @@ class OpenPIClient:
 
     def wait_healthy(self, timeout: float, poll: float = 0.2) -> None:
         """Poll ``/healthz``; ``policy_connect_error`` after ``timeout`` seconds."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.health(timeout=min(2.0, max(0.1, end - time.monotonic()))):
-                return
-            time.sleep(min(poll, max(0.0, end - time.monotonic())))
+        if poll_until(lambda left: self.health(timeout=min(2.0, max(0.1, left))), timeout, poll):
+            return
         raise PolicyError("policy_connect_error", f"{http_url(self.url)}/healthz did not answer 200 within {timeout:.0f} s "
                           "and no openpi websocket handshake succeeded (is the server up, and does it speak openpi?)")
 

@@ -110,7 +110,7 @@ class OpenPIPolicyServer:
     def observation(self, req: dict[str, Any], episode_id: str, step: int) -> Observation:
         """Map an openpi request to an :class:`Observation` (``ValueError`` naming the problem)."""
         meta = self.policy.metadata
-        images = {}
+        images: dict[str, np.ndarray] = {}
         for cam in meta.cameras:
             key = self.keys.camera(cam.name)
             img = req.get(key)

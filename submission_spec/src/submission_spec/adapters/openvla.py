@@ -83,6 +83,7 @@ from submission_spec.adapters._common import (
 from submission_spec.client import HEALTH_REPLY_BYTES, ActResult, PolicyError
 from submission_spec.deadline import DEFAULT_MAX_REPLY_BYTES, DeadlineExceeded, HTTPSession, Reply, ReplyTooLarge
 from submission_spec.models import LIBERO_STATE8, CameraSpec, ObservationMessage, PolicyMetadata
+from submission_spec.polling import poll_until
 
 #: Path of the LIBERO-Pro2.0 extension that advertises a policy's conventions.
 METADATA_PATH = "/liberopro/metadata"
@@ -224,11 +225,8 @@ class OpenVLAClient:
             return False
 
     def wait_healthy(self, timeout: float, poll: float = 0.2) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.health(timeout=min(2.0, max(0.1, end - time.monotonic()))):
-                return
-            time.sleep(min(poll, max(0.0, end - time.monotonic())))
+        if poll_until(lambda left: self.health(timeout=min(2.0, max(0.1, left))), timeout, poll):
+            return
         raise PolicyError("policy_connect_error", f"{self.base_url}{self.options.health_path} did not answer HTTP "
                           f"within {timeout:.0f} s (is the server up?)")
 

@@ -55,7 +55,7 @@ def create_openvla_app(policy: Policy | Callable[[Observation], np.ndarray],
     def observation(payload: dict[str, Any]) -> tuple[Observation, bool]:
         """Map a payload to an Observation, deciding the episode (call under ``lock``)."""
         meta = pol.metadata
-        images = {}
+        images: dict[str, np.ndarray] = {}
         for cam in meta.cameras:
             keys = ("full_image", "image") if cam.name == "agentview" else ("wrist_image",)
             img = next((payload[k] for k in keys if k in payload), None)

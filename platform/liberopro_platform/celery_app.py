@@ -6,8 +6,8 @@ sandbox (validation, shards), ``<queue>.control`` the short ones (aggregation). 
     python -m liberopro_platform worker --name worker1            # both queues, solo pool
     python -m liberopro_platform worker --name control --queues control
 
-(``celery -A liberopro_platform.tasks worker -Q liberopro.shards,liberopro.control -n worker1@%h
---pool=solo`` is the same). With the solo pool a worker runs one task at a time and, with
+(``celery -A liberopro_platform.celery_app worker -Q liberopro.shards,liberopro.control
+-n worker1@%h --pool=solo`` is the same). With the solo pool a worker runs one task at a time and, with
 ``acks_late`` and a prefetch of one, holds no other message while it runs one: a busy shard
 worker never sits on an aggregation, which a control worker (or any idle worker) takes at once.
 
@@ -36,7 +36,7 @@ from sqlalchemy.exc import OperationalError
 from liberopro_platform.config import Settings, get_settings
 from liberopro_platform.db import make_engine, make_sessionmaker
 
-log = logging.getLogger("liberopro_platform.tasks")
+log = logging.getLogger("liberopro_platform.celery_app")
 
 TASK_VALIDATE = "liberopro.validate"
 TASK_RUN_SHARD = "liberopro.run_shard"
@@ -72,7 +72,7 @@ def make_celery(settings: Settings) -> Celery:
         broker_transport_options={"visibility_timeout": settings.broker_visibility_timeout_s},
         worker_hijack_root_logger=False,
         beat_schedule={"sweep-stuck": {"task": TASK_SWEEP, "schedule": settings.sweep_interval_s}},
-        beat_scheduler="liberopro_platform.tasks:SweepScheduler",
+        beat_scheduler="liberopro_platform.celery_app:SweepScheduler",
         beat_max_loop_interval=min(60.0, settings.sweep_interval_s),
         timezone="UTC",
     )

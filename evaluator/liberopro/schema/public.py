@@ -1,7 +1,8 @@
-"""What of a published result may be shown in public, as typed models.
+"""What of a published result may be shown in public, as typed models (light: no simulator, no
+web stack; the leaderboard, the platform's submitter-facing routes and the report all read it).
 
-A :class:`liberopro_platform.models.Result` row holds the whole ``summary.json`` of a run. This
-module copies out of it, field by field, only what the leaderboard shows: aggregate success
+A :class:`liberopro_platform.models.Result` row holds the whole ``summary.json`` of a run, read
+here as :class:`liberopro.schema.results.Summary`. This module copies out of it, field by field, only what the leaderboard shows: aggregate success
 rates with their intervals and episode counts, and the provenance of the number (image digest,
 spec, evaluator and simulator versions, date). Everything else stays behind, in particular what
 could describe a hidden evaluation instance: per-task rates within a case (``per_task``: one
@@ -16,8 +17,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from liberopro.catalog import CATEGORIES  # the six categories in the benchmark's order (no simulator)
 from pydantic import BaseModel, Field
+
+from liberopro.catalog import CATEGORIES  # the six categories in the benchmark's order (no simulator)
+from liberopro.schema.results import CaseSummary, MeanRate, SuccessRate, Summary
+from liberopro.schema.results import PairedDifference as SummaryPairedDifference
 
 KINDS: tuple[str, ...] = ("static", "runtime")
 SHORT: dict[str, str] = {"Condition": "Cond.", "Environment": "Env.", "Observation": "Obs.", "Execution": "Exec.",
@@ -212,94 +216,92 @@ def _interval(raw: Any) -> tuple[float, float] | None:
     return None
 
 
-def wilson_rate(raw: dict[str, Any] | None) -> Rate:
-    """A :func:`liberopro.metrics.success_rate` dict as a :class:`Rate` (``per_task`` dropped)."""
-    if not raw or raw.get("success_rate") is None:
-        return MISSING_WILSON.model_copy(update={"episodes": int((raw or {}).get("episodes") or 0)})
-    return Rate(value=float(raw["success_rate"]), ci95=_interval(raw.get("ci95")), episodes=int(raw.get("episodes") or 0),
-                method="wilson", tasks=raw.get("tasks"), successes=raw.get("successes"))
+def wilson_rate(raw: SuccessRate | CaseSummary | None) -> Rate:
+    """A :func:`liberopro.metrics.success_rate` result (a summary's ``nominal`` or one of its
+    cases) as a :class:`Rate` (``per_task`` dropped)."""
+    if raw is None or raw.success_rate is None:
+        return MISSING_WILSON.model_copy(update={"episodes": raw.episodes if raw is not None else 0})
+    return Rate(value=raw.success_rate, ci95=_interval(raw.ci95), episodes=raw.episodes,
+                method="wilson", tasks=raw.tasks, successes=raw.successes)
 
 
-def bootstrap_rate(raw: dict[str, Any] | None) -> Rate:
-    """A :func:`liberopro.metrics.bootstrap_mean_of_rates` dict as a :class:`Rate`."""
-    if not raw or raw.get("mean") is None:
+def bootstrap_rate(raw: MeanRate | None) -> Rate:
+    """A :func:`liberopro.metrics.bootstrap_mean_of_rates` result as a :class:`Rate`."""
+    if raw is None or raw.mean is None:
         return MISSING_BOOTSTRAP
-    return Rate(value=float(raw["mean"]), ci95=_interval(raw.get("ci95")), episodes=int(raw.get("episodes") or 0),
-                method="bootstrap", cases=raw.get("cases"))
+    return Rate(value=raw.mean, ci95=_interval(raw.ci95), episodes=raw.episodes, method="bootstrap", cases=raw.cases)
 
 
-def metrics_of(summary: dict[str, Any]) -> dict[str, Rate]:
+def _summary(summary: Summary | dict[str, Any] | None) -> Summary:
+    """A stored summary as the model (:meth:`Summary.load`: tolerant of older summaries)."""
+    return summary if isinstance(summary, Summary) else Summary.load(summary)
+
+
+def metrics_of(summary: Summary | dict[str, Any] | None) -> dict[str, Rate]:
     """The ranking columns of one summary (missing parts become rates with value None)."""
-    head = summary.get("headline") or {}
+    head = _summary(summary).headline
     out = {
-        "overall": bootstrap_rate(head.get("overall")),
-        "nominal": wilson_rate(head.get("nominal")),
-        "static_mean": bootstrap_rate(head.get("static_mean")),
-        "runtime_mean": bootstrap_rate(head.get("runtime_mean")),
+        "overall": bootstrap_rate(head.overall),
+        "nominal": wilson_rate(head.nominal),
+        "static_mean": bootstrap_rate(head.static_mean),
+        "runtime_mean": bootstrap_rate(head.runtime_mean),
     }
-    cats = head.get("categories") or {}
     for kind in KINDS:
         for cat in CATEGORIES:
-            out[f"{kind}.{cat}"] = bootstrap_rate((cats.get(kind) or {}).get(cat))
+            out[f"{kind}.{cat}"] = bootstrap_rate(head.category(kind, cat))
     return out
 
 
-def _case(raw: dict[str, Any]) -> CaseRate:
+def _case(raw: CaseSummary) -> CaseRate:
     return CaseRate(
-        case=str(raw.get("case")), shift_ids=list(raw.get("shift_ids") or []),
-        shift_names=list(raw.get("shift_names") or []), categories=list(raw.get("categories") or []),
-        kind=str(raw.get("kind") or "nominal"), observations=str(raw.get("observations") or "live"),
-        recovery=str(raw.get("recovery") or "none"), rate=wilson_rate(raw),
-        invalid_episodes=int(raw.get("invalid_episodes") or 0),
-        drop_from_nominal=_paired(raw.get("drop_from_nominal")),
+        case=raw.case, shift_ids=raw.shift_ids, shift_names=raw.shift_names, categories=raw.categories,
+        kind=raw.kind or "nominal", observations=raw.observations or "live", recovery=raw.recovery or "none",
+        rate=wilson_rate(raw), invalid_episodes=raw.invalid_episodes, drop_from_nominal=_paired(raw.drop_from_nominal),
     )
 
 
-def _paired(raw: dict[str, Any] | None) -> PairedDifference | None:
-    if not raw or raw.get("value") is None:
+def _paired(raw: SummaryPairedDifference | None) -> PairedDifference | None:
+    if raw is None or raw.value is None:
         return None
-    return PairedDifference(value=float(raw["value"]), ci95=_interval(raw.get("ci95")), pairs=int(raw.get("pairs") or 0))
-
-
-def _int_or_none(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return PairedDifference(value=raw.value, ci95=_interval(raw.ci95), pairs=raw.pairs)
 
 
 def public_result(row: Any) -> PublicResult:
-    """The public content of a :class:`~liberopro_platform.models.Result` row."""
-    summary: dict[str, Any] = row.summary or {}
-    head = summary.get("headline") or {}
-    settings = summary.get("settings") or {}
-    episodes = summary.get("episodes") or {}
+    """The public content of a :class:`~liberopro_platform.models.Result` row (its ``summary``
+    read as :class:`liberopro.schema.results.Summary`)."""
+    summary = _summary(row.summary)
+    head, settings, episodes = summary.headline, summary.settings, summary.episodes
     meta = SubmissionMeta(
         submission_id=row.submission_id, team=row.team_name, policy_name=row.policy_name,
         image_digest=row.image_digest, spec_version=row.spec_version, evaluator_version=row.evaluator_version,
-        results_schema_version=_int_or_none(summary.get("schema_version")),
+        results_schema_version=summary.schema_version if "schema_version" in summary.model_fields_set else None,
         stack={str(k): (None if v is None else str(v)) for k, v in (row.stack or {}).items()},
         manifest_sha256=row.manifest_sha256, published_at=row.published_at,
-        episodes=EpisodeCounts(**{k: int(episodes.get(k) or 0) for k in ("total", "valid", "invalid", "successes")}),
-        instances=_int_or_none(summary.get("instances")),
-        episodes_per_instance=_int_or_none(settings.get("episodes_per_instance")),
-        max_steps=_int_or_none(settings.get("max_steps")),
+        episodes=EpisodeCounts(total=episodes.total, valid=episodes.valid, invalid=episodes.invalid,
+                               successes=episodes.successes),
+        instances=summary.instances,
+        episodes_per_instance=settings.episodes_per_instance,
+        max_steps=settings.max_steps,
         page_url=SUBMISSION_PAGE.format(id=row.submission_id), api_url=SUBMISSION_API.format(id=row.submission_id),
     )
-    lmf = head.get("live_minus_frozen") or {}
+    lmf = head.live_minus_frozen
     diagnostics = Diagnostics(
-        live_minus_frozen=[FrozenGap(**{k: f[k] for k in ("case", "live", "frozen", "gap")}, ci95=_interval(f.get("ci95")))
-                           for f in lmf.get("cases") or []],
-        live_minus_frozen_mean_gap=lmf.get("mean_gap"),
-        live_minus_frozen_mean_gap_ci95=_interval(lmf.get("mean_gap_ci95")),
-        recovery_gain={p: RecoveryGain(mean_gain=g["mean_gain"], cases=g["cases"], ci95=_interval(g.get("ci95")))
-                       for p, g in (head.get("recovery_gain") or {}).items() if g.get("mean_gain") is not None},
+        live_minus_frozen=[FrozenGap(case=f.case, live=f.live, frozen=f.frozen, gap=f.gap, ci95=_interval(f.ci95))
+                           for f in lmf.cases],
+        live_minus_frozen_mean_gap=lmf.mean_gap,
+        live_minus_frozen_mean_gap_ci95=_interval(lmf.mean_gap_ci95),
+        recovery_gain={p: RecoveryGain(mean_gain=g.mean_gain, cases=g.cases, ci95=_interval(g.ci95))
+                       for p, g in head.recovery_gain.items() if g.mean_gain is not None},
     )
-    compositions = [Composition(**{k: c.get(k) for k in ("case", "success_rate", "constituents", "weakest_constituent",
-                                                          "weakest_single", "weakest_single_gap")},
-                                gap_ci95=_interval(c.get("gap_ci95")), paired_episodes=int(c.get("paired_episodes") or 0))
-                    for c in head.get("compositions") or []]
+    compositions = [Composition(case=c.case, success_rate=c.success_rate, constituents=c.constituents,
+                                weakest_constituent=c.weakest_constituent, weakest_single=c.weakest_single,
+                                weakest_single_gap=c.weakest_single_gap, gap_ci95=_interval(c.gap_ci95),
+                                paired_episodes=c.paired_episodes)
+                    for c in head.compositions]
     return PublicResult(
-        meta=meta, metrics=metrics_of(summary), cases=[_case(c) for c in summary.get("cases") or []],
+        meta=meta, metrics=metrics_of(summary), cases=[_case(c) for c in summary.cases],
         compositions=compositions, diagnostics=diagnostics,
-        termination_reasons={str(k): int(v) for k, v in (summary.get("termination_reasons") or {}).items()},
+        termination_reasons=dict(summary.termination_reasons),
     )
 
 

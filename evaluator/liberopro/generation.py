@@ -1,4 +1,4 @@
-"""Instance manifests: every (task, case) of a split with fixed, validated parameters.
+"""Generating instance manifests: every (task, case) of a split with fixed, validated parameters.
 
 A manifest is a JSON-lines file: a header line, then one :class:`~liberopro.instances.Instance`
 per line. The format (models, reader, writer, content hash) is :mod:`liberopro.schema.manifest`,
@@ -35,26 +35,21 @@ from pydantic import BaseModel
 from liberopro import EVALUATOR_VERSION
 from liberopro.instances import Instance, instance_problems, make_instance
 from liberopro.schema.manifest import (
-    MANIFEST_KIND,
-    MANIFEST_SCHEMA_VERSION,
     NOMINAL,
     Manifest,
     ManifestError,
     ManifestHeader,
-    content_hash,
     listing,
     make_header,
     read_manifest,
     seed_commitment,
-    write_manifest,
 )
 
-__all__ = ["MANIFEST_KIND", "MANIFEST_SCHEMA_VERSION", "REFERENCE", "DroppedPair", "Manifest", "ManifestError",
-           "ManifestHeader", "check_manifest", "content_hash", "first_valid_static", "generate", "read_manifest",
-           "report", "seed_commitment", "validate_instance", "write_manifest"]
+__all__ = ["REFERENCE", "DroppedPair", "check_manifest", "default_cases", "first_valid_static", "generate", "report",
+           "validate_instance"]
 
-#: Reference counts of the study this benchmark follows (benchmark.md, "Instances"): shifted
-#: instances only (40 tasks x 42 shifts = 1,680 pairs); nominal instances come on top.
+#: Reference counts of the study this benchmark follows (``docs/definition.md``, "Instances"):
+#: shifted instances only (40 tasks x 42 shifts = 1,680 pairs); nominal instances come on top.
 REFERENCE = {"train": 1313, "eval": 335, "total": 1648, "pairs": 1680}
 
 
@@ -146,12 +141,12 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     runner = EpisodeRunner(None, meta, settings, scenes=runner_cache)  # type: ignore[arg-type]
     runner.client = LocalPolicyClient(_ValidationPolicy(meta, runner, inst.task))
     rec = runner.run_episode(EpisodePlan(inst, 0, 0, seed))
-    applied = {s["id"]: s for s in rec.shifts}
+    applied = {s.id: s.model_dump(mode="json") for s in rec.shifts}
     if not rec.valid:
         return False, rec.detail or "invalid", applied
     if rec.termination_reason not in ("horizon", "success"):
         return False, f"{rec.termination_reason}: {rec.detail}", applied
-    unfired = [s["id"] for s in rec.shifts if s["kind"] == "runtime" and s.get("fired_at_step") is None]
+    unfired = [s.id for s in rec.shifts if s.kind == "runtime" and s.fired_at_step is None]
     if unfired:
         return False, f"{', '.join(unfired)} did not fire within {steps} steps", applied
     return True, "", applied

@@ -208,7 +208,7 @@ def format_status(st: dict[str, Any]) -> list[str]:
 
 def format_result(result: dict[str, Any]) -> list[str]:
     """A published result as the leaderboard shows it (``SubmissionStatus.result``, a
-    :class:`liberopro_leaderboard.public.PublicResult` as JSON): headline rates with their 95%
+    :class:`liberopro.schema.public.PublicResult` as JSON): headline rates with their 95%
     intervals, then one line per case."""
 
     def rate(r: dict[str, Any]) -> str:
