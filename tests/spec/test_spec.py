@@ -148,3 +148,14 @@ def test_observation_carries_units_and_frames():
     assert msg.images["agentview"].shape == [32, 48, 3]
     assert msg.proprio["eef_pos"].unit == "m" and msg.proprio["eef_pos"].frame == "world"
     assert msg.proprio["eef_axis_angle"].unit == "rad"
+
+
+def test_importing_the_package_loads_no_web_stack_until_serve_is_used():
+    """The evaluator's client side imports ``submission_spec``: no FastAPI or uvicorn then; the
+    server SDK loads on first use of ``serve``/``create_app``."""
+    import subprocess
+    import sys
+
+    code = ("import sys, submission_spec; assert not {'fastapi', 'uvicorn'} & set(sys.modules), 'web stack'; "
+            "from submission_spec import serve; assert 'fastapi' in sys.modules and callable(serve)")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

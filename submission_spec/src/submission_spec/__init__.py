@@ -4,7 +4,13 @@ The contract between the evaluator and a policy server, with no simulator depend
 pydantic models (:mod:`.models`), array and body codecs (:mod:`.arrays`, :mod:`.codec`), a
 server SDK (:func:`serve`), an evaluator-side client (:class:`PolicyClient`) and a conformance
 checker (:func:`check_policy`).
+
+The server SDK (:func:`serve`, :func:`create_app`) is imported on first use: importing the
+package loads no FastAPI or uvicorn, so the evaluator's client side and the light tools stay light
+(``from submission_spec import serve`` works as before).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from submission_spec.arrays import NDArray
 from submission_spec.client import ActResult, PolicyClient, PolicyError
@@ -20,7 +26,19 @@ from submission_spec.models import (
     ResetRequest,
 )
 from submission_spec.policy import Observation, Policy, as_action_chunk
-from submission_spec.server import create_app, serve
+
+if TYPE_CHECKING:
+    from submission_spec.server import create_app, serve
+
+_SERVER = ("create_app", "serve")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SERVER:  # the web stack, on first use only
+        from submission_spec import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module 'submission_spec' has no attribute {name!r}")
 
 __all__ = [
     "LIBERO_STATE8", "PROPRIO_FIELDS", "SPEC_VERSION", "ActResponse", "ActResult", "CameraSpec",
