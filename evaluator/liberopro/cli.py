@@ -33,6 +33,33 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+class _StopOnSignal:
+    """SIGTERM (a batch scheduler, ``timeout``, ``kill``) ends an evaluation the way Ctrl-C does:
+    as ``KeyboardInterrupt``, so every ``with``/``finally`` on the way out runs and the policy
+    server started by ``--policy-cmd`` (in a session of its own, which no signal to us reaches)
+    is stopped instead of left running. ``signum``/``name``: the signal that came (SIGINT unless
+    SIGTERM did). Outside the main thread it does nothing (signals are delivered there only)."""
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self.signum, self.name, self._previous = signal.SIGINT, "SIGINT", None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._on_term)
+
+    def _on_term(self, signum: int, frame: object) -> None:
+        self.signum, self.name = signum, "SIGTERM"
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+
 def _require_renderer() -> None:
     """End the command with one line saying what to set when ``MUJOCO_GL`` cannot work here
     (before anything imports mujoco, whose own failures are tracebacks or silent)."""
@@ -261,6 +288,7 @@ def _evaluate(a: EvalArgs) -> Summary:
                 console.print(f"episode {r.suite}:{r.task_index} {r.row_key} #{r.episode_index}: "
                               f"{r.termination_reason} after {r.steps} steps ({r.wall_s:.1f} s)")
 
+        stop = _StopOnSignal()
         try:
             summary = run_evaluation(
                 plans, out_dir, policy_url=a.policy, policy_cmd=a.policy_cmd, encoding=a.encoding,
@@ -279,6 +307,12 @@ def _evaluate(a: EvalArgs) -> Summary:
             _fail(f"the policy could not be used: {exc.reason}: {exc.detail}")
         except ValueError as exc:
             _fail(str(exc))
+        except KeyboardInterrupt:
+            # The policy process (its own session) was stopped on the way out of run_evaluation.
+            _fail(f"interrupted ({stop.name}): the policy server was stopped; the episodes finished so far are "
+                  f"in {out_dir / 'episodes.jsonl'} (no summary.json)", 128 + stop.signum)
+        finally:
+            stop.restore()
     print_summary(summary)
     out.print(f"wrote {out_dir / 'episodes.jsonl'} and {out_dir / 'summary.json'}")
     return summary

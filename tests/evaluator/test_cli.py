@@ -188,3 +188,30 @@ def test_osmesa_is_refused_with_one_line_where_it_is_not_installed_and_accepted_
         assert proc.stdout.strip().startswith("MUJOCO_GL=osmesa needs the OSMesa library, which is not installed")
     else:
         assert proc.stdout.strip() == "osmesa"
+
+
+def test_sigterm_stops_the_policy_server_and_says_so(tmp_path):
+    """A batch scheduler's SIGTERM ends evaluate as Ctrl-C does: the --policy-cmd server (in a
+    session of its own) is stopped, not orphaned, and one line says what happened."""
+    import signal
+    import time
+
+    marker = f"{7000 + os.getpid() % 1000}.25"  # `sleep` of a length no other process uses
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "liberopro.cli", "evaluate", "--policy-cmd", f"echo booting; exec sleep {marker}",
+         "--tasks", "libero_goal:1", "--out", str(tmp_path), "--startup-timeout", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def servers() -> list:
+        return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker]]
+
+    deadline = time.monotonic() + 60
+    while not servers():
+        assert proc.poll() is None and time.monotonic() < deadline, "the policy server never started"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, (out, err)
+    assert "interrupted (SIGTERM)" in out + err and "the policy server was stopped" in out + err
+    psutil.wait_procs(servers(), timeout=10)
+    assert not servers(), "the policy server was left running"
