@@ -78,6 +78,11 @@ def _by_row(records: Iterable[_Record]) -> tuple[dict[str, dict[PairKey, bool]],
     return dict(outcomes), dict(instances), first
 
 
+def _tasks(records) -> set[str]:
+    """``SUITE:INDEX`` of every task the records ran."""
+    return {f"{r.suite}:{r.task_index}" for r in records}
+
+
 def _starts(records: Iterable[_Record]) -> str:
     starts = sorted({r.pair_key[1:] for r in records})
     return ", ".join(map(str, starts[:4])) + (" ..." if len(starts) > 4 else "")
@@ -156,6 +161,12 @@ def compare_runs(a_records: Sequence[_Record], b_records: Sequence[_Record], *,
         if single and n:
             singles[kind][row] = (a, b)
     if not any(r["difference"]["pairs"] for r in rows):
+        a_tasks, b_tasks = _tasks(a_records), _tasks(b_records)
+        if not a_tasks & b_tasks:
+            raise PairingError(
+                f"no episode of {a_label} can pair with one of {b_label}: they ran no task in common "
+                f"({a_label}: {', '.join(sorted(a_tasks))}; {b_label}: {', '.join(sorted(b_tasks))}). "
+                "Run both on the same --tasks (and the same --episodes and --seed).")
         raise PairingError(
             f"no episode of {a_label} starts like one of {b_label} (same task, init state and seed): "
             f"{a_label} ran (init state, seed) {_starts(a_records)}, {b_label} {_starts(b_records)}. "

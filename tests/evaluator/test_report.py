@@ -205,6 +205,10 @@ def test_pairing_refuses_different_manifests(runs, tmp_path):
         compare_runs(a, other)
     with pytest.raises(PairingError, match="no episode of A starts like one of B"):
         compare_runs(a, policy_records(RATES_B, seed=100))
+    # other tasks, same starts: the reason named is the tasks, not the starts
+    elsewhere = [r.model_copy(update={"task_index": r.task_index + 5}) for r in policy_records(RATES_B)]
+    with pytest.raises(PairingError, match=r"ran no task in common .*Run both on the same --tasks"):
+        compare_runs(a, elsewhere)
 
     # the report says so in place of the paired table and still writes every other table
     runs_m = [write_run(tmp_path / "m1", policy_records(RATES_A), header("policy-a", manifest="1" * 64)),
