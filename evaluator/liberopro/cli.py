@@ -257,6 +257,8 @@ def _evaluate(a: EvalArgs) -> Summary:
         _fail("--episodes must be at least 1")
     if a.replan_steps is not None and a.replan_steps < 1:
         _fail("--replan-steps must be at least 1")
+    if a.max_steps is not None and a.max_steps < 1:
+        _fail("--max-steps must be at least 1 (leave it out to run the suite's horizon)")
     instances, skipped, episodes = _instances(a)
     diagnostics = _diagnostics(a)
     for reason in skipped:
@@ -400,7 +402,8 @@ def report_cmd(
         paths = write_report(run_dirs, target, title, charts)
     except ReportError as exc:
         _fail(str(exc))
-    out.print(f"wrote {paths['markdown']} and {paths['html']} (charts also in {paths['figures']})")
+    charts_at = f" (charts also in {paths['figures']})" if paths["figures"] else ""
+    out.print(f"wrote {paths['markdown']} and {paths['html']}{charts_at}")
 
 
 instances_app = typer.Typer(no_args_is_help=True, help="Instance manifests.")

@@ -77,6 +77,8 @@ def test_bad_arguments_get_clear_errors():
     assert proc.returncode == 2 and "is not a URL" in proc.stderr
     proc = liberopro("evaluate", "--policy", "http://127.0.0.1:9", "--tasks", "libero_goal:x")
     assert proc.returncode == 2 and "the index 'x' is not a number" in proc.stderr
+    proc = liberopro("evaluate", "--policy", "http://127.0.0.1:9", "--tasks", "libero_goal:1", "--max-steps", "0")
+    assert proc.returncode == 2 and "--max-steps must be at least 1" in proc.stderr
 
 
 @pytest.mark.parametrize("cmd", ["exit 3", "sleep 600"])

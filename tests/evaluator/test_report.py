@@ -259,8 +259,12 @@ def test_cli_report(runs, tmp_path):
     assert (tmp_path / "r" / "report.html").is_file() and "wrote" in result.output
     assert "<svg" not in (tmp_path / "r" / "report.html").read_text() and "## Overall landscape" in \
         (tmp_path / "r" / "report.md").read_text()
+    assert "charts also in" not in result.output and not (tmp_path / "r" / "figures").exists()
     assert find_runs([runs["a"].parent]) == [runs["a"], runs["a-k2"], runs["b"]], "a directory of run directories"
     bad = CliRunner().invoke(app, ["report", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "r2")])
+    assert bad.exit_code == 2 and "nothing-here does not exist" in bad.output
+    (tmp_path / "empty-run").mkdir()  # what a failed evaluate leaves
+    bad = CliRunner().invoke(app, ["report", str(tmp_path / "empty-run"), "--out", str(tmp_path / "r2")])
     assert bad.exit_code == 2 and "is not a run directory" in bad.output
     broken = tmp_path / "broken"
     broken.mkdir()

@@ -131,19 +131,21 @@ def render_html(doc: Document, svgs: dict[str, bytes]) -> str:
 
 def write(doc: Document, out_dir: Path) -> dict[str, Path]:
     """Render every chart once, then write ``report.md``, ``figures/*.svg`` and ``report.html``
-    into ``out_dir`` (created). Returns the paths by kind (``markdown``, ``html``, ``figures``)."""
+    into ``out_dir`` (created). Returns the paths by kind (``markdown``, ``html``, ``figures``:
+    None when the document has no chart, and then no ``figures/`` is made)."""
     out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     fig_dir = out_dir / "figures"
-    fig_dir.mkdir(parents=True, exist_ok=True)
     svgs: dict[str, bytes] = {}
     rel: dict[str, str] = {}
     for sec in doc.sections:
         for b in sec.blocks:
             if isinstance(b, Figure):
+                fig_dir.mkdir(exist_ok=True)
                 svgs[b.id] = b.chart.render()
                 (fig_dir / f"{b.id}.svg").write_bytes(svgs[b.id])
                 rel[b.id] = f"figures/{b.id}.svg"
     md, page = out_dir / "report.md", out_dir / "report.html"
     md.write_text(render_markdown(doc, rel))
     page.write_text(render_html(doc, svgs))
-    return {"markdown": md, "html": page, "figures": fig_dir}
+    return {"markdown": md, "html": page, "figures": fig_dir if svgs else None}

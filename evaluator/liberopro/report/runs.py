@@ -251,6 +251,9 @@ def find_runs(paths: list[Path]) -> list[Path]:
         if (p / "summary.json").is_file():
             found.append(p)
             continue
+        if not p.exists():
+            raise ReportError(f"{p} does not exist (give what `liberopro evaluate --out DIR` wrote, or a "
+                              "directory of such directories)")
         below = sorted(s.parent for s in p.rglob("summary.json")) if p.is_dir() else []
         if not below:
             raise ReportError(f"{p} is not a run directory: it holds no summary.json (give what "
