@@ -33,6 +33,20 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _late_fallbacks(instances: list, max_steps: int | None) -> list[str]:
+    """One line per runtime shift whose fallback step (policy steps, ``params["fallback_step"]``)
+    lies at or past ``max_steps``: where its trigger phase does not come, it cannot fire."""
+    late: dict[str, set[int]] = {}
+    for inst in instances:
+        for shift in inst.shifts:
+            step = shift.params.get("fallback_step")
+            if max_steps is not None and isinstance(step, int) and step >= max_steps:
+                late.setdefault(shift.id, set()).add(step)
+    return [f"{sid}: fallback step {', '.join(map(str, sorted(steps)))} is past --max-steps {max_steps}; it fires "
+            "only if its trigger phase comes first (raise --max-steps to be sure it acts)"
+            for sid, steps in sorted(late.items())]
+
+
 class _StopOnSignal:
     """SIGTERM (a batch scheduler, ``timeout``, ``kill``) ends an evaluation the way Ctrl-C does:
     as ``KeyboardInterrupt``, so every ``with``/``finally`` on the way out runs and the policy
@@ -265,6 +279,8 @@ def _evaluate(a: EvalArgs) -> Summary:
         console.print(f"[yellow]skipped:[/] {reason}")
     if not instances:
         _fail("no applicable task-case pair to run")
+    for warning in _late_fallbacks(instances, a.max_steps):
+        console.print(f"[yellow]note:[/] {escape(warning)}")
     plans = plan_episodes(instances, episodes, a.seed, diagnostics)
     # The episode runner loads robosuite and MuJoCo (~1 s): only once the arguments are known good.
     from liberopro.evaluation import run_evaluation

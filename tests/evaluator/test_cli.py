@@ -217,3 +217,16 @@ def test_sigterm_stops_the_policy_server_and_says_so(tmp_path):
     assert "interrupted (SIGTERM)" in out + err and "the policy server was stopped" in out + err
     psutil.wait_procs(servers(), timeout=10)
     assert not servers(), "the policy server was left running"
+
+
+def test_a_runtime_shift_whose_fallback_lies_past_max_steps_is_named_before_the_run():
+    from liberopro.cli import _late_fallbacks
+    from liberopro.instances import make_instance
+    from liberopro.tasks import TaskRef
+
+    d10, s12 = (make_instance(TaskRef("libero_goal", 0), [sid], seed=0) for sid in ("D10", "S12"))
+    step = dict(d10.shifts[0].params)["fallback_step"]
+    assert _late_fallbacks([d10, s12], step) == [
+        f"D10: fallback step {step} is past --max-steps {step}; it fires only if its trigger phase comes first "
+        "(raise --max-steps to be sure it acts)"]
+    assert _late_fallbacks([d10, s12], step + 1) == [] and _late_fallbacks([d10, s12], None) == []
