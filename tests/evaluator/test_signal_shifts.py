@@ -40,7 +40,6 @@ from liberopro.loop import start_action
 from liberopro.paraphrases import PARAPHRASES
 from liberopro.shifts.adapter import ShiftLayer
 from liberopro.shifts.base import EpisodeContext, ShiftInvalid
-
 from submission_spec.models import PROPRIO_FIELDS
 
 CAMS = ("agentview", "wrist")
