@@ -272,21 +272,6 @@ def test_s18_offsets_the_reported_end_effector_pose_by_the_bias_only(robosuite_t
     assert post["steps"] == 4 and all(post[f"max_error_{k}"] <= 1e-6 for k in ("pos_m", "rot_deg", "axis", "axis_angle"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "S18's docstring says q_off has a positive scalar part 'so the biased quaternion keeps the hemisphere of "
-    "the true one'; false when the true w is small: w' = cos(h) w - sin(h) (axis . xyz) changes sign when "
-    "|w| < tan(h) |axis . xyz|. LIBERO's gripper points down, so its eef_quat is near (1, 0, 0, 0) (x, y, z, w): "
-    "w ~ 0. The realisation (q_off * q, continuous in q) looks right; the sentence is what is wrong"))
-def test_s18_biased_quaternion_keeps_the_hemisphere_of_the_true_one(robosuite_transforms):
-    q = np.array([1.0, 0.0, 0.0, 0.01]) / math.hypot(1.0, 0.01)  # gripper pointing down, w > 0
-    f0 = frame(0)
-    f0.proprio["eef_quat"] = q
-    shift = make_shift("S18", {"pos_offset_m": 0.02, "pos_azimuth_deg": 0, "pos_elevation_deg": 0, "rot_deg": 10,
-                               "axis_azimuth_deg": 0, "axis_elevation_deg": 0})
-    out = episode(shift, 1, frames=lambda t: f0.copy()).delivered[0]
-    assert np.sign(out.proprio["eef_quat"][3]) == np.sign(q[3])
-
-
 def test_s18_leaves_the_input_frame_unchanged(robosuite_transforms):
     clean = frame(0)
     episode(make_shift("S18", {"pos_offset_m": 0.05, "pos_azimuth_deg": 0, "pos_elevation_deg": 0, "rot_deg": 10,

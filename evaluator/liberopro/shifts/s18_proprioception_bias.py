@@ -9,7 +9,9 @@ quaternions ``(x, y, z, w)`` as robosuite reports ``robot0_eef_quat``):
 * ``eef_quat`` -> ``q_off * q`` (Hamilton product): the reported orientation is the true one
   turned by ``rot_deg`` about the world-frame axis of ``axis_azimuth_deg``/``axis_elevation_deg``
   (a left-multiplied, world-frame rotation offset, the same for every pose); ``q_off`` has a
-  positive scalar part, so the biased quaternion keeps the hemisphere of the true one;
+  positive scalar part, but the product's scalar part can change sign where the true one is near
+  0, as for LIBERO's downward-pointing gripper (``eef_quat`` near (1, 0, 0, 0), x, y, z, w): the
+  rotation is the same either way, only a policy that reads the raw sign sees the flip;
 * ``eef_axis_angle`` recomputed from the biased quaternion with robosuite's ``quat2axisangle``
   (the function behind the nominal field), so the three fields stay consistent.
 
