@@ -636,14 +636,19 @@ def check_policy_cmd(url: str = typer.Argument(..., help="Base URL of the policy
 
 
 def _register_extensions() -> None:
-    """Commands contributed by the platform package (``submit``, ``status``, ``cancel``)."""
-    import importlib.util
+    """Commands contributed by other packages through the ``liberopro.commands`` entry point group
+    (each a ``register(app)``): the platform's ``submit``, ``status`` and ``cancel``
+    (``pyproject.toml``). The evaluator imports none of them by name. One whose package or its
+    dependencies are not installed (e.g. the platform's in an image that has only the evaluator's)
+    adds nothing, as before; any other error in it raises."""
+    from importlib.metadata import entry_points
 
-    if importlib.util.find_spec("liberopro_platform.submitter_cli") is None:
-        return
-    from liberopro_platform.submitter_cli import register
-
-    register(app)
+    for ep in sorted(entry_points(group="liberopro.commands"), key=lambda e: e.name):
+        try:
+            register = ep.load()
+        except ModuleNotFoundError:
+            continue
+        register(app)
 
 
 _register_extensions()
