@@ -17,6 +17,42 @@ EXAMPLE_IMAGE = "liberopro/example-zero:latest"
 WORKER_NAME = "lptest-worker@platform-tests"
 
 
+class RecordingEnqueue:
+    """An ``Enqueue`` (``liberopro_platform.pipeline``) that records ``(stage, argument)`` in
+    ``sent`` instead of queueing; ``pending()`` reports ``broker`` (None: the broker is not
+    inspected, as when Celery's cannot be read)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, object]] = []
+        self.broker = None
+
+    def validate(self, submission_id, countdown=0):
+        self.sent.append(("validate", submission_id))
+
+    def run_shard(self, shard_id, countdown=0):
+        self.sent.append(("run_shard", shard_id))
+
+    def aggregate(self, submission_id, countdown=0):
+        self.sent.append(("aggregate", submission_id))
+
+    def pending(self):
+        return self.broker
+
+
+class InlineEnqueue(RecordingEnqueue):
+    """Runs each recorded stage when drained, in order (the stages are the same ``Pipeline``
+    methods the Celery tasks call); set ``pipeline`` first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pipeline = None
+
+    def drain(self) -> None:
+        while self.sent:
+            kind, arg = self.sent.pop(0)
+            getattr(self.pipeline, kind)(arg)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,26 +10,10 @@ import secrets
 
 import pytest
 from fastapi.testclient import TestClient
-from lp_helpers import Canary, free_port
+from lp_helpers import Canary, RecordingEnqueue, free_port
 
 IMAGE_ID = "sha256:" + "ab" * 32
 DIGEST = "sha256:" + "0" * 64
-
-
-class Recorder:
-    """An Enqueue that records what would be sent to the queue."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, object]] = []
-
-    def validate(self, submission_id, countdown=0):
-        self.sent.append(("validate", submission_id))
-
-    def run_shard(self, shard_id, countdown=0):
-        self.sent.append(("run_shard", shard_id))
-
-    def aggregate(self, submission_id, countdown=0):
-        self.sent.append(("aggregate", submission_id))
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +23,7 @@ def env(migrated_pg, tmp_path_factory):
 
     settings = Settings(database_url=migrated_pg, data_dir=tmp_path_factory.mktemp("api-data"),
                         submissions_per_day=3, max_concurrent=1, allowed_registries=["registry.example.org"])
-    recorder = Recorder()
+    recorder = RecordingEnqueue()
     app = create_app(settings, enqueue=recorder)
     return app, recorder, settings
 

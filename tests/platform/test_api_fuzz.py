@@ -16,22 +16,6 @@ EXAMPLES = 10
 IMAGE_ID = "sha256:" + "ef" * 32
 
 
-class Recorder:
-    """An Enqueue that only records (the fuzzed API must not start real work)."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, object]] = []
-
-    def validate(self, submission_id, countdown=0):
-        self.sent.append(("validate", submission_id))
-
-    def run_shard(self, shard_id, countdown=0):
-        self.sent.append(("run_shard", shard_id))
-
-    def aggregate(self, submission_id, countdown=0):
-        self.sent.append(("aggregate", submission_id))
-
-
 @pytest.fixture(scope="module")
 def fuzz_env(migrated_pg, tmp_path_factory):
     """The API on a real socket, a user and an admin with tokens, one queued and one published
@@ -41,11 +25,11 @@ def fuzz_env(migrated_pg, tmp_path_factory):
     from liberopro_platform.db import transaction
     from liberopro_platform.models import Result, Submission, Team, User
     from liberopro_platform.security import issue_token
-    from lp_helpers import ApiServer, free_port
+    from lp_helpers import ApiServer, RecordingEnqueue, free_port
 
     settings = Settings(database_url=migrated_pg, data_dir=tmp_path_factory.mktemp("fuzz-data"),
                         submissions_per_day=1000, max_concurrent=1000)
-    app = create_app(settings, enqueue=Recorder())
+    app = create_app(settings, enqueue=RecordingEnqueue())
     tokens = {}
     with transaction(app.state.sessions) as s:
         for role in ("user", "admin"):

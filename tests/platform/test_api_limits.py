@@ -13,24 +13,10 @@ import time
 
 import httpx
 import pytest
-from lp_helpers import ApiServer, free_port
+from lp_helpers import ApiServer, RecordingEnqueue, free_port
 
 IMAGE_ID = "sha256:" + "ab" * 32
 MAX_UPLOAD = 1 << 20
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, object]] = []
-
-    def validate(self, submission_id, countdown=0):
-        self.sent.append(("validate", submission_id))
-
-    def run_shard(self, shard_id, countdown=0):
-        self.sent.append(("run_shard", shard_id))
-
-    def aggregate(self, submission_id, countdown=0):
-        self.sent.append(("aggregate", submission_id))
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +30,7 @@ def served(migrated_pg, tmp_path_factory):
 
     settings = Settings(database_url=migrated_pg, data_dir=tmp_path_factory.mktemp("limits-data"),
                         max_upload_bytes=MAX_UPLOAD, submissions_per_day=100, max_concurrent=100)
-    app = create_app(settings, enqueue=Recorder())
+    app = create_app(settings, enqueue=RecordingEnqueue())
     with transaction(app.state.sessions) as s:
         team = Team(name=f"limits-{secrets.token_hex(3)}")
         s.add(team)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from lp_helpers import ApiServer, free_port
+from lp_helpers import ApiServer, InlineEnqueue, free_port
 
 HOSTILE = Path(__file__).resolve().parent / "hostile" / "hostile.py"
 MARK = secrets.token_hex(4)
@@ -31,28 +31,6 @@ POLICY_MARKERS = ("CANARY-STDOUT", "CANARY-STDERR", "CANARY-ERRBODY", "CANARY-SH
 #: Keys of the summary that are admin-only (liberopro.schema.public's whitelist leaves them out).
 PRIVATE_KEYS = {"per_task", "invalid_reasons", "seed", "params", "applied", "instance_id", "settings", "policy_log",
                 "runtime_not_fired", "image_ref_public"}
-
-
-class InlineEnqueue:
-    """Runs each next stage when drained (the stages are the functions the Celery tasks call)."""
-
-    def __init__(self) -> None:
-        self.pipeline = None
-        self.sent: list[tuple[str, object]] = []
-
-    def validate(self, submission_id, countdown=0):
-        self.sent.append(("validate", submission_id))
-
-    def run_shard(self, shard_id, countdown=0):
-        self.sent.append(("run_shard", shard_id))
-
-    def aggregate(self, submission_id, countdown=0):
-        self.sent.append(("aggregate", submission_id))
-
-    def drain(self) -> None:
-        while self.sent:
-            kind, arg = self.sent.pop(0)
-            getattr(self.pipeline, kind)(arg)
 
 
 @pytest.fixture(scope="module")

@@ -7,32 +7,8 @@ from __future__ import annotations
 import secrets
 import sys
 
+from lp_helpers import InlineEnqueue
 from sqlalchemy import select
-
-
-class InlineEnqueue:
-    """Runs each next stage right away (the stages are the same functions Celery calls)."""
-
-    def __init__(self) -> None:
-        self.pipeline = None
-        self.sent: list[tuple[str, object]] = []
-
-    def validate(self, submission_id, countdown=0):
-        self.sent.append(("validate", submission_id))
-
-    def run_shard(self, shard_id, countdown=0):
-        self.sent.append(("run_shard", shard_id))
-
-    def aggregate(self, submission_id, countdown=0):
-        self.sent.append(("aggregate", submission_id))
-
-    def pending(self):
-        return None
-
-    def drain(self) -> None:
-        while self.sent:
-            kind, arg = self.sent.pop(0)
-            getattr(self.pipeline, kind)(arg)
 
 
 def test_local_backend_runs_the_whole_pipeline(migrated_pg, manifest_path, tmp_path):

@@ -8,27 +8,8 @@ import secrets
 
 import pytest
 from liberopro_platform.planning import ManifestError, load_manifest, plan_shards
+from lp_helpers import RecordingEnqueue
 from sqlalchemy import func, select
-
-
-class Recorder:
-    """Records what the pipeline sends; ``broker`` is what ``pending()`` reports (None: unknown)."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, object]] = []
-        self.broker = None
-
-    def pending(self):
-        return self.broker
-
-    def validate(self, submission_id, countdown=0):
-        self.sent.append(("validate", submission_id))
-
-    def run_shard(self, shard_id, countdown=0):
-        self.sent.append(("run_shard", shard_id))
-
-    def aggregate(self, submission_id, countdown=0):
-        self.sent.append(("aggregate", submission_id))
 
 
 class SweepCounter:
@@ -56,7 +37,7 @@ def pipeline(migrated_pg, tmp_path):
 
     settings = Settings(database_url=migrated_pg, data_dir=tmp_path, heartbeat_stale_s=60, queue_stale_s=600,
                         max_stage_attempts=2)
-    return Pipeline(settings, make_sessionmaker(make_engine(migrated_pg)), Recorder(), "w1@test", SweepCounter())
+    return Pipeline(settings, make_sessionmaker(make_engine(migrated_pg)), RecordingEnqueue(), "w1@test", SweepCounter())
 
 
 def make_submission(pipeline, state="running", shards=((["i1", 0], ["i1", 1]),), **fields):
