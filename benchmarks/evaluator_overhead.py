@@ -58,10 +58,15 @@ def main() -> None:
     ap.add_argument("--render-size", type=int, default=128)
     args = ap.parse_args()
     versions = check_stack()
-    print(f"stack: mujoco {versions['mujoco']}, robosuite {versions['robosuite']}, MUJOCO_GL={versions['mujoco_gl']}; "
-          f"{args.steps} steps x {args.reps} reps, two cameras at {args.render_size}px")
+    print(
+        f"stack: mujoco {versions['mujoco']}, robosuite {versions['robosuite']}, MUJOCO_GL={versions['mujoco_gl']}; "
+        f"{args.steps} steps x {args.reps} reps, two cameras at {args.render_size}px"
+    )
     print(f"{'task':<18} {'mode':<14} {'steps/s':>8} {'ratio':>6} {'/act ms':>8}")
-    with PolicyProcess(f"{sys.executable} -m submission_spec.examples zero", log_path=__import__("pathlib").Path("/tmp/bench-policy.log")) as proc:
+    with PolicyProcess(
+        f"{sys.executable} -m submission_spec.examples zero",
+        log_path=__import__("pathlib").Path("/tmp/bench-policy.log"),
+    ) as proc:
         for ref in TASKS:
             scenes: dict = {}
             settings = RunSettings(render_size=args.render_size, max_steps=args.steps)

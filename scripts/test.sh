@@ -44,6 +44,7 @@ fi
 failed=0
 keep() { local rc=$?; [ "$failed" -ne 0 ] || failed=$rc; }
 phase "lint (ruff check)" uv run --frozen ruff check . || keep
+phase "format (ruff format --check)" uv run --frozen ruff format --check . || keep
 phase "layering (lint-imports)" uv run --frozen lint-imports || keep
 phase "types (mypy: spec, catalog, schema, loop)" uv run --frozen mypy || keep
 FAST='not sim and not services and not docker and not browser'

@@ -23,8 +23,9 @@ class ServerThread:
         from liberopro.policy_process import free_port
 
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error",
-                                                    access_log=False))
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error", access_log=False)
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property

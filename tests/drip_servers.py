@@ -117,7 +117,9 @@ class DripServer:
                         return
                     lines = head.decode("latin-1").split("\r\n")
                     method, path, _ = lines[0].split(" ", 2)
-                    headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                    headers = {
+                        k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+                    }
                     if headers.get("upgrade", "").lower() == "websocket":
                         return self._websocket(conn, headers)
                     if method == "POST" and path.endswith("/act"):
@@ -159,8 +161,10 @@ class DripServer:
     @staticmethod
     def _send_json(conn: socket.socket, status: int, obj: object) -> None:
         body = json.dumps(obj).encode()
-        conn.sendall(f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
-                     .encode() + body)
+        conn.sendall(
+            f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
 
     def _trickle(self, conn: socket.socket, data: bytes) -> None:
         """Send ``data`` one byte per ``interval`` (until ``limit_s`` or stop)."""
@@ -168,7 +172,7 @@ class DripServer:
         for i in range(len(data)):
             if self.stop.is_set() or time.monotonic() > end:
                 return
-            if not self._send(conn, data[i:i + 1]):
+            if not self._send(conn, data[i : i + 1]):
                 return
             time.sleep(self.interval)
 
@@ -232,8 +236,10 @@ class DripServer:
     # ------------------------------------------------------------------ websocket (openpi)
     def _websocket(self, conn: socket.socket, headers: dict) -> None:
         accept = base64.b64encode(hashlib.sha1(headers["sec-websocket-key"].encode() + WS_GUID).digest()).decode()
-        answer = ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                  f"Sec-WebSocket-Accept: {accept}\r\n\r\n").encode()
+        answer = (
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Accept: {accept}\r\n\r\n"
+        ).encode()
         if self.mode == "ws_handshake":
             return self._trickle(conn, answer)
         conn.sendall(answer)
@@ -255,8 +261,11 @@ class DripServer:
         elif self.mode == "fragments":
             conn.sendall(ws_frame(b"\x80", fin=False))  # the start of a msgpack map, never finished
             end = time.monotonic() + self.limit_s
-            while not self.stop.is_set() and time.monotonic() < end and self._send(
-                    conn, ws_frame(b"\x00", opcode=0x0, fin=False)):
+            while (
+                not self.stop.is_set()
+                and time.monotonic() < end
+                and self._send(conn, ws_frame(b"\x00", opcode=0x0, fin=False))
+            ):
                 time.sleep(self.interval)
         elif self.mode == "huge":
             conn.sendall(ws_frame(b"", length=1 << 40))

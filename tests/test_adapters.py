@@ -49,7 +49,8 @@ DTYPES = ["uint8", "int32", "int64", "float32", "float64", "bool"]
 
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:connect\\(\\) must be used as a context manager:DeprecationWarning")  # inside openpi-client
+    "ignore:connect\\(\\) must be used as a context manager:DeprecationWarning"
+)  # inside openpi-client
 
 
 class Recorder:
@@ -104,10 +105,16 @@ def test_msgpack_numpy_refuses_what_could_run_code_or_lie_about_size():
     good = {b"__ndarray__": True, b"data": b"\x00" * 8, b"dtype": "<f4", b"shape": [2]}
     import msgpack
 
-    for bad, why in [({**good, b"dtype": "|O"}, "refused"), ({**good, b"dtype": "<c8", b"data": b"\x00" * 16}, "refused"),
-                     ({**good, b"dtype": "(2,)<f4"}, "refused"), ({**good, b"shape": [3]}, "need 12"),
-                     ({**good, b"shape": [-2]}, "non-negative"), ({**good, b"shape": [1 << 20, 1 << 20]}, "exceeds"),
-                     ({**good, b"dtype": "V8"}, "refused"), ({**good, b"dtype": "<U2"}, "refused")]:
+    for bad, why in [
+        ({**good, b"dtype": "|O"}, "refused"),
+        ({**good, b"dtype": "<c8", b"data": b"\x00" * 16}, "refused"),
+        ({**good, b"dtype": "(2,)<f4"}, "refused"),
+        ({**good, b"shape": [3]}, "need 12"),
+        ({**good, b"shape": [-2]}, "non-negative"),
+        ({**good, b"shape": [1 << 20, 1 << 20]}, "exceeds"),
+        ({**good, b"dtype": "V8"}, "refused"),
+        ({**good, b"dtype": "<U2"}, "refused"),
+    ]:
         with pytest.raises(ValueError, match=why):
             our_msgpack.unpackb(msgpack.packb({"x": bad}, use_bin_type=True))
     with pytest.raises(ValueError, match="msgpack"):
@@ -131,9 +138,13 @@ def test_json_numpy_matches_the_library_both_ways(dtype):
 
 def test_json_numpy_refuses_bad_objects():
     good = {"__numpy__": "AAAAAAAAAAA=", "dtype": "<f4", "shape": [2]}
-    for bad, why in [({**good, "dtype": "|O"}, "refused"), ({**good, "shape": [3]}, "need 12"),
-                     ({**good, "__numpy__": "!!"}, "base64"), ({**good, "dtype": [["a", "<f4"]]}, "descriptor"),
-                     ({**good, "shape": [1 << 20, 1 << 20]}, "exceeds")]:
+    for bad, why in [
+        ({**good, "dtype": "|O"}, "refused"),
+        ({**good, "shape": [3]}, "need 12"),
+        ({**good, "__numpy__": "!!"}, "base64"),
+        ({**good, "dtype": [["a", "<f4"]]}, "descriptor"),
+        ({**good, "shape": [1 << 20, 1 << 20]}, "exceeds"),
+    ]:
         with pytest.raises(ValueError, match=why):
             our_json_numpy.loads(json.dumps(bad))
     with pytest.raises(TypeError):
@@ -145,9 +156,12 @@ def test_json_numpy_refuses_bad_objects():
 
 @pytest.fixture
 def recorder():
-    meta = PolicyMetadata(policy_name="recorder", cameras=[CameraSpec(name="agentview", height=32, width=32),
-                                                            CameraSpec(name="wrist", height=32, width=32)],
-                          chunk_length=4, replan_steps=2)
+    meta = PolicyMetadata(
+        policy_name="recorder",
+        cameras=[CameraSpec(name="agentview", height=32, width=32), CameraSpec(name="wrist", height=32, width=32)],
+        chunk_length=4,
+        replan_steps=2,
+    )
     return Recorder(meta, fn=lambda obs: np.tile([0.1, 0, 0, 0, 0, 0, -1.0], (4, 1)))
 
 
@@ -159,8 +173,12 @@ def test_openpi_client_from_pypi_drives_our_openpi_server(recorder):
         assert PolicyMetadata.model_validate(meta["liberopro/metadata"]) == recorder.metadata
         img = np.full((32, 32, 3), 7, np.uint8)
         state = np.arange(8, dtype=np.float64)
-        obs = {"observation/image": img, "observation/wrist_image": img, "observation/state": state,
-               "prompt": "put the bowl on the plate"}
+        obs = {
+            "observation/image": img,
+            "observation/wrist_image": img,
+            "observation/state": state,
+            "prompt": "put the bowl on the plate",
+        }
         out = client.infer(obs)
         assert out["actions"].shape == (4, 7) and out["actions"].dtype == np.float32
         assert out["server_timing"]["infer_ms"] >= 0
@@ -187,15 +205,17 @@ def test_openpi_client_from_pypi_drives_our_openpi_server(recorder):
 
 
 def test_openpi_server_keeps_healthz_responsive_while_the_model_thinks():
-    meta = PolicyMetadata(policy_name="slow", cameras=[CameraSpec(name="agentview", height=16, width=16)],
-                          state_fields=[])
+    meta = PolicyMetadata(
+        policy_name="slow", cameras=[CameraSpec(name="agentview", height=16, width=16)], state_fields=[]
+    )
     slow = Recorder(meta, fn=lambda obs: (time.sleep(4.0), np.zeros((1, 7)))[1])
     with OpenPIPolicyServer(slow, port=0) as server:
         client = WebsocketClientPolicy("127.0.0.1", server.port)
         import threading
 
-        t = threading.Thread(target=client.infer, args=({"observation/image": np.zeros((16, 16, 3), np.uint8),
-                                                          "prompt": "x"},))
+        t = threading.Thread(
+            target=client.infer, args=({"observation/image": np.zeros((16, 16, 3), np.uint8), "prompt": "x"},)
+        )
         t.start()
         time.sleep(0.5)
         with httpx.Client() as http:
@@ -221,8 +241,12 @@ def test_openpi_client_uses_libero_defaults_and_sends_what_openpi_expects(openpi
         assert [(c.name, c.height, c.width) for c in meta.cameras] == [("agentview", 224, 224), ("wrist", 224, 224)]
         assert meta.image_orientation == "rotate_180" and meta.resize_mode == "resize_with_pad"
         assert meta.state_fields == ["eef_pos", "eef_axis_angle", "gripper_qpos"]
-        assert (meta.gripper_convention, meta.binarize_gripper, meta.chunk_length, meta.replan_steps) == \
-            ("libero", False, 50, 5)
+        assert (meta.gripper_convention, meta.binarize_gripper, meta.chunk_length, meta.replan_steps) == (
+            "libero",
+            False,
+            50,
+            5,
+        )
         client.reset("ep1", "pick up the bowl")
         result = client.act(_obs(meta), meta.chunk_length)
     assert result.actions.shape == (10, 7) and result.actions.dtype == np.float64
@@ -265,8 +289,9 @@ def test_openpi_timeout_closes_the_connection_so_a_late_answer_is_never_read(ope
         assert result.actions[0, 0] == pytest.approx(want), "an answer to another request was read"
 
 
-@pytest.mark.parametrize("prompt,reason", [("please nan", "policy_nonfinite_action"),
-                                           ("please shape", "policy_bad_action_shape")])
+@pytest.mark.parametrize(
+    "prompt,reason", [("please nan", "policy_nonfinite_action"), ("please shape", "policy_bad_action_shape")]
+)
 def test_openpi_bad_answers_are_named(openpi_peer, prompt, reason):
     with OpenPIClient(openpi_peer.url) as client:
         meta = client.metadata()
@@ -336,8 +361,11 @@ def test_openpi_server_without_healthz_is_healthy_once_it_hands_out_metadata():
 
 def test_openpi_echo_mismatch_is_caught():
     def wrong_step(obs):
-        return {"actions": np.zeros((1, 7)), "liberopro/episode_id": obs["liberopro/episode_id"],
-                "liberopro/step": obs["liberopro/step"] + 1}
+        return {
+            "actions": np.zeros((1, 7)),
+            "liberopro/episode_id": obs["liberopro/episode_id"],
+            "liberopro/step": obs["liberopro/step"] + 1,
+        }
 
     with OpenPIReferenceServer(infer=wrong_step, metadata={"liberopro/echo": True}) as peer:
         client = OpenPIClient(peer.url, state_fields="", cameras="agentview")
@@ -373,8 +401,12 @@ def test_our_openpi_client_and_server_carry_the_policys_conventions_and_echo():
 def openvla_peer(request):
     port = _free_port()
     env = {**os.environ, "PORT": str(port)}
-    proc = subprocess.Popen([sys.executable, str(PEERS), "openvla", "--variant", request.param], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(PEERS), "openvla", "--variant", request.param],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     client = OpenVLAClient(url)
     try:
@@ -425,9 +457,14 @@ def test_openvla_double_encoding_and_plain_number_answers(openvla_peer):
             assert client.act(obs, 1).actions.shape == (1, 7)
 
 
-@pytest.mark.parametrize("instruction,reason", [("please fail", "policy_http_error"),
-                                                ("please nan", "policy_nonfinite_action"),
-                                                ("please shape", "policy_bad_action_shape")])
+@pytest.mark.parametrize(
+    "instruction,reason",
+    [
+        ("please fail", "policy_http_error"),
+        ("please nan", "policy_nonfinite_action"),
+        ("please shape", "policy_bad_action_shape"),
+    ],
+)
 def test_openvla_errors_are_named(openvla_peer, instruction, reason):
     variant, url = openvla_peer
     with OpenVLAClient(url, variant=variant) as client:
@@ -520,6 +557,10 @@ def test_make_client_options_and_labels():
     assert protocol_from_labels({}) == "liberopro"
     with pytest.raises(ValueError):
         protocol_from_labels({PROTOCOL_LABEL: "ros"})
-    labels = {PROTOCOL_LABEL: "openvla", "org.liberopro.protocol-option.variant": "oft",
-              "org.liberopro.protocol-option.unnorm-key": "libero_goal", "maintainer": "x"}
+    labels = {
+        PROTOCOL_LABEL: "openvla",
+        "org.liberopro.protocol-option.variant": "oft",
+        "org.liberopro.protocol-option.unnorm-key": "libero_goal",
+        "maintainer": "x",
+    }
     assert protocol_options_from_labels(labels) == {"variant": "oft", "unnorm_key": "libero_goal"}

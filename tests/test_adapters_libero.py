@@ -42,8 +42,24 @@ RUNS = {
 
 def _evaluate(name: str, out: Path) -> tuple[list[dict], dict, float]:
     protocol, cmd, options = RUNS[name]
-    argv = [LIBEROPRO, "evaluate", "--policy-cmd", cmd, "--protocol", protocol, "--tasks", TASKS,
-            "--shifts", SHIFTS, "--episodes", "1", "--max-steps", STEPS, "--out", str(out)]
+    argv = [
+        LIBEROPRO,
+        "evaluate",
+        "--policy-cmd",
+        cmd,
+        "--protocol",
+        protocol,
+        "--tasks",
+        TASKS,
+        "--shifts",
+        SHIFTS,
+        "--episodes",
+        "1",
+        "--max-steps",
+        STEPS,
+        "--out",
+        str(out),
+    ]
     for opt in options:
         argv += ["--protocol-option", opt]
     t0 = time.perf_counter()
@@ -113,5 +129,6 @@ def test_servers_that_know_nothing_of_liberopro_run_with_the_same_record_fields(
         assert r["latency"]["server_mean_ms"] is not None or name == "oft-peer"
     meta = summary["policy"]["metadata"]
     assert {c["name"]: c["height"] for c in meta["cameras"]} == (
-        {"agentview": 224, "wrist": 224} if name == "openpi-peer" else {"agentview": 256, "wrist": 256})
+        {"agentview": 224, "wrist": 224} if name == "openpi-peer" else {"agentview": 256, "wrist": 256}
+    )
     assert summary["settings"]["render_size"] == 256

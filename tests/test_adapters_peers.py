@@ -35,8 +35,12 @@ def scripted_openpi(obs: dict) -> dict:
     """An openpi LIBERO "model": checks the request as openpi's LiberoInputs would read it and
     returns a (10, 7) chunk (pi0.5's H) in LIBERO's gripper convention; ``actions[:, 0]``
     carries ``state[0]`` so tests can tell which request an answer belongs to."""
-    img, wrist, state, prompt = (obs["observation/image"], obs["observation/wrist_image"], obs["observation/state"],
-                                 obs["prompt"])
+    img, wrist, state, prompt = (
+        obs["observation/image"],
+        obs["observation/wrist_image"],
+        obs["observation/state"],
+        obs["prompt"],
+    )
     for im in (img, wrist):
         assert im.shape == (224, 224, 3) and im.dtype == np.uint8, (im.shape, im.dtype)
     assert state.shape == (8,) and state.dtype == np.float64, (state.shape, state.dtype)
@@ -59,8 +63,9 @@ def scripted_openpi(obs: dict) -> dict:
 class OpenPIReferenceServer:
     """openpi's published server behaviour around ``infer(obs) -> dict``, in a thread."""
 
-    def __init__(self, infer: Callable[[dict], dict] = scripted_openpi, metadata: dict | None = None,
-                 port: int = 0) -> None:
+    def __init__(
+        self, infer: Callable[[dict], dict] = scripted_openpi, metadata: dict | None = None, port: int = 0
+    ) -> None:
         self.infer = infer
         self.metadata = metadata or {}
         self.port = port
@@ -90,8 +95,10 @@ class OpenPIReferenceServer:
                 break
             except Exception:  # noqa: BLE001  (openpi's behaviour: any failure goes to the client)
                 await websocket.send(traceback.format_exc())
-                await websocket.close(code=websockets.frames.CloseCode.INTERNAL_ERROR,
-                                      reason="Internal server error. Traceback included in previous frame.")
+                await websocket.close(
+                    code=websockets.frames.CloseCode.INTERNAL_ERROR,
+                    reason="Internal server error. Traceback included in previous frame.",
+                )
                 break
 
     @staticmethod
@@ -105,8 +112,15 @@ class OpenPIReferenceServer:
 
         # close_timeout 1 s (openpi keeps the library's 10 s): a blocking client answers a close
         # handshake only during its next call, so shutting the peer down would wait it out.
-        async with _server.serve(self._handler, "127.0.0.1", self.port, compression=None, max_size=None,
-                                 process_request=self._health_check, close_timeout=1) as server:
+        async with _server.serve(
+            self._handler,
+            "127.0.0.1",
+            self.port,
+            compression=None,
+            max_size=None,
+            process_request=self._health_check,
+            close_timeout=1,
+        ) as server:
             self._server, self._loop = server, asyncio.get_running_loop()
             self.port = server.sockets[0].getsockname()[1]
             if started is not None:
@@ -191,7 +205,9 @@ def openvla_main(variant: str) -> None:
                 assert len(payload.keys()) == 1, "Only uses encoded payload!"
                 payload = json.loads(payload["encoded"])
             seen.clear()
-            seen.update({k: [list(v.shape), v.dtype.str] if isinstance(v, np.ndarray) else v for k, v in payload.items()})
+            seen.update(
+                {k: [list(v.shape), v.dtype.str] if isinstance(v, np.ndarray) else v for k, v in payload.items()}
+            )
             action = scripted_openvla(payload, variant)
             if double_encode:
                 return JSONResponse(json_numpy.dumps(action))

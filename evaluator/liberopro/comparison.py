@@ -49,8 +49,9 @@ def _short(h: str | None) -> str:
     return "no manifest" if h is None else f"manifest {h[:12]}"
 
 
-def check_manifests(a_manifests: Iterable[str | None], b_manifests: Iterable[str | None],
-                    a_label: str = "A", b_label: str = "B") -> None:
+def check_manifests(
+    a_manifests: Iterable[str | None], b_manifests: Iterable[str | None], a_label: str = "A", b_label: str = "B"
+) -> None:
     """Raise :class:`PairingError` unless both sides ran the same manifests (content hashes,
     ``summary.json``'s ``manifest_sha256``; None for a run without a manifest). Runs without a
     manifest on both sides pass here and are checked instance by instance
@@ -62,11 +63,13 @@ def check_manifests(a_manifests: Iterable[str | None], b_manifests: Iterable[str
         f"cannot pair {a_label} ({', '.join(sorted(map(_short, a)))}) with {b_label} "
         f"({', '.join(sorted(map(_short, b)))}): the runs evaluated different manifests, so their episodes are not "
         "the same instances. Run both policies with the same --manifest (liberopro instances generate writes one), "
-        "or both without a manifest with the same --tasks, --shifts, --episodes and --seed.")
+        "or both without a manifest with the same --tasks, --shifts, --episodes and --seed."
+    )
 
 
-def _by_row(records: Iterable[_Record]) -> tuple[dict[str, dict[PairKey, bool]], dict[tuple[str, str], set[str]],
-                                                  dict[str, _Record]]:
+def _by_row(
+    records: Iterable[_Record],
+) -> tuple[dict[str, dict[PairKey, bool]], dict[tuple[str, str], set[str]], dict[str, _Record]]:
     outcomes: dict[str, dict[PairKey, bool]] = defaultdict(dict)
     instances: dict[tuple[str, str], set[str]] = defaultdict(set)
     first: dict[str, _Record] = {}
@@ -94,9 +97,15 @@ def _row_order(row: str) -> tuple:
     return (bool(diag), len(ids), [(i[:1] != "S", int(i[1:]) if i[1:].isdigit() else 999) for i in ids], diag)
 
 
-def compare_runs(a_records: Sequence[_Record], b_records: Sequence[_Record], *,
-                 a_manifests: Iterable[str | None] = (None,), b_manifests: Iterable[str | None] = (None,),
-                 a_label: str = "A", b_label: str = "B") -> dict[str, Any]:
+def compare_runs(
+    a_records: Sequence[_Record],
+    b_records: Sequence[_Record],
+    *,
+    a_manifests: Iterable[str | None] = (None,),
+    b_manifests: Iterable[str | None] = (None,),
+    a_label: str = "A",
+    b_label: str = "B",
+) -> dict[str, Any]:
     """Paired differences SR(A) - SR(B) per row both ran, pairing episodes on (task, init state,
     seed).
 
@@ -136,7 +145,8 @@ def compare_runs(a_records: Sequence[_Record], b_records: Sequence[_Record], *,
                     f"cannot pair {a_label} with {b_label}: case {row} on {task} ran instance "
                     f"{', '.join(sorted(ids))} in {a_label} but {', '.join(sorted(other))} in {b_label} (other shift "
                     "parameters: a different --seed or evaluator version). Run both with the same --seed, or "
-                    "both with one --manifest.")
+                    "both with one --manifest."
+                )
     rows = []
     singles: dict[str, dict[str, tuple[dict, dict]]] = {"static": {}, "runtime": {}}
     for row in common:
@@ -153,8 +163,11 @@ def compare_runs(a_records: Sequence[_Record], b_records: Sequence[_Record], *,
             rates = np.mean([x.mean(axis=0) for x in table["tasks"].values()], axis=0)
             for name, rate in zip(("a", "b"), rates, strict=True):
                 lo, hi = wilson(float(rate) * n, n)
-                sides[name] = {"success_rate": round(float(rate), 6), "ci95": [round(lo, 6), round(hi, 6)],
-                               "episodes": n}
+                sides[name] = {
+                    "success_rate": round(float(rate), 6),
+                    "ci95": [round(lo, 6), round(hi, 6)],
+                    "episodes": n,
+                }
         else:
             sides = {"a": None, "b": None}
         rows.append({"case": row, "kind": kind, "single": single, **sides, "difference": diff})
@@ -166,19 +179,29 @@ def compare_runs(a_records: Sequence[_Record], b_records: Sequence[_Record], *,
             raise PairingError(
                 f"no episode of {a_label} can pair with one of {b_label}: they ran no task in common "
                 f"({a_label}: {', '.join(sorted(a_tasks))}; {b_label}: {', '.join(sorted(b_tasks))}). "
-                "Run both on the same --tasks (and the same --episodes and --seed).")
+                "Run both on the same --tasks (and the same --episodes and --seed)."
+            )
         raise PairingError(
             f"no episode of {a_label} starts like one of {b_label} (same task, init state and seed): "
             f"{a_label} ran (init state, seed) {_starts(a_records)}, {b_label} {_starts(b_records)}. "
-            "Run both with the same --episodes and --seed.")
+            "Run both with the same --episodes and --seed."
+        )
     means = {}
     for kind, pairs in singles.items():
         if pairs:
             m = mean_paired_difference(pairs)
-            means[kind] = {"value": m["value"], "ci95": m["ci95"], "cases": m["cases"], "pairs": m["pairs"],
-                           "tasks": m["tasks"]}
+            means[kind] = {
+                "value": m["value"],
+                "ci95": m["ci95"],
+                "cases": m["cases"],
+                "pairs": m["pairs"],
+                "tasks": m["tasks"],
+            }
         else:
             means[kind] = None
-    return {"rows": rows, "means": means,
-            "only_a": sorted(set(a_first) - set(b_first), key=_row_order),
-            "only_b": sorted(set(b_first) - set(a_first), key=_row_order)}
+    return {
+        "rows": rows,
+        "means": means,
+        "only_a": sorted(set(a_first) - set(b_first), key=_row_order),
+        "only_b": sorted(set(b_first) - set(a_first), key=_row_order),
+    }

@@ -71,8 +71,17 @@ def run_evaluation(
     if protocol == "liberopro":
         options["encoding"] = encoding
     make_client("http://127.0.0.1:1", protocol, **options).close()  # bad protocol options fail before any start
-    proc = PolicyProcess(policy_cmd, out_dir / "policy.log", startup_timeout=startup_timeout,
-                         protocol=protocol, client_options=options) if policy_cmd else None
+    proc = (
+        PolicyProcess(
+            policy_cmd,
+            out_dir / "policy.log",
+            startup_timeout=startup_timeout,
+            protocol=protocol,
+            client_options=options,
+        )
+        if policy_cmd
+        else None
+    )
     with contextlib.ExitStack() as stack:
         if proc is not None:
             stack.enter_context(proc)
@@ -105,10 +114,16 @@ def run_evaluation(
             started=started,
             finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             command=sys.argv,
-            policy={"url": policy_url, "cmd": policy_cmd, "protocol": protocol, "encoding": encoding,
-                    "protocol_options": {k: "***" if k == "api_key" else v for k, v in (protocol_options or {}).items()},
-                    "metadata": meta.model_dump(mode="json"),
-                    "restarts": proc.restarts if proc else 0, "pids": proc.pids if proc else []},
+            policy={
+                "url": policy_url,
+                "cmd": policy_cmd,
+                "protocol": protocol,
+                "encoding": encoding,
+                "protocol_options": {k: "***" if k == "api_key" else v for k, v in (protocol_options or {}).items()},
+                "metadata": meta.model_dump(mode="json"),
+                "restarts": proc.restarts if proc else 0,
+                "pids": proc.pids if proc else [],
+            },
             settings=asdict(settings),
             instances=len(instances),
             skipped_pairs=skipped or [],

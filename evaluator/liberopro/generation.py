@@ -45,8 +45,16 @@ from liberopro.schema.manifest import (
     seed_commitment,
 )
 
-__all__ = ["REFERENCE", "DroppedPair", "check_manifest", "default_cases", "first_valid_static", "generate", "report",
-           "validate_instance"]
+__all__ = [
+    "REFERENCE",
+    "DroppedPair",
+    "check_manifest",
+    "default_cases",
+    "first_valid_static",
+    "generate",
+    "report",
+    "validate_instance",
+]
 
 #: Reference counts of the study this benchmark follows (``docs/definition.md``, "Instances"):
 #: shifted instances only (40 tasks x 42 shifts = 1,680 pairs); nominal instances come on top.
@@ -73,8 +81,9 @@ def check_manifest(path: Path) -> Manifest:
     Raises :class:`ManifestError` listing each bad line as ``path:LINE: what is wrong``.
     """
     manifest = read_manifest(path)
-    problems = [f"{manifest.where(k)}: {p}" for k, inst in enumerate(manifest.instances)
-                for p in instance_problems(inst)]
+    problems = [
+        f"{manifest.where(k)}: {p}" for k, inst in enumerate(manifest.instances) for p in instance_problems(inst)
+    ]
     if problems:
         raise ManifestError(listing(path, problems))
     return manifest
@@ -88,8 +97,12 @@ def _validation_metadata(shift_ids: list[str]):
 
     needs_images = any(get_spec(s).category == "Observation" for s in shift_ids)
     cams = [CameraSpec(name="agentview", height=64, width=64), CameraSpec(name="wrist", height=64, width=64)]
-    return PolicyMetadata(policy_name="liberopro-validator (privileged, not a submission)",
-                          cameras=cams if needs_images else [], chunk_length=1, replan_steps=1)
+    return PolicyMetadata(
+        policy_name="liberopro-validator (privileged, not a submission)",
+        cameras=cams if needs_images else [],
+        chunk_length=1,
+        replan_steps=1,
+    )
 
 
 class _ValidationPolicy:
@@ -170,7 +183,9 @@ def _draw_valid(ref, case: list[str], seed: int, cache: dict, attempts: int) -> 
     return None, attempts, "; ".join(reasons)
 
 
-def first_valid_static(ref, case: list[str], seed: int, cache: dict, attempts: int = 5) -> tuple[Instance | str, int, str]:
+def first_valid_static(
+    ref, case: list[str], seed: int, cache: dict, attempts: int = 5
+) -> tuple[Instance | str, int, str]:
     """For an ad-hoc run (no manifest): the first parameter draw of a static-only case whose
     realisation passes its post-conditions on init state 0, as manifest generation picks it
     (a cheap check: one policy step, no cameras unless an Observation shift needs them).
@@ -228,11 +243,19 @@ def _generate_task(args: tuple) -> tuple[list[Instance], list[DroppedPair]]:
             else:
                 inst, why = make_instance(ref, case, seed, 0), ""
             if isinstance(inst, str):
-                dropped.append(DroppedPair(suite=ref.suite, task_index=ref.index, case=label,
-                                           stage="applicability", reason=inst))
+                dropped.append(
+                    DroppedPair(suite=ref.suite, task_index=ref.index, case=label, stage="applicability", reason=inst)
+                )
             elif inst is None:
-                dropped.append(DroppedPair(suite=ref.suite, task_index=ref.index, case=label, stage="validation",
-                                           reason=f"no valid parameters in {attempts} draws: {why}"))
+                dropped.append(
+                    DroppedPair(
+                        suite=ref.suite,
+                        task_index=ref.index,
+                        case=label,
+                        stage="validation",
+                        reason=f"no valid parameters in {attempts} draws: {why}",
+                    )
+                )
             else:
                 kept.append(inst)
     finally:
@@ -266,22 +289,41 @@ class _TaskParts:
             return None
         if data.get("key") != self.key:
             return None
-        return ([Instance.model_validate(i) for i in data["kept"]],
-                [DroppedPair.model_validate(d) for d in data["dropped"]])
+        return (
+            [Instance.model_validate(i) for i in data["kept"]],
+            [DroppedPair.model_validate(d) for d in data["dropped"]],
+        )
 
     def save(self, ref, result: tuple[list[Instance], list[DroppedPair]]) -> None:
         if self.directory is None:
             return
         kept, dropped = result
         tmp = self._path(ref).with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": self.key, "kept": [i.model_dump(mode="json") for i in kept],
-                                   "dropped": [d.model_dump(mode="json") for d in dropped]}))
+        tmp.write_text(
+            json.dumps(
+                {
+                    "key": self.key,
+                    "kept": [i.model_dump(mode="json") for i in kept],
+                    "dropped": [d.model_dump(mode="json") for d in dropped],
+                }
+            )
+        )
         tmp.replace(self._path(ref))
 
 
-def generate(split: str, seed: int, *, tasks=None, cases: list[list[str]] | None = None, episodes: int = 10,
-             attempts: int = 5, workers: int = 1, validate: bool = True, parts_dir: Path | None = None,
-             progress: Callable[[str, int, int], None] | None = None) -> tuple[ManifestHeader, list[Instance], list[DroppedPair]]:
+def generate(
+    split: str,
+    seed: int,
+    *,
+    tasks=None,
+    cases: list[list[str]] | None = None,
+    episodes: int = 10,
+    attempts: int = 5,
+    workers: int = 1,
+    validate: bool = True,
+    parts_dir: Path | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> tuple[ManifestHeader, list[Instance], list[DroppedPair]]:
     """Generate the manifest of ``split`` (train/eval/all) for ``seed``.
 
     ``tasks`` restricts the split's tasks; ``cases`` (lists of shift ids, ``[]`` for nominal)
@@ -296,9 +338,17 @@ def generate(split: str, seed: int, *, tasks=None, cases: list[list[str]] | None
     stack = check_stack()
     refs = [r for r in split_tasks(split) if tasks is None or r in tasks]  # type: ignore[arg-type]
     cases = cases or default_cases()
-    parts = _TaskParts(parts_dir, {"seed_sha256": seed_commitment(seed), "cases": ["+".join(c) for c in cases],
-                                   "attempts": attempts, "validate": validate, "evaluator": EVALUATOR_VERSION,
-                                   "stack": stack})
+    parts = _TaskParts(
+        parts_dir,
+        {
+            "seed_sha256": seed_commitment(seed),
+            "cases": ["+".join(c) for c in cases],
+            "attempts": attempts,
+            "validate": validate,
+            "evaluator": EVALUATOR_VERSION,
+            "stack": stack,
+        },
+    )
     done: dict[int, tuple[list[Instance], list[DroppedPair]]] = {}
     for i, ref in enumerate(refs):
         part = parts.load(ref)
@@ -320,8 +370,9 @@ def generate(split: str, seed: int, *, tasks=None, cases: list[list[str]] | None
         import multiprocessing
         from concurrent.futures import as_completed
 
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_die_with_parent) as pool:
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with_parent
+        ) as pool:
             futures = {pool.submit(_generate_task, jobs[i]): i for i in todo}
             for fut in as_completed(futures):
                 finished(futures[fut], fut.result())

@@ -31,8 +31,20 @@ from liberopro.semantics import TaskSemantics, task_semantics
 from liberopro.shifts.base import stable_seed
 from liberopro.tasks import TaskRef, task_info
 
-__all__ = ["INSTANCE_SCHEMA_VERSION", "N_INIT_STATES", "NOMINAL", "Diagnostic", "EpisodePlan", "Instance",
-           "ShiftEntry", "instance_problems", "make_instance", "parse_cases", "plan_episodes", "semantics_of"]
+__all__ = [
+    "INSTANCE_SCHEMA_VERSION",
+    "N_INIT_STATES",
+    "NOMINAL",
+    "Diagnostic",
+    "EpisodePlan",
+    "Instance",
+    "ShiftEntry",
+    "instance_problems",
+    "make_instance",
+    "parse_cases",
+    "plan_episodes",
+    "semantics_of",
+]
 
 N_INIT_STATES = 50
 
@@ -59,8 +71,14 @@ class Diagnostic:
     @property
     def label(self) -> str:
         """``""`` for standard conditions, else e.g. ``frozen`` or ``frozen,hold``."""
-        parts = [p for p in (self.observations if self.observations != "live" else "",
-                             self.recovery if self.recovery != "none" else "") if p]
+        parts = [
+            p
+            for p in (
+                self.observations if self.observations != "live" else "",
+                self.recovery if self.recovery != "none" else "",
+            )
+            if p
+        ]
         return ",".join(parts)
 
 
@@ -148,8 +166,9 @@ def instance_problems(inst: Instance) -> list[str]:
     return shift_problems([(s.id, s.params) for s in inst.shifts])
 
 
-def plan_episodes(instances: list[Instance], episodes: int, seed: int,
-                  diagnostics: list[Diagnostic] | None = None) -> list[EpisodePlan]:
+def plan_episodes(
+    instances: list[Instance], episodes: int, seed: int, diagnostics: list[Diagnostic] | None = None
+) -> list[EpisodePlan]:
     """``episodes`` episodes of each instance (init state e mod 50, env seed seed + e), under
     each of ``diagnostics`` (default: standard conditions only)."""
     return [

@@ -36,8 +36,9 @@ class LocalPolicyClient:
             chunk = as_action_chunk(self.policy.act(Observation.from_message(observation)))
         except ValueError as exc:
             raise PolicyError("policy_bad_action_shape", str(exc)) from exc
-        return ActResult(actions=chunk[:chunk_length].astype(np.float64), latency_ms=(time.perf_counter() - t0) * 1e3,
-                         server_ms=None)
+        return ActResult(
+            actions=chunk[:chunk_length].astype(np.float64), latency_ms=(time.perf_counter() - t0) * 1e3, server_ms=None
+        )
 
     def close(self) -> None:
         return None

@@ -142,8 +142,11 @@ class Latency:
             return LatencyStats()
         v = np.asarray(self.values)
         return LatencyStats(
-            requests=len(v), mean_ms=round(float(v.mean()), 3), p50_ms=round(float(np.percentile(v, 50)), 3),
-            p95_ms=round(float(np.percentile(v, 95)), 3), max_ms=round(float(v.max()), 3),
+            requests=len(v),
+            mean_ms=round(float(v.mean()), 3),
+            p50_ms=round(float(np.percentile(v, 50)), 3),
+            p95_ms=round(float(np.percentile(v, 95)), 3),
+            max_ms=round(float(v.max()), 3),
             server_mean_ms=round(float(np.mean(self.server)), 3) if self.server else None,
         )
 
@@ -288,7 +291,11 @@ def recovery_for(protocol: str, hold_steps: int, extra_steps: int) -> Recovery:
     """The recovery layer of ``protocol`` (``none``, ``hold``, ``retry``, ``restore``); ``hold_steps``
     and ``extra_steps`` from :class:`liberopro.runner.RunSettings`. ``KeyError`` for another name."""
     makers: dict[str, Callable[[], Recovery]] = {
-        "none": Recovery, "hold": lambda: Hold(hold_steps), "retry": lambda: Retry(extra_steps), "restore": Restore}
+        "none": Recovery,
+        "hold": lambda: Hold(hold_steps),
+        "retry": lambda: Retry(extra_steps),
+        "restore": Restore,
+    }
     return makers[protocol]()
 
 
@@ -298,6 +305,21 @@ def observation_layers(shift_layers: Sequence[ObservationLayer], observations: s
     return [*shift_layers, *([FrozenObservations()] if observations == "frozen" else [])]
 
 
-__all__ = ["ActionLayer", "ChunkedPolicy", "FrozenObservations", "Hold", "Intervention", "Latency",
-           "ObservationLayer", "Recovery", "Restore", "Retry", "execute", "intervene",
-           "observation_layers", "observe", "recovery_for", "start_action"]
+__all__ = [
+    "ActionLayer",
+    "ChunkedPolicy",
+    "FrozenObservations",
+    "Hold",
+    "Intervention",
+    "Latency",
+    "ObservationLayer",
+    "Recovery",
+    "Restore",
+    "Retry",
+    "execute",
+    "intervene",
+    "observation_layers",
+    "observe",
+    "recovery_for",
+    "start_action",
+]

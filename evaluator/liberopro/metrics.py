@@ -144,7 +144,9 @@ def paired_table(conditions: dict[str, dict[PairKey, bool]]) -> dict[str, Any]:
     by_task: dict[str, list[PairKey]] = defaultdict(list)
     for key in sorted(common):
         by_task[key[0]].append(key)
-    tasks = {t: np.array([[float(conditions[n][k]) for n in names] for k in keys]) for t, keys in sorted(by_task.items())}
+    tasks = {
+        t: np.array([[float(conditions[n][k]) for n in names] for k in keys]) for t, keys in sorted(by_task.items())
+    }
     return {"names": names, "tasks": tasks}
 
 
@@ -196,8 +198,9 @@ def paired_difference(a: dict[PairKey, bool], b: dict[PairKey, bool], **kwargs: 
     return paired_bootstrap(paired_table({"a": a, "b": b}), lambda r: r[..., 0] - r[..., 1], **kwargs)
 
 
-def weakest_single_gap(composition: dict[PairKey, bool], constituents: dict[str, dict[PairKey, bool]],
-                       **kwargs: Any) -> dict:
+def weakest_single_gap(
+    composition: dict[PairKey, bool], constituents: dict[str, dict[PairKey, bool]], **kwargs: Any
+) -> dict:
     """Delta(C) = SR(C) - min_i SR(c_i) (``docs/evaluator.md``, "Metrics"), every rate over the
     SAME episodes: the composition's tasks and starts that each constituent also ran. Comparing
     SR(C) with a constituent's rate over its own, different task set would mix task difficulty

@@ -44,11 +44,13 @@ def resize(img: np.ndarray, height: int, width: int, mode: str) -> np.ndarray:
         return small
     out = np.zeros((height, width, 3), dtype=np.uint8)
     top, left = (height - nh) // 2, (width - nw) // 2
-    out[top:top + nh, left:left + nw] = small
+    out[top : top + nh, left : left + nw] = small
     return out
 
 
-def to_message(frame: RawFrame, meta: PolicyMetadata, episode_id: str, step: int, instruction: str) -> ObservationMessage:
+def to_message(
+    frame: RawFrame, meta: PolicyMetadata, episode_id: str, step: int, instruction: str
+) -> ObservationMessage:
     """Build the ``/act`` body: the cameras and proprioception fields ``meta`` asks for."""
     images = {}
     for cam in meta.cameras:

@@ -106,7 +106,7 @@ def geom_local_points(model: mujoco.MjModel, g: int) -> np.ndarray:
     if t == mujoco.mjtGeom.mjGEOM_MESH:
         mid = int(model.geom_dataid[g])
         a, n = int(model.mesh_vertadr[mid]), int(model.mesh_vertnum[mid])
-        return np.asarray(model.mesh_vert[a:a + n], dtype=np.float64)
+        return np.asarray(model.mesh_vert[a : a + n], dtype=np.float64)
     if t in (mujoco.mjtGeom.mjGEOM_CYLINDER, mujoco.mjtGeom.mjGEOM_CAPSULE):
         ang = np.linspace(0, 2 * np.pi, 12, endpoint=False)
         r = s[0]
@@ -143,8 +143,9 @@ def entity_geoms(scene: LiberoScene, name: str, collision_only: bool = True) -> 
     """Geoms of an object or fixture (all bodies under its root)."""
     root = scene.root_body(name)
     m = scene.model
-    return [g for g in range(m.ngeom) if scene.entity_of_geom(g) == root
-            and (not collision_only or is_collision_geom(m, g))]
+    return [
+        g for g in range(m.ngeom) if scene.entity_of_geom(g) == root and (not collision_only or is_collision_geom(m, g))
+    ]
 
 
 def _body_frame(scene: LiberoScene, body: int) -> tuple[np.ndarray, np.ndarray]:
@@ -212,8 +213,12 @@ class Part:
     def goal_q(self, scene: LiberoScene) -> float:
         """A joint value inside the goal state: the middle of LIBERO's range for the predicate."""
         rng = self.ranges(scene)
-        key = {"open": "default_open_ranges", "close": "default_close_ranges",
-               "turnon": "default_turnon_ranges", "turnoff": "default_turnoff_ranges"}[self.predicate]
+        key = {
+            "open": "default_open_ranges",
+            "close": "default_close_ranges",
+            "turnon": "default_turnon_ranges",
+            "turnoff": "default_turnoff_ranges",
+        }[self.predicate]
         lo, hi = min(rng[key]), max(rng[key])
         return 0.5 * (lo + hi)
 
@@ -247,10 +252,18 @@ def resolve_part(scene: LiberoScene, goal: ArticulationGoal) -> Part | None:
         geoms = [g for g in range(m.ngeom) if int(m.geom_bodyid[g]) in bodies and is_collision_geom(m, g)]
         if not geoms:
             continue
-        part = Part(name=goal.part, fixture=goal.fixture, predicate=goal.predicate, joint=j,
-                    qpos_adr=int(m.jnt_qposadr[jid]), jnt_id=jid,
-                    hinge=int(m.jnt_type[jid]) == mujoco.mjtJoint.mjJNT_HINGE, body=body, geoms=geoms,
-                    before_placement=goal.before_placement)
+        part = Part(
+            name=goal.part,
+            fixture=goal.fixture,
+            predicate=goal.predicate,
+            joint=j,
+            qpos_adr=int(m.jnt_qposadr[jid]),
+            jnt_id=jid,
+            hinge=int(m.jnt_type[jid]) == mujoco.mjtJoint.mjJNT_HINGE,
+            body=body,
+            geoms=geoms,
+            before_placement=goal.before_placement,
+        )
         part.handle, part.knob, part.pull_dir = handle_geoms(scene, part)
         return part
     return None
@@ -295,8 +308,11 @@ def task_parts(scene: LiberoScene, sem: TaskSemantics) -> list[Part]:
     for _, region in sem.placements:
         site = scene.inner.object_sites_dict.get(region)
         if getattr(site, "joints", None) and region not in named:
-            goals.append(ArticulationGoal(part=region, fixture=getattr(site, "parent_name", region),
-                                          predicate="open", before_placement=True))
+            goals.append(
+                ArticulationGoal(
+                    part=region, fixture=getattr(site, "parent_name", region), predicate="open", before_placement=True
+                )
+            )
     parts = [resolve_part(scene, g) for g in goals]
     return [p for p in parts if p is not None]
 
@@ -320,8 +336,8 @@ class Actor:
     """Something the robot acts on: a movable object (``part`` None) or an articulated part."""
 
     name: str
-    body: int                 # reference body: the object's root, the part's moving body
-    box_lo: np.ndarray        # reference box in the body frame
+    body: int  # reference body: the object's root, the part's moving body
+    box_lo: np.ndarray  # reference box in the body frame
     box_hi: np.ndarray
     part: Part | None = None
     region: str | None = None  # goal region of an object
@@ -349,7 +365,9 @@ class PhaseTracker:
         touching: names of the actors the gripper touched at the last update.
     """
 
-    def __init__(self, scene: LiberoScene, sem: TaskSemantics, actors: list[str] | tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self, scene: LiberoScene, sem: TaskSemantics, actors: list[str] | tuple[str, ...] | None = None
+    ) -> None:
         self.scene = scene
         self.sem = sem
         self.reached: dict[Phase, int] = {}
@@ -378,8 +396,10 @@ class PhaseTracker:
             root = scene.root_body(obj)
             geoms = entity_geoms(scene, obj) or entity_geoms(scene, obj, collision_only=False)
             lo, hi = _local_box(scene, root, geoms)
-            self._add(Actor(obj, root, lo, hi, region=region or None),
-                      [g for g in range(m.ngeom) if scene.entity_of_geom(g) == root])
+            self._add(
+                Actor(obj, root, lo, hi, region=region or None),
+                [g for g in range(m.ngeom) if scene.entity_of_geom(g) == root],
+            )
         for part in self.parts:
             if part.name not in wanted:
                 continue
@@ -468,8 +488,11 @@ class PhaseTracker:
                 elif a.region is not None:
                     goal = region_pos(scene, a.region)
                     pos = scene.body_pos(a.body)
-                    if goal is not None and np.linalg.norm(pos[:2] - goal[:2]) <= PLACEMENT_RADIUS_M \
-                            and pos[2] >= goal[2] - PLACEMENT_BELOW_M:
+                    if (
+                        goal is not None
+                        and np.linalg.norm(pos[:2] - goal[:2]) <= PLACEMENT_RADIUS_M
+                        and pos[2] >= goal[2] - PLACEMENT_BELOW_M
+                    ):
                         new["placement"] = a.name
         for p, name in new.items():
             self.reached[p] = step

@@ -53,8 +53,15 @@ class PolicyProcess:
     when the server exits or stays unhealthy, with the tail of its log.
     """
 
-    def __init__(self, cmd: str, log_path: Path, startup_timeout: float = 120.0, max_restarts: int = 3,
-                 protocol: str = "liberopro", client_options: dict | None = None) -> None:
+    def __init__(
+        self,
+        cmd: str,
+        log_path: Path,
+        startup_timeout: float = 120.0,
+        max_restarts: int = 3,
+        protocol: str = "liberopro",
+        client_options: dict | None = None,
+    ) -> None:
         self.cmd = cmd
         self.protocol, self.client_options = protocol, dict(client_options or {})
         self.log_path = Path(log_path)
@@ -78,8 +85,12 @@ class PolicyProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            ["/bin/sh", "-c", self.cmd], env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            ["/bin/sh", "-c", self.cmd],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         log.close()
         self.pids.append(self.proc.pid)
@@ -87,16 +98,22 @@ class PolicyProcess:
 
         def answered(_left: float) -> bool:
             if proc.poll() is not None:
-                raise PolicyError("policy_connect_error", f"policy command exited with code {proc.returncode} "
-                                  f"before answering /health; last output:\n{_tail(self.log_path)}")
+                raise PolicyError(
+                    "policy_connect_error",
+                    f"policy command exited with code {proc.returncode} "
+                    f"before answering /health; last output:\n{_tail(self.log_path)}",
+                )
             return client.health(timeout=1.0)
 
         with make_client(self.url, self.protocol, **self.client_options) as client:
             if poll_until(answered, self.startup_timeout, 0.2):
                 return
         self.stop()
-        raise PolicyError("policy_connect_error", f"policy command did not answer GET /health within "
-                          f"{self.startup_timeout:.0f} s on port {self.port}; last output:\n{_tail(self.log_path)}")
+        raise PolicyError(
+            "policy_connect_error",
+            f"policy command did not answer GET /health within "
+            f"{self.startup_timeout:.0f} s on port {self.port}; last output:\n{_tail(self.log_path)}",
+        )
 
     def ensure_running(self) -> None:
         """Restart the server if it died (at most ``max_restarts`` times); never raises."""

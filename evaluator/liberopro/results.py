@@ -32,8 +32,21 @@ from liberopro.schema.results import (
 #: Termination reasons besides the policy's own (``submission_spec.client.FailureReason``).
 EVALUATOR_REASONS = ("success", "horizon", "shift_invalid", "evaluator_error")
 
-__all__ = ["EVALUATOR_REASONS", "RESULTS_SCHEMA_VERSION", "EpisodeRecord", "Headline", "LatencyStats", "ResultsWriter",
-           "RunHeader", "ShiftRecord", "Summary", "case_kind", "headline", "read_episodes", "summarize"]
+__all__ = [
+    "EVALUATOR_REASONS",
+    "RESULTS_SCHEMA_VERSION",
+    "EpisodeRecord",
+    "Headline",
+    "LatencyStats",
+    "ResultsWriter",
+    "RunHeader",
+    "ShiftRecord",
+    "Summary",
+    "case_kind",
+    "headline",
+    "read_episodes",
+    "summarize",
+]
 
 
 def case_kind(shift_records: list[ShiftRecord]) -> str:
@@ -76,9 +89,12 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> Headline:
     singles = {k: v for k, v in standard.items() if len(v[0].shifts) == 1}
 
     def group(kind: str | None = None, category: str | None = None) -> dict:
-        sel = {k: _outcomes(v) for k, v in singles.items()
-               if (kind is None or v[0].shifts[0].kind == kind)
-               and (category is None or v[0].shifts[0].category == category)}
+        sel = {
+            k: _outcomes(v)
+            for k, v in singles.items()
+            if (kind is None or v[0].shifts[0].kind == kind)
+            and (category is None or v[0].shifts[0].category == category)
+        }
         return bootstrap_mean_of_rates(sel)
 
     def sr(recs: list[EpisodeRecord]) -> float | None:
@@ -91,6 +107,7 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> Headline:
     for kind, cats in categories.items():
         for cat in sorted(cats):
             cats[cat] = group(kind, cat)
+
     def paired(recs: list[EpisodeRecord]) -> dict[PairKey, bool]:
         return {r.pair_key: r.success for r in recs if r.valid}
 
@@ -99,30 +116,50 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> Headline:
         ids = [s.id for s in recs[0].shifts]
         if len(ids) < 2:
             continue
-        gap = weakest_single_gap(paired(recs), {i: paired(standard[i]) for i in ids if i in standard}) \
-            if all(i in standard for i in ids) else None
-        compositions.append({
-            "case": key, "success_rate": sr(recs),
-            # SR of each constituent over its own tasks (context; the gap does not use these)
-            "constituents": {i: sr(standard[i]) if i in standard else None for i in ids},
-            # the weakest constituent and its rate over the composition's own episodes
-            "weakest_constituent": gap["weakest_single"] if gap else None,
-            "weakest_single": gap["constituent_rates"][gap["weakest_single"]] if gap and gap["weakest_single"] else None,
-            "weakest_single_gap": gap["value"] if gap else None,
-            "gap_ci95": gap["ci95"] if gap else None,
-            "paired_tasks": gap["tasks"] if gap else 0,
-            "paired_episodes": gap["pairs"] if gap else 0,
-            "paired_rates": {"composition": gap["composition_rate"], **gap["constituent_rates"]} if gap else {},
-        })
+        gap = (
+            weakest_single_gap(paired(recs), {i: paired(standard[i]) for i in ids if i in standard})
+            if all(i in standard for i in ids)
+            else None
+        )
+        compositions.append(
+            {
+                "case": key,
+                "success_rate": sr(recs),
+                # SR of each constituent over its own tasks (context; the gap does not use these)
+                "constituents": {i: sr(standard[i]) if i in standard else None for i in ids},
+                # the weakest constituent and its rate over the composition's own episodes
+                "weakest_constituent": gap["weakest_single"] if gap else None,
+                "weakest_single": gap["constituent_rates"][gap["weakest_single"]]
+                if gap and gap["weakest_single"]
+                else None,
+                "weakest_single_gap": gap["value"] if gap else None,
+                "gap_ci95": gap["ci95"] if gap else None,
+                "paired_tasks": gap["tasks"] if gap else 0,
+                "paired_episodes": gap["pairs"] if gap else 0,
+                "paired_rates": {"composition": gap["composition_rate"], **gap["constituent_rates"]} if gap else {},
+            }
+        )
     frozen, frozen_pairs = [], {}
     for recs in rows.values():
-        if recs[0].observations == "frozen" and recs[0].recovery.get("protocol", "none") == "none" and recs[0].case in standard:
+        if (
+            recs[0].observations == "frozen"
+            and recs[0].recovery.get("protocol", "none") == "none"
+            and recs[0].case in standard
+        ):
             live, fro = paired(standard[recs[0].case]), paired(recs)
             d = paired_difference(live, fro)
             if d["value"] is not None:
                 frozen_pairs[recs[0].case] = (live, fro)
-                frozen.append({"case": recs[0].case, "live": sr(standard[recs[0].case]), "frozen": sr(recs),
-                               "gap": d["value"], "ci95": d["ci95"], "paired_episodes": d["pairs"]})
+                frozen.append(
+                    {
+                        "case": recs[0].case,
+                        "live": sr(standard[recs[0].case]),
+                        "frozen": sr(recs),
+                        "gap": d["value"],
+                        "ci95": d["ci95"],
+                        "paired_episodes": d["pairs"],
+                    }
+                )
     recovery: dict[str, dict] = defaultdict(dict)
     for recs in rows.values():
         proto = recs[0].recovery.get("protocol", "none")
@@ -132,18 +169,23 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> Headline:
                 recovery[proto][recs[0].case] = (rec, base)
     mean_frozen = mean_paired_difference(frozen_pairs) if frozen_pairs else None
     nominal = standard.get("nominal")
-    return Headline.model_validate({
-        "nominal": success_rate((r.task_key, r.success) for r in nominal if r.valid) if nominal else None,
-        "overall": group(),
-        "static_mean": group("static"),
-        "runtime_mean": group("runtime"),
-        "categories": categories,
-        "compositions": compositions,
-        "live_minus_frozen": {"cases": frozen, "mean_gap": mean_frozen["value"] if mean_frozen else None,
-                              "mean_gap_ci95": mean_frozen["ci95"] if mean_frozen else None,
-                              "mean_gap_paired_episodes": mean_frozen["pairs"] if mean_frozen else 0},
-        "recovery_gain": {p: _gain(g) for p, g in sorted(recovery.items())},
-    })
+    return Headline.model_validate(
+        {
+            "nominal": success_rate((r.task_key, r.success) for r in nominal if r.valid) if nominal else None,
+            "overall": group(),
+            "static_mean": group("static"),
+            "runtime_mean": group("runtime"),
+            "categories": categories,
+            "compositions": compositions,
+            "live_minus_frozen": {
+                "cases": frozen,
+                "mean_gap": mean_frozen["value"] if mean_frozen else None,
+                "mean_gap_ci95": mean_frozen["ci95"] if mean_frozen else None,
+                "mean_gap_paired_episodes": mean_frozen["pairs"] if mean_frozen else 0,
+            },
+            "recovery_gain": {p: _gain(g) for p, g in sorted(recovery.items())},
+        }
+    )
 
 
 def _fired_counts(valid: list[EpisodeRecord]) -> dict[str, int] | None:
@@ -189,35 +231,41 @@ def summarize(records: list[EpisodeRecord], header: RunHeader | dict[str, Any]) 
         rate = success_rate((r.task_key, r.success) for r in valid)
         first = recs[0].shifts
         fired = _fired_counts(valid)
-        cases.append({
-            "case": key,
-            "shift_ids": [s.id for s in first],
-            "shift_names": [s.name for s in first],
-            "categories": [s.category for s in first],
-            "kind": case_kind(first),
-            "observations": recs[0].observations,
-            "recovery": recs[0].recovery.get("protocol", "none"),
-            **rate,
-            "invalid_episodes": len(recs) - len(valid),
-            "runtime_not_fired": fired["not_fired"] if fired else 0,
-            "invalid_reasons": sorted({r.detail or "" for r in recs if not r.valid}),
-            "runtime_fired": fired,
-            "drop_from_nominal": _drop(nominal, valid) if first and nominal and not recs[0].diagnostic_label else None,
-        })
+        cases.append(
+            {
+                "case": key,
+                "shift_ids": [s.id for s in first],
+                "shift_names": [s.name for s in first],
+                "categories": [s.category for s in first],
+                "kind": case_kind(first),
+                "observations": recs[0].observations,
+                "recovery": recs[0].recovery.get("protocol", "none"),
+                **rate,
+                "invalid_episodes": len(recs) - len(valid),
+                "runtime_not_fired": fired["not_fired"] if fired else 0,
+                "invalid_reasons": sorted({r.detail or "" for r in recs if not r.valid}),
+                "runtime_fired": fired,
+                "drop_from_nominal": _drop(nominal, valid)
+                if first and nominal and not recs[0].diagnostic_label
+                else None,
+            }
+        )
     head = header.to_json() if isinstance(header, RunHeader) else RunHeader.model_validate(header).to_json()
-    return Summary.model_validate({
-        "schema_version": RESULTS_SCHEMA_VERSION,
-        **head,
-        "episodes": {
-            "total": len(records),
-            "valid": sum(r.valid for r in records),
-            "invalid": sum(not r.valid for r in records),
-            "successes": sum(r.success for r in records if r.valid),
-        },
-        "termination_reasons": dict(sorted(Counter(r.termination_reason for r in records).items())),
-        "headline": headline(rows),
-        "cases": cases,
-    })
+    return Summary.model_validate(
+        {
+            "schema_version": RESULTS_SCHEMA_VERSION,
+            **head,
+            "episodes": {
+                "total": len(records),
+                "valid": sum(r.valid for r in records),
+                "invalid": sum(not r.valid for r in records),
+                "successes": sum(r.success for r in records if r.valid),
+            },
+            "termination_reasons": dict(sorted(Counter(r.termination_reason for r in records).items())),
+            "headline": headline(rows),
+            "cases": cases,
+        }
+    )
 
 
 class ResultsWriter:

@@ -50,8 +50,14 @@ class _ReviewPolicy:
     def __init__(self, runner: EpisodeRunner, ref, scripted: bool) -> None:
         self.metadata = PolicyMetadata(
             policy_name="liberopro-review (privileged scripted controller, not a submission)",
-            cameras=[CameraSpec(name="agentview", height=SIZE, width=SIZE), CameraSpec(name="wrist", height=SIZE, width=SIZE)],
-            image_orientation="upright", chunk_length=1, replan_steps=1)
+            cameras=[
+                CameraSpec(name="agentview", height=SIZE, width=SIZE),
+                CameraSpec(name="wrist", height=SIZE, width=SIZE),
+            ],
+            image_orientation="upright",
+            chunk_length=1,
+            replan_steps=1,
+        )
         self.runner, self.ref, self.scripted = runner, ref, scripted
         self.capture = Capture()
         self._controller = None
@@ -106,8 +112,13 @@ def review_instance(inst: Instance, out_dir: Path, scenes: dict, seed: int = 0) 
     runtime = any(c.kind == "runtime" for c in classes)
     execution = any(c.category == "Execution" for c in classes)
     d = out_dir / inst.instance_id
-    entry: dict = {"instance": inst.model_dump(mode="json"), "case": inst.case, "task": str(inst.task), "images": [],
-                   "videos": []}
+    entry: dict = {
+        "instance": inst.model_dump(mode="json"),
+        "case": inst.case,
+        "task": str(inst.task),
+        "images": [],
+        "videos": [],
+    }
     nominal = Instance(instance_id=inst.instance_id + "-nominal", suite=inst.suite, task_index=inst.task_index)
     if not runtime:
         steps = 40 if execution else 1
@@ -115,14 +126,28 @@ def review_instance(inst: Instance, out_dir: Path, scenes: dict, seed: int = 0) 
         rec, cap = _run(inst, scenes, steps, scripted=execution, seed=seed)
         if cap_n.delivered and cap.delivered:
             for cam in ("agentview", "wrist"):
-                entry["images"].append({"label": f"{cam}: nominal, as the policy receives it",
-                                        "file": _png(d / f"{cam}-nominal.png", cap_n.delivered[0][cam])})
-                entry["images"].append({"label": f"{cam}: shifted, as the policy receives it",
-                                        "file": _png(d / f"{cam}-shifted.png", cap.delivered[0][cam])})
-            entry["images"].append({"label": "third-person, true scene (shifted)", "file": _png(d / "true-shifted.png", cap.true_view[0])})
+                entry["images"].append(
+                    {
+                        "label": f"{cam}: nominal, as the policy receives it",
+                        "file": _png(d / f"{cam}-nominal.png", cap_n.delivered[0][cam]),
+                    }
+                )
+                entry["images"].append(
+                    {
+                        "label": f"{cam}: shifted, as the policy receives it",
+                        "file": _png(d / f"{cam}-shifted.png", cap.delivered[0][cam]),
+                    }
+                )
+            entry["images"].append(
+                {"label": "third-person, true scene (shifted)", "file": _png(d / "true-shifted.png", cap.true_view[0])}
+            )
         if execution:
-            entry["videos"].append({"label": "nominal rollout (scripted)", "file": _mp4(d / "nominal.mp4", cap_n.true_view)})
-            entry["videos"].append({"label": "shifted rollout (scripted)", "file": _mp4(d / "shifted.mp4", cap.true_view)})
+            entry["videos"].append(
+                {"label": "nominal rollout (scripted)", "file": _mp4(d / "nominal.mp4", cap_n.true_view)}
+            )
+            entry["videos"].append(
+                {"label": "shifted rollout (scripted)", "file": _mp4(d / "shifted.mp4", cap.true_view)}
+            )
     else:
         fallback = max(int(s.params.get("fallback_step", 0)) for s in inst.shifts if get_shift(s.id).kind == "runtime")
         rec, cap = _run(inst, scenes, fallback + 30, scripted=True, seed=seed)
@@ -132,17 +157,34 @@ def review_instance(inst: Instance, out_dir: Path, scenes: dict, seed: int = 0) 
             for k in (-5, 0, 2, 5, 10):
                 i = t + k
                 if 0 <= i < len(cap.delivered):
-                    entry["images"].append({"label": f"step {i} ({k:+d}): policy's view",
-                                            "file": _png(d / f"policy-{i:03d}.png", cap.delivered[i]["agentview"])})
-                    entry["images"].append({"label": f"step {i} ({k:+d}): true view",
-                                            "file": _png(d / f"true-{i:03d}.png", cap.true_view[i])})
+                    entry["images"].append(
+                        {
+                            "label": f"step {i} ({k:+d}): policy's view",
+                            "file": _png(d / f"policy-{i:03d}.png", cap.delivered[i]["agentview"]),
+                        }
+                    )
+                    entry["images"].append(
+                        {
+                            "label": f"step {i} ({k:+d}): true view",
+                            "file": _png(d / f"true-{i:03d}.png", cap.true_view[i]),
+                        }
+                    )
             lo, hi = max(0, t - 10), min(len(cap.delivered), t + 20)
             side = [np.concatenate([cap.delivered[i]["agentview"], cap.true_view[i]], axis=1) for i in range(lo, hi)]
-            entry["videos"].append({"label": f"steps {lo}-{hi - 1}: policy's view | true view",
-                                    "file": _mp4(d / "around-trigger.mp4", side)})
-    entry["record"] = {"valid": rec.valid, "termination_reason": rec.termination_reason, "detail": rec.detail,
-                       "phases": rec.phases, "shifts": [s.model_dump(mode="json") for s in rec.shifts],
-                       "instruction": rec.instruction}
+            entry["videos"].append(
+                {
+                    "label": f"steps {lo}-{hi - 1}: policy's view | true view",
+                    "file": _mp4(d / "around-trigger.mp4", side),
+                }
+            )
+    entry["record"] = {
+        "valid": rec.valid,
+        "termination_reason": rec.termination_reason,
+        "detail": rec.detail,
+        "phases": rec.phases,
+        "shifts": [s.model_dump(mode="json") for s in rec.shifts],
+        "instruction": rec.instruction,
+    }
     (d / "record.json").parent.mkdir(parents=True, exist_ok=True)
     (d / "record.json").write_text(json.dumps(entry["record"], indent=2, default=str))
     return entry
@@ -159,35 +201,51 @@ def _summary_line(shift: dict) -> str:
 
 def render_page(entries: list[dict], out_dir: Path, title: str) -> Path:
     """Write ``out_dir/index.html``: a contact sheet per shift."""
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             "<style>body{font-family:sans-serif;margin:1.5rem;color:#111}section{margin-bottom:2rem;border-top:1px solid #ccc}"
-             "figure{display:inline-block;margin:4px;font-size:12px;max-width:170px;vertical-align:top}"
-             "img{width:160px;height:160px;image-rendering:pixelated}.bad{color:#a40000}.ok{color:#176317}"
-             "video{margin:4px}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1><p>Training-split review only. Images are upright; 'policy's view' is what the "
-             "policy receives, 'true view' the scene at that step rendered from the third-person camera without any "
-             "observation shift (noise, freezing, dropout, latency); a camera shift moves this camera too.</p><nav><ul>"]
+    parts = [
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+        "<style>body{font-family:sans-serif;margin:1.5rem;color:#111}section{margin-bottom:2rem;border-top:1px solid #ccc}"
+        "figure{display:inline-block;margin:4px;font-size:12px;max-width:170px;vertical-align:top}"
+        "img{width:160px;height:160px;image-rendering:pixelated}.bad{color:#a40000}.ok{color:#176317}"
+        "video{margin:4px}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1><p>Training-split review only. Images are upright; 'policy's view' is what the "
+        "policy receives, 'true view' the scene at that step rendered from the third-person camera without any "
+        "observation shift (noise, freezing, dropout, latency); a camera shift moves this camera too.</p><nav><ul>",
+    ]
     for e in entries:
-        parts.append(f"<li><a href='#{e['instance']['instance_id']}'>{html.escape(e['case'])} on {html.escape(e['task'])}</a></li>")
+        parts.append(
+            f"<li><a href='#{e['instance']['instance_id']}'>{html.escape(e['case'])} on {html.escape(e['task'])}</a></li>"
+        )
     parts.append("</ul></nav>")
     for e in entries:
         rec = e["record"]
-        status = "<span class='ok'>valid</span>" if rec["valid"] else f"<span class='bad'>invalid: {html.escape(str(rec['detail']))}</span>"
-        parts.append(f"<section id='{e['instance']['instance_id']}'><h2>{html.escape(e['case'])} on {html.escape(e['task'])}</h2>")
-        parts.append(f"<p>{status}; termination {html.escape(rec['termination_reason'])}; phases {html.escape(json.dumps(rec['phases']))}; "
-                     f"instruction: <q>{html.escape(rec['instruction'])}</q></p><ul>")
+        status = (
+            "<span class='ok'>valid</span>"
+            if rec["valid"]
+            else f"<span class='bad'>invalid: {html.escape(str(rec['detail']))}</span>"
+        )
+        parts.append(
+            f"<section id='{e['instance']['instance_id']}'><h2>{html.escape(e['case'])} on {html.escape(e['task'])}</h2>"
+        )
+        parts.append(
+            f"<p>{status}; termination {html.escape(rec['termination_reason'])}; phases {html.escape(json.dumps(rec['phases']))}; "
+            f"instruction: <q>{html.escape(rec['instruction'])}</q></p><ul>"
+        )
         for s in rec["shifts"]:
             parts.append(f"<li><code>{html.escape(_summary_line(s))[:900]}</code></li>")
         parts.append("</ul><div>")
         for img in e["images"]:
             src = f"{e['instance']['instance_id']}/{img['file']}"
-            parts.append(f"<figure><img src='{src}' alt='{html.escape(img['label'])}'><figcaption>{html.escape(img['label'])}</figcaption></figure>")
+            parts.append(
+                f"<figure><img src='{src}' alt='{html.escape(img['label'])}'><figcaption>{html.escape(img['label'])}</figcaption></figure>"
+            )
         parts.append("</div>")
         for v in e["videos"]:
             if v["file"]:
                 src = f"{e['instance']['instance_id']}/{v['file']}"
-                parts.append(f"<figure style='max-width:340px'><video src='{src}' controls muted loop width='320'></video>"
-                             f"<figcaption>{html.escape(v['label'])}</figcaption></figure>")
+                parts.append(
+                    f"<figure style='max-width:340px'><video src='{src}' controls muted loop width='320'></video>"
+                    f"<figcaption>{html.escape(v['label'])}</figcaption></figure>"
+                )
         parts.append("</section>")
     parts.append("</body></html>")
     path = out_dir / "index.html"

@@ -117,8 +117,14 @@ class PolicySession:
     :class:`submission_spec.PolicyError` from the client propagates (it ends the episode).
     """
 
-    def __init__(self, client: PolicyClient, meta: PolicyMetadata, episode_id: str, budget_s: float,
-                 instruction: Callable[[int], str]) -> None:
+    def __init__(
+        self,
+        client: PolicyClient,
+        meta: PolicyMetadata,
+        episode_id: str,
+        budget_s: float,
+        instruction: Callable[[int], str],
+    ) -> None:
         self.client, self.meta, self.episode_id, self.budget_s = client, meta, episode_id, budget_s
         self.instruction = instruction
         self.used = 0.0
@@ -172,9 +178,14 @@ class EpisodeRunner:
             runner leaves closing the scenes to its owner (tests share scenes across policies).
     """
 
-    def __init__(self, client: PolicyClient, metadata: PolicyMetadata, settings: RunSettings,
-                 before_episode: Callable[[], None] | None = None,
-                 scenes: dict | None = None) -> None:
+    def __init__(
+        self,
+        client: PolicyClient,
+        metadata: PolicyMetadata,
+        settings: RunSettings,
+        before_episode: Callable[[], None] | None = None,
+        scenes: dict | None = None,
+    ) -> None:
         self.client = client
         self.meta = metadata
         self.settings = settings
@@ -200,8 +211,9 @@ class EpisodeRunner:
         key = (ref, cams, self.settings.render_size, variant)
         if key not in self._scenes:
             self.close()
-            self._scenes[key] = LiberoScene(task_info(ref), cameras=cams, render_size=self.settings.render_size,
-                                            variant=variant)
+            self._scenes[key] = LiberoScene(
+                task_info(ref), cameras=cams, render_size=self.settings.render_size, variant=variant
+            )
         return self._scenes[key]
 
     @staticmethod
@@ -239,10 +251,17 @@ class EpisodeRunner:
         ref, diag = plan.instance.task, plan.diagnostic
         info, sem = task_info(ref), semantics_of(ref)
         stack = ShiftStack.of(plan.instance.shifts)
-        session = PolicySession(self.client, self.meta, uuid.uuid4().hex, self.settings.episode_policy_budget_s,
-                                lambda step: stack.instruction(info.instruction, step))
-        out = _Outcome(recovery_for(diag.recovery, self.settings.recovery_hold_steps, self.settings.recovery_extra_steps),
-                       info.instruction)
+        session = PolicySession(
+            self.client,
+            self.meta,
+            uuid.uuid4().hex,
+            self.settings.episode_policy_budget_s,
+            lambda step: stack.instruction(info.instruction, step),
+        )
+        out = _Outcome(
+            recovery_for(diag.recovery, self.settings.recovery_hold_steps, self.settings.recovery_extra_steps),
+            info.instruction,
+        )
         t_start = time.perf_counter()
         try:
             scene = self.current_scene = self.scene_for(ref, self.variant_of(stack.shifts))
@@ -267,8 +286,9 @@ class EpisodeRunner:
             self._drop_scene(ref)  # a fresh scene for the next episode
         return self._record(plan, stack, session, out, t_start)
 
-    def _policy_loop(self, scene: LiberoScene, stack: ShiftStack, session: PolicySession, plan: EpisodePlan,
-                     out: _Outcome) -> None:
+    def _policy_loop(
+        self, scene: LiberoScene, stack: ShiftStack, session: PolicySession, plan: EpisodePlan, out: _Outcome
+    ) -> None:
         """The policy loop (the module docstring's steps; the layers in :mod:`liberopro.loop`),
         until LIBERO's goal predicate holds (success), the step limit (the horizon, plus the
         Retry protocol's extra steps), or every runtime shift is done (``stop_when_shifts_done``).
@@ -301,8 +321,9 @@ class EpisodeRunner:
             if self.settings.stop_when_shifts_done and stack.done(t):
                 return
 
-    def _record(self, plan: EpisodePlan, stack: ShiftStack, session: PolicySession, out: _Outcome,
-                t_start: float) -> EpisodeRecord:
+    def _record(
+        self, plan: EpisodePlan, stack: ShiftStack, session: PolicySession, out: _Outcome, t_start: float
+    ) -> EpisodeRecord:
         """The episode's record (:class:`liberopro.results.EpisodeRecord`) from its plan, shifts,
         policy session and outcome; ``wall_s`` counts from ``t_start`` (``time.perf_counter``)."""
         ref = plan.instance.task

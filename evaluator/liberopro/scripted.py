@@ -118,8 +118,11 @@ def default_stages(scene: LiberoScene, sem: TaskSemantics) -> list[Stage]:
     parts = task_parts(scene, sem)
     placements = list(sem.placements) or ([(sem.target, sem.receiver_region)] if sem.receiver_region else [])
     places: list[Stage] = [Push(o, r) if sem.kind == "push" else Place(o, r) for o, r in placements]
-    return ([Articulate(p.name) for p in parts if p.before_placement] + places
-            + [Articulate(p.name) for p in parts if not p.before_placement])
+    return (
+        [Articulate(p.name) for p in parts if p.before_placement]
+        + places
+        + [Articulate(p.name) for p in parts if not p.before_placement]
+    )
 
 
 # ----------------------------------------------------------------------------- rotations
@@ -225,8 +228,9 @@ class ScriptedController:
         a[6] = grip
         return a
 
-    def _move(self, target, tol: float = 0.008, max_steps: int = 80, speed: float = 1.0,
-              rot_tol_rad: float = 0.08) -> Iterator[np.ndarray]:
+    def _move(
+        self, target, tol: float = 0.008, max_steps: int = 80, speed: float = 1.0, rot_tol_rad: float = 0.08
+    ) -> Iterator[np.ndarray]:
         """Move toward ``target`` until within ``tol`` (and the hand within ``rot_tol_rad`` of its
         orientation), for at most ``max_steps``, or until it stalls (blocked by contact: no
         progress of 1 mm / 0.02 rad over :data:`STALL_STEPS` steps)."""
@@ -277,8 +281,11 @@ class ScriptedController:
         (the arena's table and floor excluded)."""
         scene = self.scene
         roots = {r for r in scene.inner.obj_body_id.values() if r not in exclude_roots}
-        geoms = [g for g in range(scene.model.ngeom)
-                 if scene.entity_of_geom(g) in roots and (scene.model.geom_contype[g] or scene.model.geom_conaffinity[g])]
+        geoms = [
+            g
+            for g in range(scene.model.ngeom)
+            if scene.entity_of_geom(g) in roots and (scene.model.geom_contype[g] or scene.model.geom_conaffinity[g])
+        ]
         return geom_world_points(scene, geoms)
 
     def _others_boxes(self, exclude_roots: set[int], z_lo: float, z_hi: float) -> np.ndarray:
@@ -288,7 +295,9 @@ class ScriptedController:
         roots = {r for r in scene.inner.obj_body_id.values() if r not in exclude_roots}
         boxes = []
         for g in range(scene.model.ngeom):
-            if scene.entity_of_geom(g) not in roots or not (scene.model.geom_contype[g] or scene.model.geom_conaffinity[g]):
+            if scene.entity_of_geom(g) not in roots or not (
+                scene.model.geom_contype[g] or scene.model.geom_conaffinity[g]
+            ):
                 continue
             pts = geom_world_points(scene, [g])
             if len(pts) and pts[:, 2].min() < z_hi and pts[:, 2].max() > z_lo:
@@ -548,7 +557,12 @@ class ScriptedController:
         def centre() -> tuple[np.ndarray, float, float, float]:
             pts = self._points(name)
             xy = 0.5 * (pts[:, :2].min(axis=0) + pts[:, :2].max(axis=0))
-            return xy, float(np.max(np.linalg.norm(pts[:, :2] - xy, axis=1))), float(pts[:, 2].min()), float(pts[:, 2].max())
+            return (
+                xy,
+                float(np.max(np.linalg.norm(pts[:, :2] - xy, axis=1))),
+                float(pts[:, 2].min()),
+                float(pts[:, 2].max()),
+            )
 
         goal = region_pos(scene, stage.region)
         xy, radius, bottom, top = centre()
@@ -775,9 +789,15 @@ class ScriptedController:
 
 
 # ----------------------------------------------------------------------------- driving to a phase
-def drive_to_phase(scene: LiberoScene, sem: TaskSemantics, phase: Phase, max_steps: int, *,
-                   controller: ScriptedController | None = None,
-                   tracker: PhaseTracker | None = None) -> int | None:
+def drive_to_phase(
+    scene: LiberoScene,
+    sem: TaskSemantics,
+    phase: Phase,
+    max_steps: int,
+    *,
+    controller: ScriptedController | None = None,
+    tracker: PhaseTracker | None = None,
+) -> int | None:
     """Step ``scene`` (after ``start_episode`` and ``settle``) with the scripted controller until
     the phase tracker reports ``phase``; returns the policy-loop step at which it did (the
     runner fires a shift triggered by it at the next step), or None after ``max_steps`` steps.

@@ -143,10 +143,13 @@ def task_semantics(ref: TaskRef, goal_state: list[list[str]], objects: list[str]
     first_placement = next((i for i, p in enumerate(goal_state) if p in placement), len(goal_state))
     articulations = tuple(
         ArticulationGoal(
-            part=p[1], fixture=owner_of(p[1], names), predicate=p[0].lower(),  # type: ignore[arg-type]
+            part=p[1],
+            fixture=owner_of(p[1], names),
+            predicate=p[0].lower(),  # type: ignore[arg-type]
             before_placement=p[0].lower() == "open" or (p[0].lower() in ("turnon", "turnoff") and i < first_placement),
         )
-        for i, p in enumerate(goal_state) if p[0].lower() in _ARTICULATION_PREDICATES
+        for i, p in enumerate(goal_state)
+        if p[0].lower() in _ARTICULATION_PREDICATES
     )
     if placement:
         pred = placement[0]

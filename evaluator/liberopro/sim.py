@@ -51,8 +51,7 @@ class RawFrame:
     proprio: dict[str, np.ndarray]
 
     def copy(self) -> RawFrame:
-        return RawFrame({k: v.copy() for k, v in self.images.items()},
-                        {k: v.copy() for k, v in self.proprio.items()})
+        return RawFrame({k: v.copy() for k, v in self.images.items()}, {k: v.copy() for k, v in self.proprio.items()})
 
 
 def proprio_from_obs(obs: dict) -> dict[str, np.ndarray]:
@@ -124,9 +123,14 @@ class LiberoScene:
     Raises ``RuntimeError`` if the environment cannot be built (missing assets, no EGL).
     """
 
-    def __init__(self, task: TaskInfo, cameras: tuple[str, ...] = ("agentview", "wrist"),
-                 render_size: int = 256, hard_reset: bool = False,
-                 variant: SceneVariant = SceneVariant()) -> None:
+    def __init__(
+        self,
+        task: TaskInfo,
+        cameras: tuple[str, ...] = ("agentview", "wrist"),
+        render_size: int = 256,
+        hard_reset: bool = False,
+        variant: SceneVariant = SceneVariant(),
+    ) -> None:
         from libero.libero.envs import OffScreenRenderEnv
 
         self.task = task
@@ -389,8 +393,9 @@ class LiberoScene:
         """
         size = size or self.render_size
         self.make_gl_current()
-        out = self.inner.sim.render(width=size, height=size, camera_name=CAMERAS.get(camera, camera),
-                                    segmentation=segmentation)
+        out = self.inner.sim.render(
+            width=size, height=size, camera_name=CAMERAS.get(camera, camera), segmentation=segmentation
+        )
         if segmentation:
             return np.where(out[..., 0] == int(mujoco.mjtObj.mjOBJ_GEOM), out[..., 1], -1).astype(np.int32)
         return out

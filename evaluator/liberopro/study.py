@@ -27,8 +27,14 @@ from typing import Any
 STUDY_FILE = Path(__file__).with_name("data") / "study.toml"
 
 #: Composition groups of ``study.toml``, in report order.
-COMPOSITION_GROUPS: tuple[str, ...] = ("static_pairs", "static_runtime_pairs", "runtime_pairs", "static_triples",
-                                       "mixed_triples", "runtime_triples")
+COMPOSITION_GROUPS: tuple[str, ...] = (
+    "static_pairs",
+    "static_runtime_pairs",
+    "runtime_pairs",
+    "static_triples",
+    "mixed_triples",
+    "runtime_triples",
+)
 
 SHIFT_PRESETS: tuple[str, ...] = ("all", "static", "runtime", "compositions")
 
@@ -65,8 +71,9 @@ def _shift_ids() -> list[str]:
     from liberopro.shifts import SHIFTS
 
     ids = list(SHIFTS)
-    return sorted((i for i in ids if i.startswith("S")), key=lambda i: int(i[1:])) + \
-        sorted((i for i in ids if i.startswith("D")), key=lambda i: int(i[1:]))
+    return sorted((i for i in ids if i.startswith("S")), key=lambda i: int(i[1:])) + sorted(
+        (i for i in ids if i.startswith("D")), key=lambda i: int(i[1:])
+    )
 
 
 def preset_cases(name: str) -> list[str]:
@@ -80,8 +87,9 @@ def preset_cases(name: str) -> list[str]:
         comps = [c for g in compositions().values() for c in g]
         constituents = sorted({s for c in comps for s in c.split("+")}, key=lambda i: (i[0] != "S", int(i[1:])))
         return ["nominal", *constituents, *comps]
-    raise PresetError(f"unknown preset @{name}; presets: {', '.join('@' + p for p in SHIFT_PRESETS)} "
-                      "(or @FILE, a file of cases)")
+    raise PresetError(
+        f"unknown preset @{name}; presets: {', '.join('@' + p for p in SHIFT_PRESETS)} (or @FILE, a file of cases)"
+    )
 
 
 def _file_cases(path: Path) -> list[str]:
@@ -108,8 +116,7 @@ def expand(items: list[str]) -> list[str]:
     for item in items:
         if item.startswith("@"):
             name = item[1:].strip()
-            cases = preset_cases(name) if name in SHIFT_PRESETS or not Path(name).is_file() else \
-                _file_cases(Path(name))
+            cases = preset_cases(name) if name in SHIFT_PRESETS or not Path(name).is_file() else _file_cases(Path(name))
         else:
             cases = [item]
         for case in cases:

@@ -136,8 +136,13 @@ def _registry() -> dict[TaskRef, TaskInfo]:
     infos = {}
     for row in rows:
         ref = TaskRef(row["suite"], row["index"])
-        infos[ref] = TaskInfo(ref=ref, name=row["name"], instruction=row["instruction"],
-                              bddl_file=row["bddl_file"], horizon=row["horizon"])
+        infos[ref] = TaskInfo(
+            ref=ref,
+            name=row["name"],
+            instruction=row["instruction"],
+            bddl_file=row["bddl_file"],
+            horizon=row["horizon"],
+        )
     return infos
 
 

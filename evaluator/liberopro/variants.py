@@ -101,9 +101,9 @@ def rewrite_bddl(path: str, swaps: tuple[tuple[str, str], ...]) -> str:
         rest = (names[1:], typ) if k == 0 else (names[:-1], typ)
         if rest[0]:
             pieces = [*pieces, rest] if k == 0 else [rest, *pieces]
-        groups[gi:gi + 1] = pieces
+        groups[gi : gi + 1] = pieces
     block = "\n" + "".join(f"    {' '.join(names)} - {typ}\n" for names, typ in groups) + "  "
-    new_text = text[: match.start(1)] + block + text[match.end(1):]
+    new_text = text[: match.start(1)] + block + text[match.end(1) :]
     digest = hashlib.sha256(new_text.encode()).hexdigest()[:16]
     folder = os.path.join(tempfile.gettempdir(), "liberopro-bddl")
     os.makedirs(folder, exist_ok=True)
@@ -129,8 +129,10 @@ def check_state_size(scene: LiberoScene, init_states: np.ndarray) -> None:
     model: ``1 + nq + nv`` columns."""
     need = 1 + scene.model.nq + scene.model.nv
     if init_states.shape[1] != need:
-        raise ValueError(f"init states have {init_states.shape[1]} columns, the variant's model needs {need} "
-                         f"(nq={scene.model.nq}, nv={scene.model.nv})")
+        raise ValueError(
+            f"init states have {init_states.shape[1]} columns, the variant's model needs {need} "
+            f"(nq={scene.model.nq}, nv={scene.model.nv})"
+        )
 
 
 # --------------------------------------------------------------------------- props
@@ -147,8 +149,9 @@ def _primitive(spec: PropSpec) -> list[ET.Element]:
         raise ValueError(f"prop {spec.name}: a {kind} needs {expected[kind]} size values, got {spec.size}")
     rgba = spec.rgba if spec.rgba is not None else (0.5, 0.5, 0.5, 1.0)
     common = {"type": kind, "size": _fmt(spec.size), "rgba": _fmt(rgba)}
-    geoms = [ET.Element("geom", {**common, "name": f"{spec.name}_visual", "group": "1", "contype": "0",
-                                 "conaffinity": "0"})]
+    geoms = [
+        ET.Element("geom", {**common, "name": f"{spec.name}_visual", "group": "1", "contype": "0", "conaffinity": "0"})
+    ]
     if spec.collide:
         geoms.append(ET.Element("geom", {**common, "name": f"{spec.name}_collision", "group": "0"}))
     return geoms
@@ -176,8 +179,9 @@ def _object_copy(spec: PropSpec, category: str) -> tuple[list[ET.Element], list[
     assets = [copy.deepcopy(a) for a in obj.asset]
     if spec.rgba is not None:
         mat = f"{spec.name}_recolour"
-        assets.append(ET.Element("material", {"name": mat, "rgba": _fmt(spec.rgba), "specular": "0.3",
-                                              "shininess": "0.3"}))
+        assets.append(
+            ET.Element("material", {"name": mat, "rgba": _fmt(spec.rgba), "specular": "0.3", "shininess": "0.3"})
+        )
         for g in body.iter("geom"):
             if g.get("group") == "1":
                 g.set("material", mat)
@@ -238,9 +242,13 @@ def add_props(scene: LiberoScene, props: tuple[PropSpec, ...]) -> dict[str, int]
     counts = (inner.sim.model.nbody, inner.sim.model.ngeom, inner.sim.model.nq, inner.sim.model.nv)
 
     stat = inner.sim.model._model.stat
-    statistic = {"meaninertia": repr(float(stat.meaninertia)), "meanmass": repr(float(stat.meanmass)),
-                 "meansize": repr(float(stat.meansize)), "extent": repr(float(stat.extent)),
-                 "center": " ".join(repr(float(v)) for v in stat.center)}
+    statistic = {
+        "meaninertia": repr(float(stat.meaninertia)),
+        "meanmass": repr(float(stat.meanmass)),
+        "meansize": repr(float(stat.meansize)),
+        "extent": repr(float(stat.extent)),
+        "center": " ".join(repr(float(v)) for v in stat.center),
+    }
 
     def processor(xml: str) -> str:
         return props_xml(xml, props, types, statistic)

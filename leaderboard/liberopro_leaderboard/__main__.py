@@ -8,12 +8,18 @@ import os
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m liberopro_leaderboard", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m liberopro_leaderboard",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve the leaderboard alone")
-    serve.add_argument("--database-url", default=os.environ.get("LIBEROPRO_DATABASE_URL"),
-                       help="the platform's database (default: $LIBEROPRO_DATABASE_URL)")
+    serve.add_argument(
+        "--database-url",
+        default=os.environ.get("LIBEROPRO_DATABASE_URL"),
+        help="the platform's database (default: $LIBEROPRO_DATABASE_URL)",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     args = parser.parse_args(argv)

@@ -16,9 +16,11 @@ from liberopro_leaderboard.settings import LeaderboardSettings
 
 def create_app(database_url: str, settings: LeaderboardSettings | None = None) -> FastAPI:
     """The leaderboard site and API on ``database_url``; ``app.state.leaderboard`` holds its caches."""
-    app = FastAPI(title="LIBERO-Pro2.0 leaderboard",
-                  description="Published results of LIBERO-Pro2.0: the ranking, each submission, comparisons "
-                  "and the methodology. Rates are fractions in [0, 1] with 95% intervals and episode counts.")
+    app = FastAPI(
+        title="LIBERO-Pro2.0 leaderboard",
+        description="Published results of LIBERO-Pro2.0: the ranking, each submission, comparisons "
+        "and the methodology. Rates are fractions in [0, 1] with 95% intervals and episode counts.",
+    )
     app.state.sessions = make_sessionmaker(make_engine(database_url))
     router = make_router(settings)
     app.state.leaderboard = router.site  # type: ignore[attr-defined]

@@ -24,8 +24,10 @@ class ShiftEntry(BaseModel):
     kind: str
     trigger: str | None = Field(None, description="Runtime shifts: the task phase(s) that fire it.")
     fallback_step: int | dict[str, int] | None = Field(
-        None, description="Runtime shifts: the policy step at which it fires if its phase is never reached "
-        "(per trigger phase where they differ).")
+        None,
+        description="Runtime shifts: the policy step at which it fires if its phase is never reached "
+        "(per trigger phase where they differ).",
+    )
     summary: str
     parameters: dict[str, Any] = Field({}, description="Default parameter ranges instances are drawn from.")
     post_condition: str = ""
@@ -76,19 +78,41 @@ def build_catalog() -> Catalog:
     from liberopro.tasks import HORIZONS, SUITES, all_task_refs, task_info
     from submission_spec.models import SPEC_VERSION
 
-    shifts = [ShiftEntry(id=s.id, name=s.name, category=s.category, kind=s.kind,
-                         trigger=" or ".join(s.triggers) or None,
-                         fallback_step=s.fallback.describe() if s.fallback else None, summary=s.summary,
-                         parameters=s.default_params(), post_condition=s.post_condition)
-              for s in SPECS.values()]
+    shifts = [
+        ShiftEntry(
+            id=s.id,
+            name=s.name,
+            category=s.category,
+            kind=s.kind,
+            trigger=" or ".join(s.triggers) or None,
+            fallback_step=s.fallback.describe() if s.fallback else None,
+            summary=s.summary,
+            parameters=s.default_params(),
+            post_condition=s.post_condition,
+        )
+        for s in SPECS.values()
+    ]
     ho = held_out()
-    tasks = [SplitTask(suite=ref.suite, index=ref.index, split="eval" if ref.index in ho[ref.suite] else "train",
-                       name=task_info(ref).name, instruction=task_info(ref).instruction)
-             for ref in all_task_refs()]
+    tasks = [
+        SplitTask(
+            suite=ref.suite,
+            index=ref.index,
+            split="eval" if ref.index in ho[ref.suite] else "train",
+            name=task_info(ref).name,
+            instruction=task_info(ref).instruction,
+        )
+        for ref in all_task_refs()
+    ]
     return Catalog(
-        shifts=shifts, categories=list(CATEGORIES),
+        shifts=shifts,
+        categories=list(CATEGORIES),
         split=SplitInfo(seed=SPLIT_SEED, held_out=ho, tasks=tasks, horizons={s: HORIZONS[s] for s in SUITES}),
-        versions=Versions(evaluator=EVALUATOR_VERSION, spec=SPEC_VERSION, results_schema=RESULTS_SCHEMA_VERSION,
-                          pinned_stack=dict(PINNED), bootstrap_replicates=BOOTSTRAP_REPLICATES,
-                          bootstrap_seed=BOOTSTRAP_SEED),
+        versions=Versions(
+            evaluator=EVALUATOR_VERSION,
+            spec=SPEC_VERSION,
+            results_schema=RESULTS_SCHEMA_VERSION,
+            pinned_stack=dict(PINNED),
+            bootstrap_replicates=BOOTSTRAP_REPLICATES,
+            bootstrap_seed=BOOTSTRAP_SEED,
+        ),
     )

@@ -27,7 +27,7 @@ from liberopro_leaderboard.palette import CHART, HEATMAP_CMAP, SERIES, text_on
 _RENDER_LOCK = threading.Lock()
 
 _RC = {
-    "svg.fonttype": "none",              # text stays text: selectable, searchable, small
+    "svg.fonttype": "none",  # text stays text: selectable, searchable, small
     "svg.hashsalt": "liberopro-leaderboard",  # deterministic ids: the same chart gives the same bytes
     "font.family": "DejaVu Sans",
     "font.size": 10,
@@ -117,24 +117,39 @@ def _percent_axis(ax, axis: str = "x") -> None:
         ax.spines[side].set_visible(False)
 
 
-def _grouped_bars(ax, series: list[tuple[str, list[Rate | None], str, str]], labels: list[str],
-                  nominal: Rate | None = None) -> None:
+def _grouped_bars(
+    ax, series: list[tuple[str, list[Rate | None], str, str]], labels: list[str], nominal: Rate | None = None
+) -> None:
     """Horizontal grouped bars with interval whiskers; ``series`` = (name, rates, colour, hatch)."""
     n = len(series)
     height = 0.8 / n
     ys = list(range(len(labels)))
     for i, (name, rates, colour, hatch) in enumerate(series):
         pos = [y - 0.4 + height * (i + 0.5) for y in ys]
-        ax.barh(pos, _values(rates), height=height * 0.92, color=colour, hatch=hatch, edgecolor=colour,
-                linewidth=0, label=name)
-        ax.errorbar(_values(rates), pos, xerr=_xerr(rates), fmt="none", ecolor=CHART["interval"],
-                    elinewidth=1.1, capsize=2.5)
+        ax.barh(
+            pos,
+            _values(rates),
+            height=height * 0.92,
+            color=colour,
+            hatch=hatch,
+            edgecolor=colour,
+            linewidth=0,
+            label=name,
+        )
+        ax.errorbar(
+            _values(rates), pos, xerr=_xerr(rates), fmt="none", ecolor=CHART["interval"], elinewidth=1.1, capsize=2.5
+        )
         for p, r in zip(pos, rates, strict=True):
             if r is None or r.value is None:
                 ax.text(1.5, p, "not run", va="center", ha="left", fontsize=8, color=CHART["text"])
     if nominal is not None and nominal.value is not None:
-        ax.axvline(100 * nominal.value, color=CHART["nominal"], linestyle=(0, (4, 3)), linewidth=1.2,
-                   label=f"nominal ({pct(nominal.value)})")
+        ax.axvline(
+            100 * nominal.value,
+            color=CHART["nominal"],
+            linestyle=(0, (4, 3)),
+            linewidth=1.2,
+            label=f"nominal ({pct(nominal.value)})",
+        )
     ax.set_yticks(ys, labels)
     if not ax.yaxis_inverted():  # axes sharing y share the inversion: invert once
         ax.invert_yaxis()
@@ -149,15 +164,20 @@ def category_chart(metrics: dict[str, Rate]) -> Chart:
 
     def draw(fig) -> None:
         ax = fig.subplots()
-        _grouped_bars(ax, [("static", static, CHART["static"], ""), ("runtime", runtime, CHART["runtime"], "///")],
-                      list(CATEGORIES), nominal)
+        _grouped_bars(
+            ax,
+            [("static", static, CHART["static"], ""), ("runtime", runtime, CHART["runtime"], "///")],
+            list(CATEGORIES),
+            nominal,
+        )
         ax.set_xlabel("success rate (bars: mean over the category's cases; whiskers: 95% interval)")
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=3)
 
     title = "Success rate per category, static and runtime, with 95% intervals"
-    alt = (f"{title}. Nominal: {rate_text(nominal)}. "
-           + " ".join(f"{c}: static {rate_text(s)}; runtime {rate_text(r)}."
-                      for c, s, r in zip(CATEGORIES, static, runtime, strict=True)))
+    alt = f"{title}. Nominal: {rate_text(nominal)}. " + " ".join(
+        f"{c}: static {rate_text(s)}; runtime {rate_text(r)}."
+        for c, s, r in zip(CATEGORIES, static, runtime, strict=True)
+    )
     return Chart(title, alt, draw, (7.5, 4.6))
 
 
@@ -165,10 +185,13 @@ def shift_chart(cases: list[CaseRate], nominal: Rate | None) -> Chart:
     """Per single shift, static and runtime side by side: success rate and 95% interval."""
     from liberopro.schema.public import shift_sort_key
 
-    singles = sorted((c for c in cases if c.standard and len(c.shift_ids) == 1),
-                     key=lambda c: shift_sort_key(c.shift_ids[0]))
-    groups = [("static", [c for c in singles if c.kind == "static"]),
-              ("runtime", [c for c in singles if c.kind == "runtime"])]
+    singles = sorted(
+        (c for c in cases if c.standard and len(c.shift_ids) == 1), key=lambda c: shift_sort_key(c.shift_ids[0])
+    )
+    groups = [
+        ("static", [c for c in singles if c.kind == "static"]),
+        ("runtime", [c for c in singles if c.kind == "runtime"]),
+    ]
     rows = max(1, max(len(g) for _, g in groups))
 
     def draw(fig) -> None:
@@ -176,8 +199,17 @@ def shift_chart(cases: list[CaseRate], nominal: Rate | None) -> Chart:
         for ax, (kind, group) in zip(axes, groups, strict=True):
             ys = list(range(len(group)))
             rates = [c.rate for c in group]
-            ax.errorbar(_values(rates), ys, xerr=_xerr(rates), fmt="o", color=CHART[kind], markersize=4.5,
-                        ecolor=CHART[kind], elinewidth=1.4, capsize=2)
+            ax.errorbar(
+                _values(rates),
+                ys,
+                xerr=_xerr(rates),
+                fmt="o",
+                color=CHART[kind],
+                markersize=4.5,
+                ecolor=CHART[kind],
+                elinewidth=1.4,
+                capsize=2,
+            )
             if nominal is not None and nominal.value is not None:
                 ax.axvline(100 * nominal.value, color=CHART["nominal"], linestyle=(0, (4, 3)), linewidth=1.1)
             ax.set_yticks(ys, [f"{c.shift_ids[0]} {c.shift_names[0]}" for c in group], fontsize=8.5)
@@ -189,8 +221,9 @@ def shift_chart(cases: list[CaseRate], nominal: Rate | None) -> Chart:
         fig.supxlabel("success rate per shift (dot) with 95% Wilson interval; dashed: nominal", fontsize=9)
 
     title = "Success rate per shift with 95% intervals"
-    alt = (f"{title}. Nominal: {rate_text(nominal)}. "
-           + " ".join(f"{c.case} {c.shift_names[0]}: {rate_text(c.rate)}." for _, g in groups for c in g))
+    alt = f"{title}. Nominal: {rate_text(nominal)}. " + " ".join(
+        f"{c.case} {c.shift_names[0]}: {rate_text(c.rate)}." for _, g in groups for c in g
+    )
     return Chart(title, alt, draw, (11.5, 1.2 + 0.24 * rows))
 
 
@@ -212,8 +245,9 @@ def _label_positions(points: list[tuple[str, Rate, Rate]]) -> list:
         return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
     obstacles = [b for _, s, r in points for b in boxes_of(100 * s.value, 100 * r.value, s, r)]  # type: ignore[operator]
-    candidates = [(d * sx, dy) for d, dy0 in ((3.5, 3.5), (3.5, 9), (6, 15), (6, 21)) for dy in (dy0, -dy0)
-                  for sx in (1, -1)]
+    candidates = [
+        (d * sx, dy) for d, dy0 in ((3.5, 3.5), (3.5, 9), (6, 15), (6, 21)) for dy in (dy0, -dy0) for sx in (1, -1)
+    ]
     out = []
     for label, s, r in points:
         x, y = 100 * s.value, 100 * r.value  # type: ignore[operator]
@@ -221,8 +255,11 @@ def _label_positions(points: list[tuple[str, Rate, Rate]]) -> list:
         choice = None
         for dx, dy in candidates:
             lx, ly = x + dx, y + dy
-            box = (lx, lx + width, ly - height / 2, ly + height / 2) if dx > 0 else \
-                  (lx - width, lx, ly - height / 2, ly + height / 2)
+            box = (
+                (lx, lx + width, ly - height / 2, ly + height / 2)
+                if dx > 0
+                else (lx - width, lx, ly - height / 2, ly + height / 2)
+            )
             if box[0] < 0 or box[1] > 100 or box[2] < 0 or box[3] > 100:
                 continue
             if not any(overlaps(box, o) for o in obstacles):
@@ -243,16 +280,39 @@ def static_runtime_chart(points: list[tuple[str, Rate, Rate]], subject: str = "s
 
     def draw(fig) -> None:
         ax = fig.subplots()
-        ax.plot([0, 100], [0, 100], color=CHART["axis"], linestyle=(0, (4, 3)), linewidth=1,
-                label="runtime mean = static mean")
+        ax.plot(
+            [0, 100],
+            [0, 100],
+            color=CHART["axis"],
+            linestyle=(0, (4, 3)),
+            linewidth=1,
+            label="runtime mean = static mean",
+        )
         if shown:
-            ax.errorbar(_values([s for _, s, _ in shown]), _values([r for _, _, r in shown]),
-                        xerr=_xerr([s for _, s, _ in shown]), yerr=_xerr([r for _, _, r in shown]),
-                        fmt="o", color=CHART["static"], ecolor=CHART["interval"], elinewidth=1, capsize=2,
-                        markersize=5, label=f"{subject} (whiskers: 95% intervals)")
+            ax.errorbar(
+                _values([s for _, s, _ in shown]),
+                _values([r for _, _, r in shown]),
+                xerr=_xerr([s for _, s, _ in shown]),
+                yerr=_xerr([r for _, _, r in shown]),
+                fmt="o",
+                color=CHART["static"],
+                ecolor=CHART["interval"],
+                elinewidth=1,
+                capsize=2,
+                markersize=5,
+                label=f"{subject} (whiskers: 95% intervals)",
+            )
             for label, (x, y), (lx, ly), ha in _label_positions(shown[:12]):
-                ax.annotate(label, (x, y), xytext=(lx, ly), textcoords="data", fontsize=8, va="center", ha=ha,
-                            arrowprops={"arrowstyle": "-", "color": CHART["axis"], "lw": 0.6})
+                ax.annotate(
+                    label,
+                    (x, y),
+                    xytext=(lx, ly),
+                    textcoords="data",
+                    fontsize=8,
+                    va="center",
+                    ha=ha,
+                    arrowprops={"arrowstyle": "-", "color": CHART["axis"], "lw": 0.6},
+                )
         else:
             ax.text(50, 50, f"no {subject} with both means", ha="center", va="center")
         _percent_axis(ax, "x")
@@ -263,13 +323,19 @@ def static_runtime_chart(points: list[tuple[str, Rate, Rate]], subject: str = "s
         ax.legend(loc="upper left", fontsize=8)
 
     title = f"Static versus runtime mean success rate per {subject}, with 95% intervals"
-    alt = (f"{title}. Points below the diagonal do worse under runtime shifts than under static ones. "
-           + " ".join(f"{label}: static {rate_text(s)}; runtime {rate_text(r)}." for label, s, r in points))
+    alt = f"{title}. Points below the diagonal do worse under runtime shifts than under static ones. " + " ".join(
+        f"{label}: static {rate_text(s)}; runtime {rate_text(r)}." for label, s, r in points
+    )
     return Chart(title, alt, draw, (5.6, 5.4))
 
 
-def heatmap_chart(rows: list[tuple[str, dict[str, Rate]]], static_ids: list[str], runtime_ids: list[str],
-                  names: dict[str, str], subject: str = "submission") -> Chart:
+def heatmap_chart(
+    rows: list[tuple[str, dict[str, Rate]]],
+    static_ids: list[str],
+    runtime_ids: list[str],
+    names: dict[str, str],
+    subject: str = "submission",
+) -> Chart:
     """Success rate per shift (columns) and submission (rows), static and runtime panels; the
     number in each cell is the rate in percent, a blank grey cell a shift not run."""
     import numpy as np
@@ -301,8 +367,9 @@ def heatmap_chart(rows: list[tuple[str, dict[str, Rate]]], static_ids: list[str]
                     v = data[i, j]
                     if np.isnan(v):
                         continue
-                    ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=7.5,
-                            color=text_on(cmap(float(v))))
+                    ax.text(
+                        j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=7.5, color=text_on(cmap(float(v)))
+                    )
             ax.set_xticks(range(len(ids)), ids, fontsize=8, rotation=90)
             ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=8.5)
             ax.tick_params(length=0)
@@ -321,10 +388,15 @@ def heatmap_chart(rows: list[tuple[str, dict[str, Rate]]], static_ids: list[str]
         if run:
             worst = min(run, key=lambda x: x[1].value)
             best = max(run, key=lambda x: x[1].value)
-            lines.append(f"{label}: {len(run)} shifts run, lowest {worst[0]} {names.get(worst[0], '')} "
-                         f"({pct(worst[1].value)}), highest {best[0]} {names.get(best[0], '')} ({pct(best[1].value)}).")
-    alt = (f"{title}: {len(rows)} {subject}s by {len(static_ids)} static and {len(runtime_ids)} runtime shifts. "
-           + " ".join(lines) + " Every number is in the data table that follows the chart.")
+            lines.append(
+                f"{label}: {len(run)} shifts run, lowest {worst[0]} {names.get(worst[0], '')} "
+                f"({pct(worst[1].value)}), highest {best[0]} {names.get(best[0], '')} ({pct(best[1].value)})."
+            )
+    alt = (
+        f"{title}: {len(rows)} {subject}s by {len(static_ids)} static and {len(runtime_ids)} runtime shifts. "
+        + " ".join(lines)
+        + " Every number is in the data table that follows the chart."
+    )
     width = 2.4 + 0.3 * max(len(static_ids), len(runtime_ids), 1)
     panels = (1 if static_ids else 0) + (1 if runtime_ids else 0)
     height = 0.9 + max(panels, 1) * (0.75 + 0.3 * max(len(rows), 1))
@@ -345,8 +417,10 @@ def categories_chart(series: Sequence[tuple[str, dict[str, Rate]]], title: str |
     def draw(fig) -> None:
         axes = fig.subplots(1, 2, sharey=True)
         for ax, kind in zip(axes, ("static", "runtime"), strict=True):
-            bars = [(label, [m.get(f"{kind}.{c}") for c in CATEGORIES], *series_style(i))
-                    for i, (label, m) in enumerate(series)]
+            bars = [
+                (label, [m.get(f"{kind}.{c}") for c in CATEGORIES], *series_style(i))
+                for i, (label, m) in enumerate(series)
+            ]
             _grouped_bars(ax, bars, list(CATEGORIES))
             ax.set_title(f"{kind} categories", fontsize=10, loc="left")
         handles, names = axes[0].get_legend_handles_labels()
@@ -356,14 +430,17 @@ def categories_chart(series: Sequence[tuple[str, dict[str, Rate]]], title: str |
     title = title or f"Category success rates: {', '.join(labels)}, with 95% intervals"
     alt = f"{title}. " + " ".join(
         f"{kind} {c}: " + "; ".join(f"{label} {rate_text(m.get(f'{kind}.{c}'))}" for label, m in series) + "."
-        for kind in ("static", "runtime") for c in CATEGORIES)
+        for kind in ("static", "runtime")
+        for c in CATEGORIES
+    )
     return Chart(title, alt, draw, (10.0, 4.4 + 0.9 * max(0, len(series) - 2)))
 
 
 def compare_chart(a_label: str, a: dict[str, Rate], b_label: str, b: dict[str, Rate]) -> Chart:
     """Two submissions' category means side by side (static and runtime panels), with intervals."""
-    return categories_chart([(a_label, a), (b_label, b)],
-                            f"Category success rates: {a_label} versus {b_label}, with 95% intervals")
+    return categories_chart(
+        [(a_label, a), (b_label, b)], f"Category success rates: {a_label} versus {b_label}, with 95% intervals"
+    )
 
 
 def diff_text(d: PairedDifference | None) -> str:
@@ -374,8 +451,9 @@ def diff_text(d: PairedDifference | None) -> str:
     return f"{100 * d.value:+.1f} points{ci}, {d.pairs} pairs"
 
 
-def difference_chart(title: str, labels: Sequence[str],
-                     series: Sequence[tuple[str, Sequence[PairedDifference | None]]], xlabel: str) -> Chart:
+def difference_chart(
+    title: str, labels: Sequence[str], series: Sequence[tuple[str, Sequence[PairedDifference | None]]], xlabel: str
+) -> Chart:
     """Paired differences of success rates (a forest plot): per label and series a dot at the
     difference in percentage points with its 95% paired interval, and the zero line."""
     n = max(len(series), 1)
@@ -396,8 +474,18 @@ def difference_chart(title: str, labels: Sequence[str],
                 hi.append(max(0.0, 100 * (d.ci95[1] - d.value)) if d.ci95 else 0.0)
             if not xs:
                 continue
-            ax.errorbar(xs, ys, xerr=[lo, hi], fmt="os^Dvp"[i % 6], color=colour, ecolor=colour, markersize=5,
-                        elinewidth=1.4, capsize=2.5, label=name)
+            ax.errorbar(
+                xs,
+                ys,
+                xerr=[lo, hi],
+                fmt="os^Dvp"[i % 6],
+                color=colour,
+                ecolor=colour,
+                markersize=5,
+                elinewidth=1.4,
+                capsize=2.5,
+                label=name,
+            )
         ax.set_yticks(range(len(labels)), list(labels), fontsize=8.5)
         ax.set_ylim(len(labels) - 0.5, -0.5)
         ax.set_xlim(-104, 104)  # room for a dot at +-100
@@ -413,12 +501,14 @@ def difference_chart(title: str, labels: Sequence[str],
 
     alt = f"{title}. " + " ".join(
         f"{label}: " + "; ".join(f"{name} {diff_text(diffs[i])}" for name, diffs in series) + "."
-        for i, label in enumerate(labels))
+        for i, label in enumerate(labels)
+    )
     return Chart(title, alt, draw, (7.5, 1.5 + 0.3 * len(labels) * max(1.0, n / 2)))
 
 
-def sweep_chart(title: str, values: Sequence[int], series: Sequence[tuple[str, Sequence[Rate | None]]],
-                own: int | None = None) -> Chart:
+def sweep_chart(
+    title: str, values: Sequence[int], series: Sequence[tuple[str, Sequence[Rate | None]]], own: int | None = None
+) -> Chart:
     """Success rate against a swept setting (replan steps K): one line per series with 95%
     whiskers at each value; the policy's own value is marked on the axis."""
 
@@ -432,8 +522,18 @@ def sweep_chart(title: str, values: Sequence[int], series: Sequence[tuple[str, S
                 continue
             dodge = 0.06 * (i - (len(series) - 1) / 2)  # whiskers of one K side by side, not on top
             px, pr = [x + dodge for x, _ in shown], [r for _, r in shown]
-            ax.errorbar(px, _values(pr), yerr=_xerr(pr), fmt="-" + "os^Dvp"[i % 6], color=colour, ecolor=colour,
-                        markersize=5, elinewidth=1.2, capsize=3, label=name)
+            ax.errorbar(
+                px,
+                _values(pr),
+                yerr=_xerr(pr),
+                fmt="-" + "os^Dvp"[i % 6],
+                color=colour,
+                ecolor=colour,
+                markersize=5,
+                elinewidth=1.2,
+                capsize=3,
+                label=name,
+            )
         ax.set_xticks(xs, [f"{k}\n(own)" if k == own else str(k) for k in values])
         ax.set_xlim(-0.5, len(values) - 0.5)
         _percent_axis(ax, "y")
@@ -443,7 +543,8 @@ def sweep_chart(title: str, values: Sequence[int], series: Sequence[tuple[str, S
 
     alt = f"{title}. " + " ".join(
         f"K={k}: " + "; ".join(f"{name} {rate_text(rates[i])}" for name, rates in series) + "."
-        for i, k in enumerate(values))
+        for i, k in enumerate(values)
+    )
     return Chart(title, alt, draw, (7.0, 4.2))
 
 

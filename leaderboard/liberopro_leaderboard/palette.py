@@ -26,8 +26,7 @@ PAGE: dict[str, str] = {
 
 #: Text-on-background pairs the pages use (foreground key, background key).
 TEXT_PAIRS: list[tuple[str, str]] = [
-    (fg, bg) for fg in ("fg", "muted", "link", "link-visited", "good", "bad")
-    for bg in ("bg", "surface", "highlight")
+    (fg, bg) for fg in ("fg", "muted", "link", "link-visited", "good", "bad") for bg in ("bg", "surface", "highlight")
 ]
 
 #: Chart colours.
@@ -36,14 +35,14 @@ CHART: dict[str, str] = {
     "axis": "#57606a",
     "grid": "#d0d7de",
     "interval": "#1b1f24",
-    "static": "#0072B2",    # Okabe-Ito blue
-    "runtime": "#D55E00",   # Okabe-Ito vermillion (hatched)
-    "a": "#0072B2",         # comparison: first submission
-    "b": "#CC79A7",         # comparison: second submission (hatched)
-    "c": "#009E73",         # third series (Okabe-Ito bluish green, dotted hatch)
-    "d": "#D55E00",         # fourth series (cross-hatched)
-    "e": "#6A3D9A",         # fifth series (purple)
-    "f": "#8C6D1F",         # sixth series (brown)
+    "static": "#0072B2",  # Okabe-Ito blue
+    "runtime": "#D55E00",  # Okabe-Ito vermillion (hatched)
+    "a": "#0072B2",  # comparison: first submission
+    "b": "#CC79A7",  # comparison: second submission (hatched)
+    "c": "#009E73",  # third series (Okabe-Ito bluish green, dotted hatch)
+    "d": "#D55E00",  # fourth series (cross-hatched)
+    "e": "#6A3D9A",  # fifth series (purple)
+    "f": "#8C6D1F",  # sixth series (brown)
     "nominal": "#1b1f24",
     "missing": "#eaeef2",
 }
@@ -53,8 +52,7 @@ CHART_MARKS: tuple[str, ...] = ("static", "runtime", "a", "b", "c", "d", "e", "f
 
 #: Several series side by side (policies in a report, conditions of a study): colour and hatch
 #: of series i are ``SERIES[i % len(SERIES)]``, so no series depends on colour alone.
-SERIES: tuple[tuple[str, str], ...] = (("a", ""), ("b", "///"), ("c", "..."), ("d", "xx"), ("e", "\\\\"),
-                                       ("f", "--"))
+SERIES: tuple[tuple[str, str], ...] = (("a", ""), ("b", "///"), ("c", "..."), ("d", "xx"), ("e", "\\\\"), ("f", "--"))
 
 #: Colormap of the shift heatmap (perceptually uniform, colour-vision-deficiency friendly).
 HEATMAP_CMAP = "cividis"
@@ -68,7 +66,7 @@ def relative_luminance(colour: str | tuple[float, float, float]) -> float:
     """WCAG relative luminance of ``#rrggbb`` or an (r, g, b) tuple in [0, 1]."""
     if isinstance(colour, str):
         h = colour.lstrip("#")
-        r, g, b = (int(h[i:i + 2], 16) / 255 for i in (0, 2, 4))
+        r, g, b = (int(h[i : i + 2], 16) / 255 for i in (0, 2, 4))
     else:
         r, g, b = colour[:3]
     return 0.2126 * _channel(r) + 0.7152 * _channel(g) + 0.0722 * _channel(b)

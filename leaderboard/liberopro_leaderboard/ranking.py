@@ -85,13 +85,17 @@ class LeaderboardResponse(BaseModel):
 
     sort: str
     order: Order
-    rank_by: str = Field(..., description="The metric the ranks are computed from (the sort column, or "
-                         "overall when sorting by a name or date).")
+    rank_by: str = Field(
+        ...,
+        description="The metric the ranks are computed from (the sort column, or "
+        "overall when sorting by a name or date).",
+    )
     tie_rule: str = TIE_RULE
     columns: list[Column]
     rows: list[RankedRow]
-    notes: list[str] = Field([], description="Caveats about comparing these rows (different evaluator "
-                             "versions or manifests).")
+    notes: list[str] = Field(
+        [], description="Caveats about comparing these rows (different evaluator versions or manifests)."
+    )
 
 
 class SortError(ValueError):
@@ -111,10 +115,19 @@ def rank_table(results: list[PublicResult], sort: str = DEFAULT_SORT, order: str
     ranks = interval_ranks([r.metrics[rank_by] for r in results])
     counts = Counter(ranks)
     rows = [
-        RankedRow(rank=rank, tied=counts[rank] > 1, submission_id=r.meta.submission_id, team=r.meta.team,
-                  policy_name=r.meta.policy_name, published_at=r.meta.published_at,
-                  evaluator_version=r.meta.evaluator_version, spec_version=r.meta.spec_version,
-                  page_url=r.meta.page_url, api_url=r.meta.api_url, metrics=r.metrics)
+        RankedRow(
+            rank=rank,
+            tied=counts[rank] > 1,
+            submission_id=r.meta.submission_id,
+            team=r.meta.team,
+            policy_name=r.meta.policy_name,
+            published_at=r.meta.published_at,
+            evaluator_version=r.meta.evaluator_version,
+            spec_version=r.meta.spec_version,
+            page_url=r.meta.page_url,
+            api_url=r.meta.api_url,
+            metrics=r.metrics,
+        )
         for r, rank in zip(results, ranks, strict=True)
     ]
     # Stable sorts, innermost key first: submission id, then the earlier submission, then the column.
@@ -126,16 +139,23 @@ def rank_table(results: list[PublicResult], sort: str = DEFAULT_SORT, order: str
         present.sort(key=lambda row: row.metrics[sort].value, reverse=order == "desc")
         rows = present + absent  # no value: last in either order
     else:
-        text = {"team": lambda row: row.team.casefold(), "policy": lambda row: row.policy_name.casefold(),
-                "published": lambda row: row.published_at}[sort]
+        text = {
+            "team": lambda row: row.team.casefold(),
+            "policy": lambda row: row.policy_name.casefold(),
+            "published": lambda row: row.published_at,
+        }[sort]
         rows.sort(key=text, reverse=order == "desc")
     notes = []
     versions = sorted({r.meta.evaluator_version for r in results})
     if len(versions) > 1:
-        notes.append(f"These rows were produced by {len(versions)} evaluator versions ({', '.join(versions)}); "
-                     "compare rows of different versions with care.")
+        notes.append(
+            f"These rows were produced by {len(versions)} evaluator versions ({', '.join(versions)}); "
+            "compare rows of different versions with care."
+        )
     manifests = {r.meta.manifest_sha256 for r in results}
     if len(manifests) > 1:
-        notes.append(f"These rows were evaluated on {len(manifests)} different evaluation manifests; rows on "
-                     "different manifests ran different instances.")
+        notes.append(
+            f"These rows were evaluated on {len(manifests)} different evaluation manifests; rows on "
+            "different manifests ran different instances."
+        )
     return LeaderboardResponse(sort=sort, order=order, rank_by=rank_by, columns=COLUMNS, rows=rows, notes=notes)

@@ -82,14 +82,18 @@ class CachedStaticFiles(StaticFiles):
         response.headers["Cache-Control"] = STATIC_CACHE_CONTROL
         return response
 
+
 SortParam = Annotated[str, Query(description=f"Column to sort by: {', '.join(sort_keys())}.")]
-OrderParam = Annotated[str | None, Query(description="desc or asc; default: best first for rates, A-Z for "
-                                                     "names, newest first for dates.")]
+OrderParam = Annotated[
+    str | None, Query(description="desc or asc; default: best first for rates, A-Z for names, newest first for dates.")
+]
 
 
 def not_found(submission_id: str) -> str:
-    return (f"No published submission {submission_id[:80]!r} on the leaderboard: the id is unknown, the submission "
-            "has not been published yet, or its result is hidden.")
+    return (
+        f"No published submission {submission_id[:80]!r} on the leaderboard: the id is unknown, the submission "
+        "has not been published yet, or its result is hidden."
+    )
 
 
 # ------------------------------------------------------------------------------ formatting
@@ -133,8 +137,9 @@ def make_templates() -> Jinja2Templates:
     env = templates.env
     env.filters.update(pct=fmt_pct, ci=fmt_ci, diff=fmt_diff, diff_ci=fmt_diff_ci, date=fmt_date, param=fmt_param)
     env.filters.update(column_title=column_title)
-    env.globals.update(css_variables=css_variables(), CATEGORIES=CATEGORIES, KINDS=KINDS, COLUMNS=COLUMNS,
-                       TIE_RULE=TIE_RULE)
+    env.globals.update(
+        css_variables=css_variables(), CATEGORIES=CATEGORIES, KINDS=KINDS, COLUMNS=COLUMNS, TIE_RULE=TIE_RULE
+    )
     return templates
 
 
@@ -201,8 +206,7 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
     render = site.templates.TemplateResponse
 
     def error_page(request: Request, status: int, title: str, message: str) -> HTMLResponse:
-        return render(request, "error.html", {"title": title, "message": message, "status": status},
-                      status_code=status)
+        return render(request, "error.html", {"title": title, "message": message, "status": status}, status_code=status)
 
     def sort_links(sort: str, order: str) -> dict[str, dict[str, str]]:
         """Per sortable column: the URL a click goes to and the aria-sort value."""
@@ -222,8 +226,9 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
         return RedirectResponse("/leaderboard", status_code=307)
 
     @router.get("/leaderboard", response_class=HTMLResponse, include_in_schema=False)
-    def leaderboard_page(request: Request, session: SessionDep, sort: str = DEFAULT_SORT,
-                         order: str | None = None) -> HTMLResponse:
+    def leaderboard_page(
+        request: Request, session: SessionDep, sort: str = DEFAULT_SORT, order: str | None = None
+    ) -> HTMLResponse:
         try:
             table, by_id = site.table(session, sort, order)
         except SortError as exc:
@@ -231,15 +236,26 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
         heatmap, heat_data, heat_key = site.heatmap(table, by_id)
         scatter, scatter_key = site.scatter(table)
         query = urlencode({"sort": table.sort, "order": table.order})
-        return render(request, "leaderboard.html", {
-            "table": table, "links": sort_links(table.sort, table.order), "text_sorts": TEXT_SORTS,
-            "rank_by": COLUMN_BY_KEY[table.rank_by], "rank_label": column_title(COLUMN_BY_KEY[table.rank_by]),
-            "heatmap": heatmap, "heatmap_url": f"/leaderboard/charts/heatmap.svg?{query}&v={version_token(heat_key)}",
-            "heatmap_static": heat_data[0], "heatmap_runtime": heat_data[1], "heatmap_names": heat_data[2],
-            "heatmap_rows": table.rows[: site.settings.heatmap_rows],
-            "scatter": scatter, "scatter_url": f"/leaderboard/charts/static-vs-runtime.svg?v={version_token(scatter_key)}",
-            "by_id": by_id,
-        })
+        return render(
+            request,
+            "leaderboard.html",
+            {
+                "table": table,
+                "links": sort_links(table.sort, table.order),
+                "text_sorts": TEXT_SORTS,
+                "rank_by": COLUMN_BY_KEY[table.rank_by],
+                "rank_label": column_title(COLUMN_BY_KEY[table.rank_by]),
+                "heatmap": heatmap,
+                "heatmap_url": f"/leaderboard/charts/heatmap.svg?{query}&v={version_token(heat_key)}",
+                "heatmap_static": heat_data[0],
+                "heatmap_runtime": heat_data[1],
+                "heatmap_names": heat_data[2],
+                "heatmap_rows": table.rows[: site.settings.heatmap_rows],
+                "scatter": scatter,
+                "scatter_url": f"/leaderboard/charts/static-vs-runtime.svg?v={version_token(scatter_key)}",
+                "by_id": by_id,
+            },
+        )
 
     @router.get("/leaderboard/submissions/{submission_id}", response_class=HTMLResponse, include_in_schema=False)
     def submission_page(request: Request, session: SessionDep, submission_id: str) -> HTMLResponse:
@@ -251,14 +267,22 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
         row = next(r for r in table.rows if r.submission_id == submission_id)
         singles = sorted(result.single_shift_cases(), key=lambda c: shift_sort_key(c.shift_ids[0]))
         others = [r for r in table.rows if r.submission_id != submission_id]
-        return render(request, "submission.html", {
-            "r": result, "row": row, "total": len(table.rows), "nominal": result.standard_case("nominal"),
-            "singles": singles, "others": others,
-            "multi": [c for c in result.cases if c.standard and len(c.shift_ids) > 1],
-            "diagnostic_rows": [c for c in result.cases if not c.standard],
-            "categories_chart": category_chart(result.metrics), "shifts_chart": shift_chart(result.cases,
-                                                                                          result.metrics["nominal"]),
-        })
+        return render(
+            request,
+            "submission.html",
+            {
+                "r": result,
+                "row": row,
+                "total": len(table.rows),
+                "nominal": result.standard_case("nominal"),
+                "singles": singles,
+                "others": others,
+                "multi": [c for c in result.cases if c.standard and len(c.shift_ids) > 1],
+                "diagnostic_rows": [c for c in result.cases if not c.standard],
+                "categories_chart": category_chart(result.metrics),
+                "shifts_chart": shift_chart(result.cases, result.metrics["nominal"]),
+            },
+        )
 
     @router.get("/leaderboard/compare", response_class=HTMLResponse, include_in_schema=False)
     def compare_page(request: Request, session: SessionDep, a: str | None = None, b: str | None = None) -> HTMLResponse:
@@ -269,8 +293,9 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
                 return error_page(request, 404, "Submission not found", not_found(sid))
         if a and b:
             ctx["cmp"] = compare(by_id[a], by_id[b])
-            ctx["chart"] = compare_chart(by_id[a].meta.policy_name, by_id[a].metrics, by_id[b].meta.policy_name,
-                                         by_id[b].metrics)
+            ctx["chart"] = compare_chart(
+                by_id[a].meta.policy_name, by_id[a].metrics, by_id[b].meta.policy_name, by_id[b].metrics
+            )
             ctx["chart_url"] = f"/leaderboard/charts/compare/{a}/{b}.svg"
         return render(request, "compare.html", ctx)
 
@@ -278,16 +303,24 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
     def methodology_page(request: Request, session: SessionDep) -> HTMLResponse:
         catalog = build_catalog()
         results = site.store.visible(session)
-        counts = {(k, c): sum(1 for s in catalog.shifts if s.kind == k and s.category == c)
-                  for k in KINDS for c in catalog.categories}
-        return render(request, "methodology.html", {
-            "c": catalog, "counts": counts,
-            "static": [s for s in catalog.shifts if s.kind == "static"],
-            "runtime": [s for s in catalog.shifts if s.kind == "runtime"],
-            "seen_versions": sorted({(r.meta.evaluator_version, r.meta.spec_version) for r in results}),
-            "seen_stacks": sorted({json.dumps(r.meta.stack, sort_keys=True) for r in results}),
-            "json": json,
-        })
+        counts = {
+            (k, c): sum(1 for s in catalog.shifts if s.kind == k and s.category == c)
+            for k in KINDS
+            for c in catalog.categories
+        }
+        return render(
+            request,
+            "methodology.html",
+            {
+                "c": catalog,
+                "counts": counts,
+                "static": [s for s in catalog.shifts if s.kind == "static"],
+                "runtime": [s for s in catalog.shifts if s.kind == "runtime"],
+                "seen_versions": sorted({(r.meta.evaluator_version, r.meta.spec_version) for r in results}),
+                "seen_stacks": sorted({json.dumps(r.meta.stack, sort_keys=True) for r in results}),
+                "json": json,
+            },
+        )
 
     router.mount("/leaderboard/static", CachedStaticFiles(directory=PACKAGE / "static"), name="leaderboard-static")
 
@@ -295,13 +328,17 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
     @router.get("/leaderboard/charts/submissions/{submission_id}/{chart}.svg", include_in_schema=False)
     def submission_chart(request: Request, session: SessionDep, submission_id: str, chart: str) -> Response:
         if chart not in ("categories", "shifts"):
-            raise HTTPException(404, detail={"error": "not_found", "message": f"no chart {chart!r}; use categories "
-                                             "or shifts"})
+            raise HTTPException(
+                404, detail={"error": "not_found", "message": f"no chart {chart!r}; use categories or shifts"}
+            )
         result = site.store.get(session, submission_id)
         if result is None:
             raise HTTPException(404, detail={"error": "submission_not_found", "message": not_found(submission_id)})
-        draw = ((lambda: category_chart(result.metrics)) if chart == "categories"
-                else (lambda: shift_chart(result.cases, result.metrics["nominal"])))
+        draw = (
+            (lambda: category_chart(result.metrics))
+            if chart == "categories"
+            else (lambda: shift_chart(result.cases, result.metrics["nominal"]))
+        )
         key = (chart, result.meta.submission_id, result.meta.published_at)
         return svg_response(request, site.charts.get(key, draw))
 
@@ -312,7 +349,9 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
         return svg_response(request, site.charts.get(key, lambda: chart))
 
     @router.get("/leaderboard/charts/heatmap.svg", include_in_schema=False)
-    def heatmap_svg(request: Request, session: SessionDep, sort: str = DEFAULT_SORT, order: str | None = None) -> Response:
+    def heatmap_svg(
+        request: Request, session: SessionDep, sort: str = DEFAULT_SORT, order: str | None = None
+    ) -> Response:
         try:
             table, by_id = site.table(session, sort, order)
         except SortError as exc:
@@ -327,14 +366,24 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
             if r is None:
                 raise HTTPException(404, detail={"error": "submission_not_found", "message": not_found(sid)})
         key = ("compare", a, ra.meta.published_at, b, rb.meta.published_at)  # type: ignore[union-attr]
-        return svg_response(request, site.charts.get(
-            key, lambda: compare_chart(ra.meta.policy_name, ra.metrics, rb.meta.policy_name, rb.metrics)))  # type: ignore[union-attr]
+        return svg_response(
+            request,
+            site.charts.get(
+                key, lambda: compare_chart(ra.meta.policy_name, ra.metrics, rb.meta.policy_name, rb.metrics)
+            ),
+        )  # type: ignore[union-attr]
 
     # ------------------------------------------------------------------ API
-    @router.get("/api/leaderboard", response_model=LeaderboardResponse, tags=["leaderboard"],
-                summary="The ranking (the numbers /leaderboard shows)",
-                responses={422: {"description": "Unknown sort column or order."}})
-    def api_leaderboard(session: SessionDep, sort: SortParam = DEFAULT_SORT, order: OrderParam = None) -> LeaderboardResponse:
+    @router.get(
+        "/api/leaderboard",
+        response_model=LeaderboardResponse,
+        tags=["leaderboard"],
+        summary="The ranking (the numbers /leaderboard shows)",
+        responses={422: {"description": "Unknown sort column or order."}},
+    )
+    def api_leaderboard(
+        session: SessionDep, sort: SortParam = DEFAULT_SORT, order: OrderParam = None
+    ) -> LeaderboardResponse:
         """Every visible submission with its rank (tie rule in ``tie_rule``), in the requested order.
         Rates are fractions in [0, 1]; every rate carries its 95% interval and episode count."""
         try:
@@ -342,11 +391,20 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
         except SortError as exc:
             raise HTTPException(422, detail={"error": "bad_sort", "message": str(exc)}) from None
 
-    @router.get("/api/leaderboard.csv", tags=["leaderboard"], summary="The ranking as CSV",
-                response_class=Response,
-                responses={200: {"content": {"text/csv": {}}, "description": "One row per submission: rank, tied, "
-                                 "identity, then per column key: value, ci_low, ci_high, episodes (fractions)."},
-                           422: {"description": "Unknown sort column or order."}})
+    @router.get(
+        "/api/leaderboard.csv",
+        tags=["leaderboard"],
+        summary="The ranking as CSV",
+        response_class=Response,
+        responses={
+            200: {
+                "content": {"text/csv": {}},
+                "description": "One row per submission: rank, tied, "
+                "identity, then per column key: value, ci_low, ci_high, episodes (fractions).",
+            },
+            422: {"description": "Unknown sort column or order."},
+        },
+    )
     def api_leaderboard_csv(session: SessionDep, sort: SortParam = DEFAULT_SORT, order: OrderParam = None) -> Response:
         """The same rows and numbers as ``/api/leaderboard``, flattened."""
         try:
@@ -355,25 +413,52 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
             raise HTTPException(422, detail={"error": "bad_sort", "message": str(exc)}) from None
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        head = ["rank", "tied", "submission_id", "team", "policy_name", "published_at", "evaluator_version",
-                "spec_version"]
+        head = [
+            "rank",
+            "tied",
+            "submission_id",
+            "team",
+            "policy_name",
+            "published_at",
+            "evaluator_version",
+            "spec_version",
+        ]
         for c in COLUMNS:
             head += [c.key, f"{c.key}_ci_low", f"{c.key}_ci_high", f"{c.key}_episodes"]
         w.writerow(head)
         for row in table.rows:
-            line: list[Any] = [row.rank, str(row.tied).lower(), row.submission_id, row.team, row.policy_name,
-                               row.published_at.isoformat(), row.evaluator_version, row.spec_version]
+            line: list[Any] = [
+                row.rank,
+                str(row.tied).lower(),
+                row.submission_id,
+                row.team,
+                row.policy_name,
+                row.published_at.isoformat(),
+                row.evaluator_version,
+                row.spec_version,
+            ]
             for c in COLUMNS:
                 r = row.metrics[c.key]
-                line += ["" if r.value is None else r.value, "" if r.ci95 is None else r.ci95[0],
-                         "" if r.ci95 is None else r.ci95[1], r.episodes]
+                line += [
+                    "" if r.value is None else r.value,
+                    "" if r.ci95 is None else r.ci95[0],
+                    "" if r.ci95 is None else r.ci95[1],
+                    r.episodes,
+                ]
             w.writerow(line)
-        return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
-                        headers={"Content-Disposition": 'inline; filename="liberopro-leaderboard.csv"'})
+        return Response(
+            buf.getvalue(),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": 'inline; filename="liberopro-leaderboard.csv"'},
+        )
 
-    @router.get("/api/leaderboard/submissions/{submission_id}", response_model=PublicResult, tags=["leaderboard"],
-                summary="One submission (the numbers its page shows)",
-                responses={404: {"description": "Unknown, unpublished or hidden submission."}})
+    @router.get(
+        "/api/leaderboard/submissions/{submission_id}",
+        response_model=PublicResult,
+        tags=["leaderboard"],
+        summary="One submission (the numbers its page shows)",
+        responses={404: {"description": "Unknown, unpublished or hidden submission."}},
+    )
     def api_submission(session: SessionDep, submission_id: str) -> PublicResult:
         """Aggregate success rates (per column, per case) with intervals and episode counts, and the
         provenance of the result. Nothing per instance or per episode."""
@@ -382,11 +467,18 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
             raise HTTPException(404, detail={"error": "submission_not_found", "message": not_found(submission_id)})
         return result
 
-    @router.get("/api/leaderboard/compare", response_model=CompareResponse, tags=["leaderboard"],
-                summary="Two submissions side by side",
-                responses={404: {"description": "Unknown, unpublished or hidden submission."}})
-    def api_compare(session: SessionDep, a: Annotated[str, Query(description="First submission id.")],
-                    b: Annotated[str, Query(description="Second submission id.")]) -> CompareResponse:
+    @router.get(
+        "/api/leaderboard/compare",
+        response_model=CompareResponse,
+        tags=["leaderboard"],
+        summary="Two submissions side by side",
+        responses={404: {"description": "Unknown, unpublished or hidden submission."}},
+    )
+    def api_compare(
+        session: SessionDep,
+        a: Annotated[str, Query(description="First submission id.")],
+        b: Annotated[str, Query(description="Second submission id.")],
+    ) -> CompareResponse:
         """Every column and case of ``a`` and ``b``, with a - b and whether the intervals separate."""
         ra, rb = site.store.get(session, a), site.store.get(session, b)
         for sid, r in ((a, ra), (b, rb)):
@@ -394,8 +486,12 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
                 raise HTTPException(404, detail={"error": "submission_not_found", "message": not_found(sid)})
         return compare(ra, rb)  # type: ignore[arg-type]
 
-    @router.get("/api/leaderboard/methodology", response_model=Catalog, tags=["leaderboard"],
-                summary="The shift catalog, the split and the versions (the methodology page's data)")
+    @router.get(
+        "/api/leaderboard/methodology",
+        response_model=Catalog,
+        tags=["leaderboard"],
+        summary="The shift catalog, the split and the versions (the methodology page's data)",
+    )
     def api_methodology() -> Catalog:
         """Generated from the evaluator's light catalog (:mod:`liberopro.catalog`)."""
         return build_catalog()

@@ -13,4 +13,6 @@ class LeaderboardSettings(BaseSettings):
 
     result_cache_entries: int = Field(5000, ge=1, description="Public views of results kept in memory.")
     chart_cache_entries: int = Field(512, ge=1, description="Rendered SVG charts kept in memory.")
-    heatmap_rows: int = Field(20, ge=1, description="Submissions drawn in the shift heatmap (the first in the current order).")
+    heatmap_rows: int = Field(
+        20, ge=1, description="Submissions drawn in the shift heatmap (the first in the current order)."
+    )

@@ -58,9 +58,14 @@ class ResultStore:
 
     def visible(self, session: Session) -> list[PublicResult]:
         """Every result not hidden, in publication order."""
-        keys = [(rid, at) for rid, at in session.execute(
-            select(Result.id, Result.published_at).where(Result.hidden.is_(False))
-            .order_by(Result.published_at, Result.id))]
+        keys = [
+            (rid, at)
+            for rid, at in session.execute(
+                select(Result.id, Result.published_at)
+                .where(Result.hidden.is_(False))
+                .order_by(Result.published_at, Result.id)
+            )
+        ]
         views = self._views_for(session, keys)
         return [views[k] for k in keys if k in views]
 
@@ -69,8 +74,11 @@ class ResultStore:
         a string that cannot be an id (a NUL byte, which PostgreSQL refuses, or other junk)."""
         if not plausible_id(submission_id):
             return None
-        row = session.execute(select(Result.id, Result.published_at).where(
-            Result.submission_id == submission_id, Result.hidden.is_(False))).first()
+        row = session.execute(
+            select(Result.id, Result.published_at).where(
+                Result.submission_id == submission_id, Result.hidden.is_(False)
+            )
+        ).first()
         if row is None:
             return None
         key = (row[0], row[1])

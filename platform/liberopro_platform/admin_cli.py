@@ -8,8 +8,11 @@ import sys
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Run and administer a LIBERO-Pro2.0 submission platform (settings: LIBEROPRO_* env).")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Run and administer a LIBERO-Pro2.0 submission platform (settings: LIBEROPRO_* env).",
+)
 
 
 def _settings():
@@ -34,7 +37,9 @@ def db_upgrade() -> None:
 
 
 @app.command("create-team")
-def create_team(name: str, per_day: int | None = typer.Option(None), concurrent: int | None = typer.Option(None)) -> None:
+def create_team(
+    name: str, per_day: int | None = typer.Option(None), concurrent: int | None = typer.Option(None)
+) -> None:
     """Create a team (limits default to the platform's)."""
     from liberopro_platform.db import transaction
     from liberopro_platform.models import Team
@@ -45,8 +50,12 @@ def create_team(name: str, per_day: int | None = typer.Option(None), concurrent:
 
 
 @app.command("create-user")
-def create_user(name: str, team: str = typer.Option(..., help="Team name (created if missing)."),
-                admin: bool = typer.Option(False, "--admin"), days: int | None = typer.Option(None)) -> None:
+def create_user(
+    name: str,
+    team: str = typer.Option(..., help="Team name (created if missing)."),
+    admin: bool = typer.Option(False, "--admin"),
+    days: int | None = typer.Option(None),
+) -> None:
     """Create a user and print a first API token for it."""
     from sqlalchemy import select
 
@@ -96,12 +105,19 @@ def api(host: str = "127.0.0.1", port: int = 8000) -> None:
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def worker(ctx: typer.Context, name: str = typer.Option(None, help="Worker name; keep it stable across "
-                                                         "restarts so a restarted worker recovers its work."),
-           queues: str = typer.Option("shards,control", help="Queues to serve, comma-separated: shards (validation "
-                                      "and shards: needs the sandbox), control (aggregation). A worker serving only "
-                                      "control never waits behind a shard."),
-           beat: bool = typer.Option(False, help="Also run celery beat, i.e. the stuck sweep (one per platform).")) -> None:
+def worker(
+    ctx: typer.Context,
+    name: str = typer.Option(
+        None, help="Worker name; keep it stable across restarts so a restarted worker recovers its work."
+    ),
+    queues: str = typer.Option(
+        "shards,control",
+        help="Queues to serve, comma-separated: shards (validation "
+        "and shards: needs the sandbox), control (aggregation). A worker serving only "
+        "control never waits behind a shard.",
+    ),
+    beat: bool = typer.Option(False, help="Also run celery beat, i.e. the stuck sweep (one per platform)."),
+) -> None:
     """Run a Celery worker (solo pool: one task at a time; run several for parallel shards)."""
     from liberopro_platform.celery_app import app as celery_app
 
@@ -110,9 +126,18 @@ def worker(ctx: typer.Context, name: str = typer.Option(None, help="Worker name;
     if not roles or set(roles) - {"shards", "control"}:
         typer.echo(f"error: --queues takes shards and/or control, not {queues!r}", err=True)
         raise typer.Exit(2)
-    argv = ["worker", "-Q", ",".join(f"{settings.queue}.{r}" for r in roles),
-            "-n", name or f"worker@{socket.gethostname()}", "--pool=solo",
-            "--without-mingle", "--without-gossip", "--loglevel=INFO", *ctx.args]
+    argv = [
+        "worker",
+        "-Q",
+        ",".join(f"{settings.queue}.{r}" for r in roles),
+        "-n",
+        name or f"worker@{socket.gethostname()}",
+        "--pool=solo",
+        "--without-mingle",
+        "--without-gossip",
+        "--loglevel=INFO",
+        *ctx.args,
+    ]
     if beat:
         argv.append("--beat")
     celery_app.worker_main(argv)
@@ -139,8 +164,10 @@ def workers_cmd() -> None:
     for r in rows:
         state = "alive" if is_live(r, now, stale_s) else ("stopped" if r.stopped_at else "GONE")
         doing = r.task or ("idle" if "beat" not in r.roles else f"last sweep {(r.info or {}).get('last_sweep_at')}")
-        typer.echo(f"{r.name:<40} {state:<8} {r.roles:<14} beat {(now - r.beat_at).total_seconds():6.0f} s ago  "
-                   f"{r.hostname} pid {r.pid}  {doing}")
+        typer.echo(
+            f"{r.name:<40} {state:<8} {r.roles:<14} beat {(now - r.beat_at).total_seconds():6.0f} s ago  "
+            f"{r.hostname} pid {r.pid}  {doing}"
+        )
     if not rows:
         typer.echo("no worker has reported")
 

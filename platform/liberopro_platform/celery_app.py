@@ -58,8 +58,10 @@ def make_celery(settings: Settings) -> Celery:
     app = Celery("liberopro_platform", broker=settings.broker_url)
     app.conf.update(
         task_default_queue=settings.control_queue,
-        task_routes={t: {"queue": queue_of(t, settings.queue)}
-                     for t in (TASK_VALIDATE, TASK_RUN_SHARD, TASK_AGGREGATE, TASK_SWEEP)},
+        task_routes={
+            t: {"queue": queue_of(t, settings.queue)}
+            for t in (TASK_VALIDATE, TASK_RUN_SHARD, TASK_AGGREGATE, TASK_SWEEP)
+        },
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
@@ -199,7 +201,7 @@ def _roles_of(consumer: Any) -> list[str]:
     except AttributeError:
         names = list(consumer.app.amqp.queues.consume_from or {})
     prefix = settings.queue + "."
-    return sorted({n[len(prefix):] for n in names if n.startswith(prefix)})
+    return sorted({n[len(prefix) :] for n in names if n.startswith(prefix)})
 
 
 @signals.worker_ready.connect
@@ -236,11 +238,19 @@ def _warn_if_twin(p: Any, name: str) -> None:
             row = s.get(WorkerHeartbeat, name)
     except Exception:  # noqa: BLE001 - only a warning
         return
-    if row is not None and is_live(row, utcnow(), settings.heartbeat_stale_s) \
-            and (row.hostname, row.pid) != (socket.gethostname()[:255], os.getpid()):
-        log.error("worker %s: a process with this name beat %s ago on %s (pid %d); if it is alive, its sandboxes "
-                  "are about to be removed: give every worker its own --name", name,
-                  utcnow() - row.beat_at, row.hostname, row.pid)
+    if (
+        row is not None
+        and is_live(row, utcnow(), settings.heartbeat_stale_s)
+        and (row.hostname, row.pid) != (socket.gethostname()[:255], os.getpid())
+    ):
+        log.error(
+            "worker %s: a process with this name beat %s ago on %s (pid %d); if it is alive, its sandboxes "
+            "are about to be removed: give every worker its own --name",
+            name,
+            utcnow() - row.beat_at,
+            row.hostname,
+            row.pid,
+        )
 
 
 @signals.task_prerun.connect
@@ -306,8 +316,9 @@ class SweepScheduler(Scheduler):
             log.exception("sweep failed")
             self._beat_heartbeat.set_info({"last_sweep_at": started.isoformat(), "error": True})
             return -1
-        self._beat_heartbeat.set_info({"last_sweep_at": started.isoformat(), "found": len(found),
-                                       "actions": sorted({f.action for f in found})})
+        self._beat_heartbeat.set_info(
+            {"last_sweep_at": started.isoformat(), "found": len(found), "actions": sorted({f.action for f in found})}
+        )
         lines = "".join(f"\n  {f.submission_id} [{f.state}] {f.reason} -> {f.action}" for f in found)
         (log.info if found else log.debug)("sweep: %d stuck item(s)%s", len(found), lines)
         return len(found)
@@ -323,23 +334,34 @@ class SweepScheduler(Scheduler):
 _common = {"acks_late": True, "autoretry_for": (OperationalError,), "max_retries": 3, "retry_backoff": True}
 
 
-@app.task(name=TASK_VALIDATE, **_common,
-          soft_time_limit=settings.validation_time_limit_s + 600, time_limit=settings.validation_time_limit_s + 900)
+@app.task(
+    name=TASK_VALIDATE,
+    **_common,
+    soft_time_limit=settings.validation_time_limit_s + 600,
+    time_limit=settings.validation_time_limit_s + 900,
+)
 def validate_task(submission_id: str) -> None:
     """Validate, then plan the shards."""
     pipeline().validate(submission_id)
 
 
-@app.task(name=TASK_RUN_SHARD, **_common,
-          soft_time_limit=settings.shard_time_limit_s(settings.episodes_per_shard) + 600,
-          time_limit=settings.shard_time_limit_s(settings.episodes_per_shard) + 900)
+@app.task(
+    name=TASK_RUN_SHARD,
+    **_common,
+    soft_time_limit=settings.shard_time_limit_s(settings.episodes_per_shard) + 600,
+    time_limit=settings.shard_time_limit_s(settings.episodes_per_shard) + 900,
+)
 def run_shard_task(shard_id: int) -> None:
     """Run one shard's missing episodes."""
     pipeline().run_shard(shard_id)
 
 
-@app.task(name=TASK_AGGREGATE, **_common, soft_time_limit=settings.aggregate_time_limit_s,
-          time_limit=settings.aggregate_time_limit_s + 60)
+@app.task(
+    name=TASK_AGGREGATE,
+    **_common,
+    soft_time_limit=settings.aggregate_time_limit_s,
+    time_limit=settings.aggregate_time_limit_s + 60,
+)
 def aggregate_task(submission_id: str) -> None:
     """Summarise and publish."""
     pipeline().aggregate(submission_id)

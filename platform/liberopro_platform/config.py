@@ -25,23 +25,31 @@ class Settings(BaseSettings):
 
     # env_ignore_empty: an empty variable means the default (compose.yaml passes `${MAX_STEPS:-}`
     # and the like as empty strings when they are not set).
-    model_config = SettingsConfigDict(env_prefix="LIBEROPRO_", env_file=".env", extra="ignore",
-                                      env_ignore_empty=True)
+    model_config = SettingsConfigDict(env_prefix="LIBEROPRO_", env_file=".env", extra="ignore", env_ignore_empty=True)
 
     # --- services
-    database_url: str = Field("sqlite:///./liberopro-platform.db",
-                              description="SQLAlchemy URL; PostgreSQL in compose: postgresql+psycopg://...")
+    database_url: str = Field(
+        "sqlite:///./liberopro-platform.db",
+        description="SQLAlchemy URL; PostgreSQL in compose: postgresql+psycopg://...",
+    )
     broker_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker (Redis).")
-    queue: str = Field("liberopro", description="Prefix of the Celery queues: `<queue>.shards` holds the tasks "
-                       "that start a sandbox (validation, shards), `<queue>.control` the short ones "
-                       "(aggregation), so that these never wait behind shards.")
+    queue: str = Field(
+        "liberopro",
+        description="Prefix of the Celery queues: `<queue>.shards` holds the tasks "
+        "that start a sandbox (validation, shards), `<queue>.control` the short ones "
+        "(aggregation), so that these never wait behind shards.",
+    )
     broker_visibility_timeout_s: int = Field(
-        3600, description="Redis redelivers an unacknowledged task after this long; a redelivered "
-        "shard whose lease is still alive is skipped, so this only bounds recovery time.")
+        3600,
+        description="Redis redelivers an unacknowledged task after this long; a redelivered "
+        "shard whose lease is still alive is skipped, so this only bounds recovery time.",
+    )
     data_dir: Path = Field(Path("./platform-data"), description="Uploaded archives and scratch files.")
 
     # --- the hidden evaluation manifest
-    manifest_path: Path | None = Field(None, description="The evaluation manifest (`liberopro instances generate --split eval`).")
+    manifest_path: Path | None = Field(
+        None, description="The evaluation manifest (`liberopro instances generate --split eval`)."
+    )
     episodes_per_instance: int = Field(10, ge=1)
     episode_seed: int = Field(0, description="Episode e of an instance uses init state e mod 50, seed + e.")
     max_steps: int | None = Field(None, description="Cap on the suite horizon (tests only).")
@@ -50,16 +58,20 @@ class Settings(BaseSettings):
     # --- sandbox
     backend: Literal["docker", "local"] = "docker"
     evaluator_image: str = Field(
-        "liberopro/evaluator:latest", description="The evaluator image by id (sha256:...; docker/build-images.sh "
+        "liberopro/evaluator:latest",
+        description="The evaluator image by id (sha256:...; docker/build-images.sh "
         "writes it to .env). A tag is resolved once when the worker starts and pinned for its lifetime; every "
-        "evaluator container's image id is checked against it before it starts.")
+        "evaluator container's image id is checked against it before it starts.",
+    )
     platform_image: str | None = Field(None, description="The api/worker image by id: never run as a policy.")
     redis_image: str | None = Field(None, description="The redis image by id: never run as a policy.")
     postgres_image: str | None = Field(None, description="The postgres image by id: never run as a policy.")
     allowed_registries: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Registries (host[:port], comma-separated) whose repo@sha256 digests a "
+        default_factory=list,
+        description="Registries (host[:port], comma-separated) whose repo@sha256 digests a "
         "submission may name; the worker pulls those by digest only. Empty (the default): no pull at all, "
-        "teams upload their images.")
+        "teams upload their images.",
+    )
     policy_port: int = 8000
     policy_user: str = Field("65534:65534", description="uid:gid the policy runs as (never root).")
     policy_memory: str = "8g"
@@ -68,8 +80,10 @@ class Settings(BaseSettings):
     policy_tmpfs_size: str = Field("1g", description="Size of the policy's /tmp (a tmpfs, counted in policy_memory).")
     policy_shm_size: str = Field("1g", description="Size of the policy's /dev/shm (a tmpfs, counted in policy_memory).")
     policy_volume_tmpfs_size: str = Field(
-        "256m", description="Size of the empty tmpfs mounted at each VOLUME the policy image declares (instead of "
-        "an unbounded anonymous volume on the host's disk; counted in policy_memory).")
+        "256m",
+        description="Size of the empty tmpfs mounted at each VOLUME the policy image declares (instead of "
+        "an unbounded anonymous volume on the host's disk; counted in policy_memory).",
+    )
     policy_restarts: int = Field(3, description="Restarts of a crashed policy container per shard.")
     runtime: str | None = Field(None, description="OCI runtime of the policy container, e.g. runsc (gVisor).")
     gpus: str | None = Field(None, description="GPU request for the policy: 'all', a count, or device ids '0,1'.")
@@ -78,12 +92,17 @@ class Settings(BaseSettings):
     pull_timeout_s: float = 900
     max_image_bytes: int = Field(20 * 2**30, description="Largest policy image accepted (uncompressed).")
     max_upload_bytes: int = Field(20 * 2**30, description="Largest `docker save` archive accepted.")
-    max_request_bytes: int = Field(64 * 1024, description="Largest request body of every other route (JSON); "
-                                   "a larger one is refused with 413 before it is read.")
+    max_request_bytes: int = Field(
+        64 * 1024,
+        description="Largest request body of every other route (JSON); "
+        "a larger one is refused with 413 before it is read.",
+    )
     sandbox_firewall: Literal["auto", "external", "off"] = Field(
-        "auto", description="auto: the worker installs `iptables -I INPUT -i lpsb+ -j DROP` (needs "
+        "auto",
+        description="auto: the worker installs `iptables -I INPUT -i lpsb+ -j DROP` (needs "
         "root); external: the host already has it (compose's sandbox-firewall service); off: tests of "
-        "the local backend only.")
+        "the local backend only.",
+    )
     log_max_bytes: int = Field(64 * 1024, description="Submitter-visible policy output kept per stage.")
 
     # --- time limits (seconds), one per level
@@ -98,16 +117,25 @@ class Settings(BaseSettings):
     policy_restart_wait_s: float = 120
     aggregate_time_limit_s: float = 300
     submission_time_limit_s: float = 48 * 3600
-    heartbeat_interval_s: float = Field(10, description="Heartbeat period of a running validation or shard "
-                                        "and of each worker's row in worker_heartbeats.")
-    heartbeat_stale_s: float = Field(180, description="A claim or a worker whose heartbeat is older is taken "
-                                     "as gone (its work is requeued, its sandboxes removed).")
+    heartbeat_interval_s: float = Field(
+        10,
+        description="Heartbeat period of a running validation or shard and of each worker's row in worker_heartbeats.",
+    )
+    heartbeat_stale_s: float = Field(
+        180,
+        description="A claim or a worker whose heartbeat is older is taken "
+        "as gone (its work is requeued, its sandboxes removed).",
+    )
     queue_stale_s: float = 1800
-    sweep_interval_s: float = Field(60, description="How often celery beat runs the stuck sweep (in its own "
-                                    "process: no free worker needed).")
-    resend_grace_s: float = Field(60, description="A queued task whose message the broker does not hold is "
-                                  "re-sent once it has waited this long (its message was lost, e.g. by a Redis "
-                                  "restart); also how long a worker may hold a delivered message before acting.")
+    sweep_interval_s: float = Field(
+        60, description="How often celery beat runs the stuck sweep (in its own process: no free worker needed)."
+    )
+    resend_grace_s: float = Field(
+        60,
+        description="A queued task whose message the broker does not hold is "
+        "re-sent once it has waited this long (its message was lost, e.g. by a Redis "
+        "restart); also how long a worker may hold a delivered message before acting.",
+    )
     max_stage_attempts: int = Field(3, description="Attempts of a stage (validation, a shard) before it fails.")
 
     # --- accounts and limits

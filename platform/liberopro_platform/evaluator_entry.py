@@ -56,7 +56,7 @@ def parse_event(line: str) -> Event | None:
     if not line.startswith(MARK):
         return None
     try:
-        return parse_event_json(line[len(MARK):])
+        return parse_event_json(line[len(MARK) :])
     except ValidationError as exc:
         log.warning("skipped a malformed evaluator event: %s", str(exc)[:500])
         return None
@@ -123,13 +123,25 @@ def _adapter_check(url: str, spec: CheckSpec) -> dict[str, Any]:
             t0 = time.perf_counter()
             result = client.act(synthetic_observation(meta, episode_id, step, rng).to_message(), meta.chunk_length)
             elapsed = time.perf_counter() - t0
-            add(Check(f"act (step {step})", elapsed <= spec.act_limit_s,
-                      f"chunk {result.actions.shape} in {elapsed * 1e3:.0f} ms",
-                      f"answer within {spec.act_limit_s:.0f} s per request"))
+            add(
+                Check(
+                    f"act (step {step})",
+                    elapsed <= spec.act_limit_s,
+                    f"chunk {result.actions.shape} in {elapsed * 1e3:.0f} ms",
+                    f"answer within {spec.act_limit_s:.0f} s per request",
+                )
+            )
     except PolicyError as exc:
-        add(Check("protocol", False, f"{exc.reason}: {exc.detail}",
-                  timeout_hint(spec.request_timeout_s) if exc.reason == "policy_timeout" else
-                  f"the server must speak the {spec.protocol} protocol its image label declares"))
+        add(
+            Check(
+                "protocol",
+                False,
+                f"{exc.reason}: {exc.detail}",
+                timeout_hint(spec.request_timeout_s)
+                if exc.reason == "policy_timeout"
+                else f"the server must speak the {spec.protocol} protocol its image label declares",
+            )
+        )
     finally:
         client.close()
     return report.to_dict()
@@ -141,14 +153,23 @@ def check(url: str, spec: CheckSpec) -> dict[str, Any]:
         return _adapter_check(url, spec)
     from submission_spec.conformance import check_policy
 
-    report = check_policy(url, health_timeout=spec.health_timeout_s, request_timeout=spec.request_timeout_s,
-                          act_latency_limit_s=spec.act_limit_s)
+    report = check_policy(
+        url,
+        health_timeout=spec.health_timeout_s,
+        request_timeout=spec.request_timeout_s,
+        act_latency_limit_s=spec.act_limit_s,
+    )
     return report.to_dict()
 
 
 # ---------------------------------------------------------------- a shard
-def run_shard(url: str, spec: ShardSpec, emit: Emit, should_stop: Callable[[], bool] = lambda: False,
-              on_episode_start: Callable[[], None] | None = None) -> None:
+def run_shard(
+    url: str,
+    spec: ShardSpec,
+    emit: Emit,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_episode_start: Callable[[], None] | None = None,
+) -> None:
     """Run the shard's episodes against the policy at ``url``, emitting events. A policy failure
     ends only its episode; a policy that is down (crashed and restarting) is waited for up to
     ``restart_wait_s`` before the next episode (``on_episode_start`` may restart it first).
@@ -272,8 +293,9 @@ def main(argv: list[str] | None = None) -> int:
             stdout_emit(ErrorEvent(kind="internal", message=str(exc)))
             return 4
         return 0
-    print("usage: python -m liberopro_platform.evaluator_entry check URL CHECK_JSON | run URL SHARD_JSON",
-          file=sys.stderr)
+    print(
+        "usage: python -m liberopro_platform.evaluator_entry check URL CHECK_JSON | run URL SHARD_JSON", file=sys.stderr
+    )
     return 2
 
 

@@ -45,13 +45,20 @@ def describe_absence(rows: list[WorkerHeartbeat], role: str, now: dt.datetime) -
     what = {SHARDS: "sandbox work (validation and shards)", CONTROL: "aggregation"}.get(role, role)
     seen = [r for r in rows if r.serves(role)]
     if not seen:
-        return (f"no worker that runs {what} has ever reported to the platform; the submission "
-                "waits (nothing is lost) until the platform's admins start one")
+        return (
+            f"no worker that runs {what} has ever reported to the platform; the submission "
+            "waits (nothing is lost) until the platform's admins start one"
+        )
     last = seen[0]
-    how = (f"stopped at {last.stopped_at:%Y-%m-%d %H:%M:%S} UTC" if last.stopped_at is not None
-           else f"last reported at {last.beat_at:%Y-%m-%d %H:%M:%S} UTC")
-    return (f"no worker that runs {what} is alive (the last one, {last.name}, {how}); the "
-            "submission waits, nothing is lost, and it continues when a worker is back")
+    how = (
+        f"stopped at {last.stopped_at:%Y-%m-%d %H:%M:%S} UTC"
+        if last.stopped_at is not None
+        else f"last reported at {last.beat_at:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    return (
+        f"no worker that runs {what} is alive (the last one, {last.name}, {how}); the "
+        "submission waits, nothing is lost, and it continues when a worker is back"
+    )
 
 
 class HeartbeatWriter:
@@ -107,9 +114,16 @@ class HeartbeatWriter:
     def write(self, started: bool = False, stopped: bool = False) -> bool:
         """Upsert the row; False (logged) when the database did not take it."""
         now = utcnow()
-        values: dict[str, Any] = {"roles": self.roles, "hostname": socket.gethostname()[:255], "pid": os.getpid(),
-                                  "beat_at": now, "task": self.task, "task_since": self.task_since,
-                                  "info": self.info, "stopped_at": now if stopped else None}
+        values: dict[str, Any] = {
+            "roles": self.roles,
+            "hostname": socket.gethostname()[:255],
+            "pid": os.getpid(),
+            "beat_at": now,
+            "task": self.task,
+            "task_since": self.task_since,
+            "info": self.info,
+            "stopped_at": now if stopped else None,
+        }
         if started:
             values["started_at"] = now
         with self._lock:

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 
 IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_DOMAIN = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
-                     r"(?::[0-9]{1,5})?$")
+_DOMAIN = re.compile(
+    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"(?::[0-9]{1,5})?$"
+)
 _COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 DOCKER_HUB = "docker.io"
 _HUB_ALIASES = {"index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"}
@@ -90,5 +92,5 @@ def is_platform_tag(tag: str) -> bool:
     base images...), except submissions' and the example policies' (which teams may submit)."""
     repo = tag.split("@", 1)[0].rsplit(":", 1)[0] if "/" in tag else tag
     if repo.startswith("docker.io/"):
-        repo = repo[len("docker.io/"):]
+        repo = repo[len("docker.io/") :]
     return repo.startswith("liberopro/") and not repo.startswith((f"{SUBMISSION_REPO}/", "liberopro/example-"))

@@ -64,12 +64,12 @@ class Base(DeclarativeBase):
 class SubmissionState(enum.StrEnum):
     """Where a submission is. ``published``, ``failed`` and ``cancelled`` are final."""
 
-    queued = "queued"            # accepted, waiting for a worker to validate it
-    validating = "validating"    # image checked, started in the sandbox, conformance check
-    running = "running"          # shards planned; episodes running
+    queued = "queued"  # accepted, waiting for a worker to validate it
+    validating = "validating"  # image checked, started in the sandbox, conformance check
+    running = "running"  # shards planned; episodes running
     aggregating = "aggregating"  # all shards done; summary being computed
-    published = "published"      # result stored (visible on the leaderboard unless hidden)
-    failed = "failed"            # see failure_stage / failure / fix
+    published = "published"  # result stored (visible on the leaderboard unless hidden)
+    failed = "failed"  # see failure_stage / failure / fix
     cancelled = "cancelled"
 
     @property
@@ -248,8 +248,7 @@ class TeamImage(Base):
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))  # indexed by uq_team_image
     image_id: Mapped[str] = mapped_column(String(100), index=True)
     source: Mapped[str] = mapped_column(String(16))  # upload | registry
-    submission_id: Mapped[str | None] = mapped_column(ForeignKey("submissions.id", ondelete="SET NULL"),
-                                                      default=None)
+    submission_id: Mapped[str | None] = mapped_column(ForeignKey("submissions.id", ondelete="SET NULL"), default=None)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 

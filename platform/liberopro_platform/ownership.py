@@ -19,8 +19,10 @@ from liberopro_platform.db import transaction
 from liberopro_platform.image_refs import IMAGE_ID, describe_allowed, parse_repo_digest, registry_allowed
 from liberopro_platform.models import TeamImage
 
-UPLOAD_HOW = ("upload it: `liberopro submit IMAGE` uploads a local image your team has not uploaded yet "
-              "(`docker save IMAGE -o policy.tar`, then POST /submissions/upload)")
+UPLOAD_HOW = (
+    "upload it: `liberopro submit IMAGE` uploads a local image your team has not uploaded yet "
+    "(`docker save IMAGE -o policy.tar`, then POST /submissions/upload)"
+)
 
 
 @dataclass(frozen=True)
@@ -40,12 +42,15 @@ class Refusal:
 
 def owns_image(session: Session, team_id: int, image_id: str) -> bool:
     """True when team ``team_id`` uploaded (or had pulled) the image ``image_id``."""
-    return session.scalar(select(TeamImage.id).where(TeamImage.team_id == team_id,
-                                                     TeamImage.image_id == image_id)) is not None
+    return (
+        session.scalar(select(TeamImage.id).where(TeamImage.team_id == team_id, TeamImage.image_id == image_id))
+        is not None
+    )
 
 
-def grant_image(sessions: sessionmaker[Session], team_id: int, image_id: str, source: str,
-                submission_id: str | None) -> None:
+def grant_image(
+    sessions: sessionmaker[Session], team_id: int, image_id: str, source: str, submission_id: str | None
+) -> None:
     """Record, in its own transaction, that team ``team_id`` may submit ``image_id`` (idempotent).
     The caller makes sure ``image_id`` is no platform image."""
     try:
@@ -56,20 +61,31 @@ def grant_image(sessions: sessionmaker[Session], team_id: int, image_id: str, so
         pass  # recorded meanwhile by another submission of the team
 
 
-def reference_refusal(session: Session, team_id: int, team_name: str, ref: str,
-                      allowed_registries: list[str]) -> Refusal | None:
+def reference_refusal(
+    session: Session, team_id: int, team_name: str, ref: str, allowed_registries: list[str]
+) -> Refusal | None:
     """None when team ``team_id`` may submit ``ref``, else why not."""
     if IMAGE_ID.match(ref):
         if owns_image(session, team_id, ref):
             return None
-        return Refusal("image_not_owned", f"image {ref} was not uploaded by team {team_name}; the platform runs "
-                       "only images a team uploaded itself (or digests from its allowed registries: "
-                       f"{describe_allowed(allowed_registries)})", status=403)
+        return Refusal(
+            "image_not_owned",
+            f"image {ref} was not uploaded by team {team_name}; the platform runs "
+            "only images a team uploaded itself (or digests from its allowed registries: "
+            f"{describe_allowed(allowed_registries)})",
+            status=403,
+        )
     digest = parse_repo_digest(ref)
     if digest is None:
-        return Refusal("image_not_pinned", f"the image reference {ref[:200]!r} is neither an image id "
-                       "sha256:<id> nor repo@sha256:<digest>, so what runs could differ from what you tested")
+        return Refusal(
+            "image_not_pinned",
+            f"the image reference {ref[:200]!r} is neither an image id "
+            "sha256:<id> nor repo@sha256:<digest>, so what runs could differ from what you tested",
+        )
     if not registry_allowed(digest, allowed_registries):
-        return Refusal("registry_not_allowed", f"{digest.registry} is not a registry this platform pulls from "
-                       f"(allowed: {describe_allowed(allowed_registries)})")
+        return Refusal(
+            "registry_not_allowed",
+            f"{digest.registry} is not a registry this platform pulls from "
+            f"(allowed: {describe_allowed(allowed_registries)})",
+        )
     return None

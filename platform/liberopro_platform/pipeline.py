@@ -121,8 +121,14 @@ def queue_position(session: Session, sub: Submission) -> int | None:
     """How many active submissions were submitted before ``sub`` (None once it is final)."""
     if sub.state not in ACTIVE_STATES:
         return None
-    return session.scalar(select(func.count()).select_from(Submission).where(
-        Submission.state.in_(ACTIVE_STATES), Submission.created_at < sub.created_at)) or 0
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.state.in_(ACTIVE_STATES), Submission.created_at < sub.created_at)
+        )
+        or 0
+    )
 
 
 @dataclass
@@ -143,8 +149,14 @@ class Stuck:
 class Pipeline:
     """The pipeline of one worker process (``worker`` names it in claims and sandbox labels)."""
 
-    def __init__(self, settings: Settings, sessions: sessionmaker[Session], enqueue: Enqueue, worker: str,
-                 backend: SandboxBackend | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sessions: sessionmaker[Session],
+        enqueue: Enqueue,
+        worker: str,
+        backend: SandboxBackend | None = None,
+    ) -> None:
         self.settings = settings
         self.sessions = sessions
         self.enqueue = enqueue
@@ -176,25 +188,48 @@ class Pipeline:
 
         with transaction(self.sessions) as s:
             sub = s.get(Submission, submission_id, with_for_update=True)
-            if sub is None or sub.state in (S.published.value, S.failed.value, S.cancelled.value,
-                                            S.running.value, S.aggregating.value):
+            if sub is None or sub.state in (
+                S.published.value,
+                S.failed.value,
+                S.cancelled.value,
+                S.running.value,
+                S.aggregating.value,
+            ):
                 return
             if sub.state == S.validating.value and not self._stale(sub.heartbeat_at):
                 return  # another worker is on it
             if sub.attempts >= self.settings.max_stage_attempts:
-                fail(s, sub, "validation", f"validation was attempted {sub.attempts} times without finishing",
-                     INTERNAL_FIX)
+                fail(
+                    s,
+                    sub,
+                    "validation",
+                    f"validation was attempted {sub.attempts} times without finishing",
+                    INTERNAL_FIX,
+                )
                 return
             if sub.source == "reference" and sub.image_ref:
-                refusal = reference_refusal(s, sub.team_id, sub.team.name, sub.image_ref,
-                                            self.settings.allowed_registries)
+                refusal = reference_refusal(
+                    s, sub.team_id, sub.team.name, sub.image_ref, self.settings.allowed_registries
+                )
                 if refusal is not None:
                     fail(s, sub, "validation", refusal.failure, refusal.fix)
                     return
-            set_state(s, sub, S.validating, "validating: checking the image", worker=self.worker,
-                      heartbeat_at=self._now(), attempts=sub.attempts + 1, stuck_reason=None)
-            source = PolicySource(submission_id=sub.id, image=sub.image_digest or sub.image_ref,
-                                  command=sub.policy_command, protocol=sub.protocol)
+            set_state(
+                s,
+                sub,
+                S.validating,
+                "validating: checking the image",
+                worker=self.worker,
+                heartbeat_at=self._now(),
+                attempts=sub.attempts + 1,
+                stuck_reason=None,
+            )
+            source = PolicySource(
+                submission_id=sub.id,
+                image=sub.image_digest or sub.image_ref,
+                command=sub.policy_command,
+                protocol=sub.protocol,
+            )
             upload = sub.upload_path if not sub.image_digest else None
             team_id, kind = sub.team_id, sub.source
             ref_is_id = bool(sub.image_ref and IMAGE_ID.match(sub.image_ref))
@@ -204,19 +239,30 @@ class Pipeline:
             if prepared is not None:
                 from submission_spec.transports import protocol_from_labels
 
-                source = PolicySource(submission_id=submission_id, image=prepared.digest,
-                                      protocol=protocol_from_labels(prepared.labels))
+                source = PolicySource(
+                    submission_id=submission_id, image=prepared.digest, protocol=protocol_from_labels(prepared.labels)
+                )
                 if kind == "upload" or (kind == "reference" and not ref_is_id):
-                    grant_image(self.sessions, team_id, prepared.digest, "upload" if kind == "upload" else "registry",
-                                submission_id)
+                    grant_image(
+                        self.sessions,
+                        team_id,
+                        prepared.digest,
+                        "upload" if kind == "upload" else "registry",
+                        submission_id,
+                    )
                 with transaction(self.sessions) as s:
                     sub = s.get(Submission, submission_id)
                     sub.image_digest, sub.image_size = prepared.digest, prepared.size
                     sub.protocol = source.protocol
                     for note in prepared.notes:
                         add_event(s, sub, note)
-                    set_state(s, sub, S.validating, f"validating: image {prepared.digest[:19]} "
-                              f"({prepared.size / 2**30:.2f} GiB) started in the sandbox, conformance check running")
+                    set_state(
+                        s,
+                        sub,
+                        S.validating,
+                        f"validating: image {prepared.digest[:19]} "
+                        f"({prepared.size / 2**30:.2f} GiB) started in the sandbox, conformance check running",
+                    )
                 if upload:
                     _remove_quietly(upload)
             outcome = backend.validate(source, lambda: self._beat_submission(submission_id))
@@ -261,14 +307,25 @@ class Pipeline:
             if sub.state != S.validating.value:
                 return
             if sub.attempts >= self.settings.max_stage_attempts:
-                fail(s, sub, "validation", "the platform could not validate the image (internal error, "
-                     f"{sub.attempts} attempts)", INTERNAL_FIX)
+                fail(
+                    s,
+                    sub,
+                    "validation",
+                    f"the platform could not validate the image (internal error, {sub.attempts} attempts)",
+                    INTERNAL_FIX,
+                )
                 add_event(s, sub, f"[admin] last error: {detail[:2000]}")
                 return
-            set_state(s, sub, S.queued, f"validation will be retried after a platform error "
-                      f"(attempt {sub.attempts} of {self.settings.max_stage_attempts})", worker=None)
+            set_state(
+                s,
+                sub,
+                S.queued,
+                f"validation will be retried after a platform error "
+                f"(attempt {sub.attempts} of {self.settings.max_stage_attempts})",
+                worker=None,
+            )
             add_event(s, sub, f"[admin] {detail[:2000]}")
-        self.enqueue.validate(submission_id, countdown=min(60.0, 5.0 * 2 ** sub.attempts))
+        self.enqueue.validate(submission_id, countdown=min(60.0, 5.0 * 2**sub.attempts))
 
     # ------------------------------------------------------------------ planning
     def plan(self, submission_id: str) -> None:
@@ -287,12 +344,22 @@ class Pipeline:
             sub = s.get(Submission, submission_id, with_for_update=True)
             if sub.state != S.validating.value or sub.shards:
                 return
-            rows = [Shard(submission_id=sub.id, index=i, plan=pairs, episodes_total=len(pairs))
-                    for i, pairs in enumerate(shards)]
+            rows = [
+                Shard(submission_id=sub.id, index=i, plan=pairs, episodes_total=len(pairs))
+                for i, pairs in enumerate(shards)
+            ]
             s.add_all(rows)
             total = sum(len(p) for p in shards)
-            set_state(s, sub, S.running, f"running: 0 of {total} episodes done ({len(shards)} shards)",
-                      manifest_sha256=manifest.sha256, episodes_total=total, episodes_done=0, attempts=0)
+            set_state(
+                s,
+                sub,
+                S.running,
+                f"running: 0 of {total} episodes done ({len(shards)} shards)",
+                manifest_sha256=manifest.sha256,
+                episodes_total=total,
+                episodes_done=0,
+                attempts=0,
+            )
             s.flush()
             shard_ids = [sh.id for sh in rows]
         for shard_id in shard_ids:
@@ -317,25 +384,41 @@ class Pipeline:
             else:
                 done = shard_done = False
             if not shard_done:
-                if shard.state == ShardState.running.value and not self._stale(shard.heartbeat_at) \
-                        and shard.worker != self.worker:
+                if (
+                    shard.state == ShardState.running.value
+                    and not self._stale(shard.heartbeat_at)
+                    and shard.worker != self.worker
+                ):
                     return  # another worker holds a live claim
                 if shard.attempts >= st.max_stage_attempts:
-                    self._fail_shard(s, sub, shard, f"shard {shard.index} was attempted {shard.attempts} times "
-                                     f"without finishing; last: {shard.last_error or 'no error recorded'}")
+                    self._fail_shard(
+                        s,
+                        sub,
+                        shard,
+                        f"shard {shard.index} was attempted {shard.attempts} times "
+                        f"without finishing; last: {shard.last_error or 'no error recorded'}",
+                    )
                     return
                 shard.state = ShardState.running.value
                 shard.worker = self.worker
                 shard.attempts += 1
                 shard.heartbeat_at = shard.started_at = self._now()
-                stored = set(s.execute(select(Episode.instance_id, Episode.episode_index)
-                                       .where(Episode.submission_id == sub.id)).all())
+                stored = set(
+                    s.execute(
+                        select(Episode.instance_id, Episode.episode_index).where(Episode.submission_id == sub.id)
+                    ).all()
+                )
                 remaining = [p for p in shard.plan if (p[0], p[1]) not in stored]
-                source = PolicySource(submission_id=sub.id, image=sub.image_digest, command=sub.policy_command,
-                                      protocol=sub.protocol)
+                source = PolicySource(
+                    submission_id=sub.id, image=sub.image_digest, command=sub.policy_command, protocol=sub.protocol
+                )
                 attempt, index, manifest_sha = shard.attempts, shard.index, sub.manifest_sha256
-                add_event(s, sub, f"shard {index}: attempt {attempt} started on {self.worker}, "
-                          f"{len(remaining)} of {shard.episodes_total} episodes to run")
+                add_event(
+                    s,
+                    sub,
+                    f"shard {index}: attempt {attempt} started on {self.worker}, "
+                    f"{len(remaining)} of {shard.episodes_total} episodes to run",
+                )
         if done:
             self._maybe_aggregate(sub.id)
             return
@@ -347,20 +430,30 @@ class Pipeline:
         try:
             manifest = load_manifest(st.manifest_path)
             if manifest.sha256 != manifest_sha:
-                raise ManifestError(f"the manifest changed since planning ({manifest_sha[:12]} -> {manifest.sha256[:12]})")
+                raise ManifestError(
+                    f"the manifest changed since planning ({manifest_sha[:12]} -> {manifest.sha256[:12]})"
+                )
         except ManifestError as exc:
             with transaction(self.sessions) as s:
                 shard = s.get(Shard, shard_id)
-                self._fail_shard(s, shard.submission, shard, "the platform's evaluation manifest is unusable",
-                                 admin_detail=str(exc))
+                self._fail_shard(
+                    s, shard.submission, shard, "the platform's evaluation manifest is unusable", admin_detail=str(exc)
+                )
             return
         by_id = manifest.by_id()
         ids = sorted({p[0] for p in remaining})
         spec = ShardSpec(
-            submission_id=source.submission_id, shard_index=index, instances=[by_id[i] for i in ids],
-            episodes=[(p[0], int(p[1])) for p in remaining], seed=st.episode_seed, max_steps=st.max_steps,
-            protocol=source.protocol, request_timeout_s=st.request_timeout_s, episode_budget_s=st.episode_budget_s,
-            startup_timeout_s=st.validation_health_timeout_s, restart_wait_s=st.policy_restart_wait_s,
+            submission_id=source.submission_id,
+            shard_index=index,
+            instances=[by_id[i] for i in ids],
+            episodes=[(p[0], int(p[1])) for p in remaining],
+            seed=st.episode_seed,
+            max_steps=st.max_steps,
+            protocol=source.protocol,
+            request_timeout_s=st.request_timeout_s,
+            episode_budget_s=st.episode_budget_s,
+            startup_timeout_s=st.validation_health_timeout_s,
+            restart_wait_s=st.policy_restart_wait_s,
         )
         callbacks = _ShardCallbacks(self, shard_id, source.submission_id)
         try:
@@ -379,8 +472,12 @@ class Pipeline:
             # The policy's output on hidden instances is for admins only (it may echo instructions
             # or observations of the hidden stage): it stays with the shard, never in sub.policy_log.
             header = f"=== attempt {shard.attempts} ===\n"
-            shard.policy_log = truncate_log((shard.policy_log + "\n" if shard.policy_log else "") + header
-                                            + (outcome.policy_log or "(no output)\n"), st.log_max_bytes)
+            shard.policy_log = truncate_log(
+                (shard.policy_log + "\n" if shard.policy_log else "")
+                + header
+                + (outcome.policy_log or "(no output)\n"),
+                st.log_max_bytes,
+            )
             stored = self._stored_pairs(s, sub.id, shard)
             if outcome.status == "completed" and stored >= shard.episodes_total:
                 shard.state, shard.finished_at, shard.last_error = ShardState.done.value, self._now(), None
@@ -395,25 +492,37 @@ class Pipeline:
                 # what the evaluator or the policy said goes to an [admin] event.
                 reason = {
                     "completed": f"the evaluator finished with {stored} of {shard.episodes_total} episodes stored",
-                    "timed_out": outcome.message, "policy_error": outcome.message,
+                    "timed_out": outcome.message,
+                    "policy_error": outcome.message,
                     "infrastructure_error": "the platform could not run the evaluation (internal error)",
                 }[outcome.status]
                 shard.last_error = reason
-                internal = f"shard {shard.index}, attempt {shard.attempts}: {outcome.message}: {outcome.internal[-1500:]}"
+                internal = (
+                    f"shard {shard.index}, attempt {shard.attempts}: {outcome.message}: {outcome.internal[-1500:]}"
+                )
                 if shard.attempts >= st.max_stage_attempts:
-                    self._fail_shard(s, sub, shard, f"shard {shard.index} failed {shard.attempts} times: {reason}",
-                                     admin_detail=internal)
+                    self._fail_shard(
+                        s,
+                        sub,
+                        shard,
+                        f"shard {shard.index} failed {shard.attempts} times: {reason}",
+                        admin_detail=internal,
+                    )
                 else:
                     shard.state = ShardState.queued.value
-                    add_event(s, sub, f"shard {shard.index}: attempt {shard.attempts} ended ({outcome.status}); "
-                              f"retrying, only missing episodes will run")
+                    add_event(
+                        s,
+                        sub,
+                        f"shard {shard.index}: attempt {shard.attempts} ended ({outcome.status}); "
+                        f"retrying, only missing episodes will run",
+                    )
                     if outcome.status in ("infrastructure_error", "policy_error"):
                         add_event(s, sub, f"[admin] {internal[:3000]}")
                     retry = True
             attempts = shard.attempts
             sub_id = sub.id
         if retry:
-            self.enqueue.run_shard(shard_id, countdown=min(120.0, 5.0 * 2 ** attempts))
+            self.enqueue.run_shard(shard_id, countdown=min(120.0, 5.0 * 2**attempts))
         if finished:
             self._maybe_aggregate(sub_id)
 
@@ -427,16 +536,21 @@ class Pipeline:
 
     @staticmethod
     def _stored_pairs(s: Session, submission_id: str, shard: Shard) -> int:
-        stored = set(s.execute(select(Episode.instance_id, Episode.episode_index)
-                               .where(Episode.submission_id == submission_id)).all())
+        stored = set(
+            s.execute(
+                select(Episode.instance_id, Episode.episode_index).where(Episode.submission_id == submission_id)
+            ).all()
+        )
         return sum((p[0], p[1]) in stored for p in shard.plan)
 
     def _fail_shard(self, s: Session, sub: Submission, shard: Shard, failure: str, admin_detail: str = "") -> None:
         shard.state, shard.finished_at = ShardState.failed.value, self._now()
         if sub.state in ACTIVE_STATES:
-            fix = ("check the termination reasons and run your image against the evaluator locally (`liberopro "
-                   "evaluate --policy URL`, docs/evaluator.md): the policy's output on the hidden instances is not "
-                   f"shown; the platform runs each shard at most {self.settings.max_stage_attempts} times")
+            fix = (
+                "check the termination reasons and run your image against the evaluator locally (`liberopro "
+                "evaluate --policy URL`, docs/evaluator.md): the policy's output on the hidden instances is not "
+                f"shown; the platform runs each shard at most {self.settings.max_stage_attempts} times"
+            )
             fail(s, sub, "evaluation", failure, fix)
         if admin_detail:
             add_event(s, sub, f"[admin] {admin_detail[:3000]}")
@@ -445,9 +559,17 @@ class Pipeline:
         """Store one episode unless it is already stored; True when it was new."""
         try:
             with transaction(self.sessions) as s:
-                s.add(Episode(submission_id=submission_id, shard_id=shard_id, instance_id=record["instance_id"],
-                              episode_index=int(record["episode_index"]), success=bool(record["success"]),
-                              termination_reason=str(record["termination_reason"]), record=record))
+                s.add(
+                    Episode(
+                        submission_id=submission_id,
+                        shard_id=shard_id,
+                        instance_id=record["instance_id"],
+                        episode_index=int(record["episode_index"]),
+                        success=bool(record["success"]),
+                        termination_reason=str(record["termination_reason"]),
+                        record=record,
+                    )
+                )
         except IntegrityError:
             return False  # stored by an earlier attempt: the first record stands
         with transaction(self.sessions) as s:
@@ -461,14 +583,20 @@ class Pipeline:
 
     def _maybe_aggregate(self, submission_id: str) -> None:
         with transaction(self.sessions) as s:
-            open_shards = s.scalar(select(func.count()).select_from(Shard).where(
-                Shard.submission_id == submission_id, Shard.state != ShardState.done.value))
+            open_shards = s.scalar(
+                select(func.count())
+                .select_from(Shard)
+                .where(Shard.submission_id == submission_id, Shard.state != ShardState.done.value)
+            )
             if open_shards:
                 return
-            res = s.execute(update(Submission).where(Submission.id == submission_id,
-                                                     Submission.state == S.running.value)
-                            .values(state=S.aggregating.value, state_since=self._now(),
-                                    message="aggregating: computing the summary"))
+            res = s.execute(
+                update(Submission)
+                .where(Submission.id == submission_id, Submission.state == S.running.value)
+                .values(
+                    state=S.aggregating.value, state_since=self._now(), message="aggregating: computing the summary"
+                )
+            )
             if res.rowcount != 1:
                 return
             add_event(s, s.get(Submission, submission_id), "all shards done; aggregating")
@@ -487,15 +615,23 @@ class Pipeline:
             if s.scalar(select(Result.id).where(Result.submission_id == sub.id)) is not None:
                 set_state(s, sub, S.published, "published")
                 return
-            rows = s.scalars(select(Episode).where(Episode.submission_id == sub.id)
-                             .order_by(Episode.instance_id, Episode.episode_index)).all()
+            rows = s.scalars(
+                select(Episode)
+                .where(Episode.submission_id == sub.id)
+                .order_by(Episode.instance_id, Episode.episode_index)
+            ).all()
             records = [EpisodeRecord.model_validate(r.record) for r in rows]
             evaluators = [sh.evaluator for sh in sub.shards if sh.evaluator]
             versions = {e.get("evaluator_version") for e in evaluators}
             stacks = {repr(sorted((e.get("stack") or {}).items())) for e in evaluators}
             if len(versions) > 1 or len(stacks) > 1:
-                fail(s, sub, "aggregation", "shards ran on different evaluator or simulator versions, so the "
-                     "result would not be comparable", INTERNAL_FIX)
+                fail(
+                    s,
+                    sub,
+                    "aggregation",
+                    "shards ran on different evaluator or simulator versions, so the result would not be comparable",
+                    INTERNAL_FIX,
+                )
                 add_event(s, sub, f"[admin] evaluator versions {sorted(map(str, versions))}, stacks {sorted(stacks)}")
                 return
             ev = evaluators[0] if evaluators else {"evaluator_version": None, "stack": {}}
@@ -507,23 +643,45 @@ class Pipeline:
                 finished=self._now().isoformat(timespec="seconds"),
                 submission_id=sub.id,
                 team=sub.team.name,
-                policy={"image_ref": sub.image_ref, "image_digest": sub.image_digest, "source": sub.source,
-                        "protocol": sub.protocol, "metadata": sub.policy_metadata},
-                settings={"episodes_per_instance": st.episodes_per_instance, "seed": st.episode_seed,
-                          "max_steps": st.max_steps, "request_timeout_s": st.request_timeout_s,
-                          "episode_budget_s": st.episode_budget_s, "backend": self.backend_name()},
+                policy={
+                    "image_ref": sub.image_ref,
+                    "image_digest": sub.image_digest,
+                    "source": sub.source,
+                    "protocol": sub.protocol,
+                    "metadata": sub.policy_metadata,
+                },
+                settings={
+                    "episodes_per_instance": st.episodes_per_instance,
+                    "seed": st.episode_seed,
+                    "max_steps": st.max_steps,
+                    "request_timeout_s": st.request_timeout_s,
+                    "episode_budget_s": st.episode_budget_s,
+                    "backend": self.backend_name(),
+                },
                 manifest_sha256=sub.manifest_sha256,
                 instances=len({r.instance_id for r in records}),
             )
             summary = summarize(records, header)
-            s.add(Result(submission_id=sub.id, team_id=sub.team_id, team_name=sub.team.name,
-                         policy_name=sub.policy_name or "unnamed", image_digest=sub.image_digest or "",
-                         spec_version=sub.spec_version or "", evaluator_version=str(ev["evaluator_version"]),
-                         stack=ev["stack"] or {}, manifest_sha256=sub.manifest_sha256 or "",
-                         summary=summary.to_json()))
+            s.add(
+                Result(
+                    submission_id=sub.id,
+                    team_id=sub.team_id,
+                    team_name=sub.team.name,
+                    policy_name=sub.policy_name or "unnamed",
+                    image_digest=sub.image_digest or "",
+                    spec_version=sub.spec_version or "",
+                    evaluator_version=str(ev["evaluator_version"]),
+                    stack=ev["stack"] or {},
+                    manifest_sha256=sub.manifest_sha256 or "",
+                    summary=summary.to_json(),
+                )
+            )
             nominal = summary.case("nominal")
-            headline = (f"; nominal success rate {100 * nominal.success_rate:.1f}%"
-                        if nominal and nominal.success_rate is not None else "")
+            headline = (
+                f"; nominal success rate {100 * nominal.success_rate:.1f}%"
+                if nominal and nominal.success_rate is not None
+                else ""
+            )
             set_state(s, sub, S.published, f"published: {len(records)} episodes{headline}")
 
     def backend_name(self) -> str:
@@ -587,67 +745,146 @@ class Pipeline:
         st, now = self.settings, self._now()
         grace = dt.timedelta(seconds=st.resend_grace_s)
         out: list[Stuck] = []
-        subs = session.scalars(select(Submission).where(Submission.state.in_(ACTIVE_STATES))
-                               .order_by(Submission.created_at)).all()
-        any_live_shard = any(not self._stale(sh.heartbeat_at) for sh in session.scalars(
-            select(Shard).where(Shard.state == ShardState.running.value)))
+        subs = session.scalars(
+            select(Submission).where(Submission.state.in_(ACTIVE_STATES)).order_by(Submission.created_at)
+        ).all()
+        any_live_shard = any(
+            not self._stale(sh.heartbeat_at)
+            for sh in session.scalars(select(Shard).where(Shard.state == ShardState.running.value))
+        )
         rows = all_rows(session)
         live = [r for r in rows if is_live(r, now, st.heartbeat_stale_s)]
         no_sandbox = None if any(r.serves(SHARDS) for r in live) else describe_absence(rows, SHARDS, now)
         no_control = None if any(r.serves(CONTROL) for r in live) else describe_absence(rows, CONTROL, now)
 
         def lost(kind: str, arg: object, sent: dt.datetime, fresh_only: bool = True) -> bool:
-            return (broker is not None and now - sent > grace
-                    and not broker.holds(kind, arg, now - grace if fresh_only else None))
+            return (
+                broker is not None
+                and now - sent > grace
+                and not broker.holds(kind, arg, now - grace if fresh_only else None)
+            )
 
         for sub in subs:
             age = (now - sub.created_at).total_seconds()
             in_state = (now - sub.state_since).total_seconds()
             if age > st.submission_time_limit_s:
-                out.append(Stuck(sub.id, sub.state, f"the submission did not finish within the platform's total "
-                                 f"time limit ({st.submission_time_limit_s / 3600:.0f} h)", "fail"))
+                out.append(
+                    Stuck(
+                        sub.id,
+                        sub.state,
+                        f"the submission did not finish within the platform's total "
+                        f"time limit ({st.submission_time_limit_s / 3600:.0f} h)",
+                        "fail",
+                    )
+                )
                 continue
             waits_on = None
             if sub.state == S.queued.value:
                 waits_on = no_sandbox
                 if lost("validate", sub.id, sub.state_since):
-                    out.append(Stuck(sub.id, sub.state, "its validation task was not in the broker (lost, e.g. by a "
-                                     "broker restart); sent again", "resend_validation"))
-                elif broker is None and not no_sandbox and in_state > st.queue_stale_s \
-                        and queue_position(session, sub) == 0:
-                    out.append(Stuck(sub.id, sub.state, f"no worker picked it up for {in_state / 60:.0f} min "
-                                     "although nothing is ahead of it in the queue (the task was lost?)",
-                                     "requeue_validation"))
+                    out.append(
+                        Stuck(
+                            sub.id,
+                            sub.state,
+                            "its validation task was not in the broker (lost, e.g. by a broker restart); sent again",
+                            "resend_validation",
+                        )
+                    )
+                elif (
+                    broker is None
+                    and not no_sandbox
+                    and in_state > st.queue_stale_s
+                    and queue_position(session, sub) == 0
+                ):
+                    out.append(
+                        Stuck(
+                            sub.id,
+                            sub.state,
+                            f"no worker picked it up for {in_state / 60:.0f} min "
+                            "although nothing is ahead of it in the queue (the task was lost?)",
+                            "requeue_validation",
+                        )
+                    )
             elif sub.state == S.validating.value and self._stale(sub.heartbeat_at):
                 waits_on = no_sandbox
-                out.append(Stuck(sub.id, sub.state, f"the worker validating it ({sub.worker}) stopped reporting "
-                                 f"{_ago(now, sub.heartbeat_at)}", "requeue_validation"))
+                out.append(
+                    Stuck(
+                        sub.id,
+                        sub.state,
+                        f"the worker validating it ({sub.worker}) stopped reporting {_ago(now, sub.heartbeat_at)}",
+                        "requeue_validation",
+                    )
+                )
             elif sub.state == S.aggregating.value:
                 waits_on = no_control
                 if lost("aggregate", sub.id, sub.state_since, fresh_only=False):
-                    out.append(Stuck(sub.id, sub.state, "its aggregation task was not in the broker (lost, e.g. by "
-                                     "a broker restart); sent again", "resend_aggregate"))
-                elif in_state > st.aggregate_time_limit_s and not (broker and ("aggregate", sub.id) in broker.waiting) \
-                        and not no_control:
-                    out.append(Stuck(sub.id, sub.state, f"aggregation did not finish within "
-                                     f"{st.aggregate_time_limit_s:.0f} s", "requeue_aggregate"))
+                    out.append(
+                        Stuck(
+                            sub.id,
+                            sub.state,
+                            "its aggregation task was not in the broker (lost, e.g. by a broker restart); sent again",
+                            "resend_aggregate",
+                        )
+                    )
+                elif (
+                    in_state > st.aggregate_time_limit_s
+                    and not (broker and ("aggregate", sub.id) in broker.waiting)
+                    and not no_control
+                ):
+                    out.append(
+                        Stuck(
+                            sub.id,
+                            sub.state,
+                            f"aggregation did not finish within {st.aggregate_time_limit_s:.0f} s",
+                            "requeue_aggregate",
+                        )
+                    )
             elif sub.state == S.running.value:
                 for sh in sub.shards:
                     if sh.state == ShardState.running.value and self._stale(sh.heartbeat_at):
                         waits_on = no_sandbox
-                        out.append(Stuck(sub.id, sub.state, f"shard {sh.index}: its worker ({sh.worker}) stopped "
-                                         f"reporting {_ago(now, sh.heartbeat_at)}", "requeue_shard", sh.id))
+                        out.append(
+                            Stuck(
+                                sub.id,
+                                sub.state,
+                                f"shard {sh.index}: its worker ({sh.worker}) stopped "
+                                f"reporting {_ago(now, sh.heartbeat_at)}",
+                                "requeue_shard",
+                                sh.id,
+                            )
+                        )
                     elif sh.state == ShardState.queued.value:
                         waits_on = no_sandbox
                         last = max([t for t in (sh.heartbeat_at, sub.state_since) if t is not None])
                         if lost("run_shard", sh.id, last):
-                            out.append(Stuck(sub.id, sub.state, f"shard {sh.index}: its task was not in the broker "
-                                             "(lost, e.g. by a broker restart); sent again", "resend_shard", sh.id))
-                        elif broker is None and not no_sandbox and in_state > st.queue_stale_s \
-                                and not any_live_shard and (now - last).total_seconds() > st.queue_stale_s:
-                            out.append(Stuck(sub.id, sub.state, f"shard {sh.index} has waited "
-                                             f"{(now - last).total_seconds() / 60:.0f} min while no worker runs any "
-                                             "shard (the task was lost?)", "requeue_shard", sh.id))
+                            out.append(
+                                Stuck(
+                                    sub.id,
+                                    sub.state,
+                                    f"shard {sh.index}: its task was not in the broker "
+                                    "(lost, e.g. by a broker restart); sent again",
+                                    "resend_shard",
+                                    sh.id,
+                                )
+                            )
+                        elif (
+                            broker is None
+                            and not no_sandbox
+                            and in_state > st.queue_stale_s
+                            and not any_live_shard
+                            and (now - last).total_seconds() > st.queue_stale_s
+                        ):
+                            out.append(
+                                Stuck(
+                                    sub.id,
+                                    sub.state,
+                                    f"shard {sh.index} has waited "
+                                    f"{(now - last).total_seconds() / 60:.0f} min while no worker runs any "
+                                    "shard (the task was lost?)",
+                                    "requeue_shard",
+                                    sh.id,
+                                )
+                            )
             if waits_on:
                 out.append(Stuck(sub.id, sub.state, waits_on, "wait"))
         return out
@@ -675,14 +912,22 @@ class Pipeline:
                 if sub.stuck_reason != text:
                     add_event(s, sub, f"stuck: {text}")
                 sub.stuck_reason = text
-            s.execute(update(Submission).where(Submission.state.in_(ACTIVE_STATES), Submission.stuck_reason.isnot(None),
-                                               Submission.id.notin_(list(reasons) or [""])).values(stuck_reason=None))
+            s.execute(
+                update(Submission)
+                .where(
+                    Submission.state.in_(ACTIVE_STATES),
+                    Submission.stuck_reason.isnot(None),
+                    Submission.id.notin_(list(reasons) or [""]),
+                )
+                .values(stuck_reason=None)
+            )
             for st in found:
                 sub = s.get(Submission, st.submission_id)
                 if S(sub.state).final:
                     continue
-                if st.action == "fail" or (st.action.startswith("requeue_")
-                                           and sub.requeues >= 3 * self.settings.max_stage_attempts):
+                if st.action == "fail" or (
+                    st.action.startswith("requeue_") and sub.requeues >= 3 * self.settings.max_stage_attempts
+                ):
                     fail(s, sub, sub.state, f"stuck: {st.reason}", INTERNAL_FIX)
                 elif st.action == "requeue_validation":
                     sub.requeues += 1
@@ -726,12 +971,16 @@ class Pipeline:
         with self.sessions() as s:
             rows = {r.name: r for r in all_rows(s)}
             claims = s.execute(select(Shard.worker, Shard.heartbeat_at).where(Shard.state == ShardState.running.value))
-            vals = s.execute(select(Submission.worker, Submission.heartbeat_at)
-                             .where(Submission.state == S.validating.value))
+            vals = s.execute(
+                select(Submission.worker, Submission.heartbeat_at).where(Submission.state == S.validating.value)
+            )
             busy = {w for w, at in [*claims, *vals] if w and not self._stale(at)}
         candidates = on_engine | {n for n, r in rows.items() if r.serves(SHARDS)}
-        gone = {self.worker} | {n for n in candidates - {self.worker}
-                                if not (n in rows and is_live(rows[n], now, stale_s)) and n not in busy}
+        gone = {self.worker} | {
+            n
+            for n in candidates - {self.worker}
+            if not (n in rows and is_live(rows[n], now, stale_s)) and n not in busy
+        }
         swept = 0
         for owner in sorted(gone):
             if owner != self.worker and owner not in on_engine:
@@ -742,6 +991,7 @@ class Pipeline:
                 log.error("recovery: could not sweep the sandboxes of %s: %s", owner, exc)
         shard_ids, sub_ids = [], []
         with transaction(self.sessions) as s:
+
             def why(owner: str | None) -> str:
                 if owner == self.worker:
                     return f"its worker {owner} restarted"
@@ -751,8 +1001,9 @@ class Pipeline:
                 add_event(s, sh.submission, f"shard {sh.index}: {why(sh.worker)}; requeued (stored episodes are kept)")
                 sh.state, sh.worker = ShardState.queued.value, None
                 shard_ids.append(sh.id)
-            for sub in s.scalars(select(Submission).where(Submission.state == S.validating.value,
-                                                          Submission.worker.in_(gone))):
+            for sub in s.scalars(
+                select(Submission).where(Submission.state == S.validating.value, Submission.worker.in_(gone))
+            ):
                 set_state(s, sub, S.queued, f"{why(sub.worker)}; validation requeued", worker=None)
                 sub_ids.append(sub.id)
             s.execute(delete(WorkerHeartbeat).where(WorkerHeartbeat.name.in_(gone - {self.worker})))
@@ -763,8 +1014,14 @@ class Pipeline:
             self.enqueue.validate(i)
         others = sorted(gone - {self.worker})
         if swept or shard_ids or sub_ids or others:
-            log.warning("recovery of %s: owners gone %s, %d sandbox resources removed, %d shards and %d "
-                        "validations requeued", self.worker, others, swept, len(shard_ids), len(sub_ids))
+            log.warning(
+                "recovery of %s: owners gone %s, %d sandbox resources removed, %d shards and %d validations requeued",
+                self.worker,
+                others,
+                swept,
+                len(shard_ids),
+                len(sub_ids),
+            )
         return {"swept": swept, "shards": len(shard_ids), "validations": len(sub_ids), "gone": others}
 
 

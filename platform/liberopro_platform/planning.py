@@ -24,13 +24,18 @@ def load_manifest(path: Path | None) -> Manifest:
     """Read and verify the manifest at ``path``. Raises :class:`ManifestError` (a platform
     configuration fault) naming the file, the line and what is wrong, or that none is set."""
     if path is None:
-        raise ManifestError("no evaluation manifest configured: set LIBEROPRO_MANIFEST_PATH to the file "
-                            "`liberopro instances generate --split eval` writes")
+        raise ManifestError(
+            "no evaluation manifest configured: set LIBEROPRO_MANIFEST_PATH to the file "
+            "`liberopro instances generate --split eval` writes"
+        )
     manifest = read_manifest(Path(path))
     if not manifest.instances:
         raise ManifestError(f"the evaluation manifest {path} holds no instance")
-    problems = [f"{manifest.where(k)}: {p}" for k, inst in enumerate(manifest.instances)
-                for p in shift_problems([(s.id, s.params) for s in inst.shifts])]
+    problems = [
+        f"{manifest.where(k)}: {p}"
+        for k, inst in enumerate(manifest.instances)
+        for p in shift_problems([(s.id, s.params) for s in inst.shifts])
+    ]
     if problems:
         raise ManifestError(listing(path, problems))
     return manifest
@@ -43,6 +48,7 @@ def plan_shards(manifest: Manifest, episodes_per_instance: int, episodes_per_sha
     by_task: dict[tuple[str, int], list[str]] = {}
     for inst in manifest.instances:
         by_task.setdefault((inst.suite, inst.task_index), []).append(inst.instance_id)
-    pairs: list[list[str | int]] = [[iid, e] for task in sorted(by_task) for iid in by_task[task]
-                                    for e in range(episodes_per_instance)]
-    return [pairs[i:i + episodes_per_shard] for i in range(0, len(pairs), episodes_per_shard)]
+    pairs: list[list[str | int]] = [
+        [iid, e] for task in sorted(by_task) for iid in by_task[task] for e in range(episodes_per_instance)
+    ]
+    return [pairs[i : i + episodes_per_shard] for i in range(0, len(pairs), episodes_per_shard)]

@@ -27,8 +27,13 @@ def issue_token(session: Session, user: User, ttl_days: int, label: str = "") ->
     (shown once, never stored)."""
     token_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
-    row = ApiToken(id=token_id, user_id=user.id, secret_sha256=hash_secret(secret), label=label,
-                   expires_at=utcnow() + dt.timedelta(days=ttl_days))
+    row = ApiToken(
+        id=token_id,
+        user_id=user.id,
+        secret_sha256=hash_secret(secret),
+        label=label,
+        expires_at=utcnow() + dt.timedelta(days=ttl_days),
+    )
     session.add(row)
     session.flush()
     return row, f"{TOKEN_PREFIX}_{token_id}_{secret}"
@@ -54,21 +59,35 @@ def authenticate(session: Session, raw: str | None, now: dt.datetime | None = No
     """The user behind ``raw`` (the token text), or :class:`TokenRefused` with the reason."""
     now = now or utcnow()
     if not raw:
-        raise TokenRefused("missing", "no API token given: send 'Authorization: Bearer <token>' "
-                           "(the CLI reads LIBEROPRO_TOKEN or ~/.config/liberopro/platform.toml)")
+        raise TokenRefused(
+            "missing",
+            "no API token given: send 'Authorization: Bearer <token>' "
+            "(the CLI reads LIBEROPRO_TOKEN or ~/.config/liberopro/platform.toml)",
+        )
     parts = raw.strip().split("_", 2)
     if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not re.fullmatch(r"[0-9a-f]{1,16}", parts[1]) or not parts[2]:
-        raise TokenRefused("malformed", "the API token is malformed: tokens look like lp_<id>_<secret>; "
-                           "copy it again from where it was issued")
+        raise TokenRefused(
+            "malformed",
+            "the API token is malformed: tokens look like lp_<id>_<secret>; copy it again from where it was issued",
+        )
     row = session.get(ApiToken, parts[1])
     if row is None or not hmac.compare_digest(row.secret_sha256, hash_secret(parts[2])):
-        raise TokenRefused("unknown", f"API token lp_{parts[1]}_... is not known to this platform: check "
-                           "the platform URL, or ask an admin for a new token")
+        raise TokenRefused(
+            "unknown",
+            f"API token lp_{parts[1]}_... is not known to this platform: check "
+            "the platform URL, or ask an admin for a new token",
+        )
     if row.revoked_at is not None:
-        raise TokenRefused("revoked", f"API token lp_{row.id}_... was revoked on "
-                           f"{row.revoked_at:%Y-%m-%d %H:%M} UTC: create a new one (POST /tokens) or ask an admin")
+        raise TokenRefused(
+            "revoked",
+            f"API token lp_{row.id}_... was revoked on "
+            f"{row.revoked_at:%Y-%m-%d %H:%M} UTC: create a new one (POST /tokens) or ask an admin",
+        )
     if row.expires_at <= now:
-        raise TokenRefused("expired", f"API token lp_{row.id}_... expired on {row.expires_at:%Y-%m-%d %H:%M} UTC: "
-                           "create a new one (POST /tokens with a valid token) or ask an admin")
+        raise TokenRefused(
+            "expired",
+            f"API token lp_{row.id}_... expired on {row.expires_at:%Y-%m-%d %H:%M} UTC: "
+            "create a new one (POST /tokens with a valid token) or ask an admin",
+        )
     row.last_used_at = now
     return Authenticated(user=row.user, token=row)

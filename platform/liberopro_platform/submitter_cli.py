@@ -86,8 +86,9 @@ def _explain(resp: Any) -> str:
     if isinstance(detail, dict) and detail.get("message"):
         return f"HTTP {resp.status_code} ({detail.get('error', 'error')}): {detail['message']}"
     if isinstance(detail, list):  # FastAPI validation errors
-        return f"HTTP {resp.status_code}: " + "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}"
-                                                         for d in detail)
+        return f"HTTP {resp.status_code}: " + "; ".join(
+            f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail
+        )
     return f"HTTP {resp.status_code}: {detail}"
 
 
@@ -147,14 +148,20 @@ def plan_submit(c: PlatformClient, image: str, force_upload: bool) -> SubmitPlan
     local, absent = _local_image(image)
     if local is None:
         if IMAGE_ID.match(image):
-            raise PlatformError(f"image {image} was not uploaded by your team, and it {absent} to upload it: build "
-                                "or load it there, then `liberopro submit IMAGE`")
+            raise PlatformError(
+                f"image {image} was not uploaded by your team, and it {absent} to upload it: build "
+                "or load it there, then `liberopro submit IMAGE`"
+            )
         if digest is not None:
-            raise PlatformError(f"{digest.registry} is not a registry the platform pulls from (allowed: "
-                                f"{', '.join(allowed_registries()) or 'none'}), and {image} {absent} to upload it: "
-                                "`docker pull` it, then `liberopro submit IMAGE`")
-        raise PlatformError(f"image {image} {absent}: build or pull it first (or give repo@sha256:<digest> of a "
-                            "registry the platform pulls from)")
+            raise PlatformError(
+                f"{digest.registry} is not a registry the platform pulls from (allowed: "
+                f"{', '.join(allowed_registries()) or 'none'}), and {image} {absent} to upload it: "
+                "`docker pull` it, then `liberopro submit IMAGE`"
+            )
+        raise PlatformError(
+            f"image {image} {absent}: build or pull it first (or give repo@sha256:<digest> of a "
+            "registry the platform pulls from)"
+        )
     if not force_upload:
         for rd in local.attrs.get("RepoDigests") or []:
             parsed = parse_repo_digest(rd)
@@ -163,9 +170,12 @@ def plan_submit(c: PlatformClient, image: str, force_upload: bool) -> SubmitPlan
         if owned(local.id):
             return SubmitPlan("reference", local.id, f"{image} is {local.id[:19]}: {by_id}")
     size = int(local.attrs.get("Size", 0)) / 2**20
-    return SubmitPlan("upload", local.id if IMAGE_ID.match(image) else image,
-                      f"uploading {image} ({local.id[:19]}, {size:.0f} MiB uncompressed): the platform runs only "
-                      "images your team uploaded (or digests from its allowed registries)")
+    return SubmitPlan(
+        "upload",
+        local.id if IMAGE_ID.match(image) else image,
+        f"uploading {image} ({local.id[:19]}, {size:.0f} MiB uncompressed): the platform runs only "
+        "images your team uploaded (or digests from its allowed registries)",
+    )
 
 
 def _save_image(image: str, dest: Path) -> int:
@@ -187,8 +197,10 @@ def format_status(st: dict[str, Any]) -> list[str]:
         lines.append(f"  queue position: {st['queue_position']} submission(s) ahead")
     p = st["progress"]
     if p["episodes_total"]:
-        lines.append(f"  progress: {p['episodes_done']} of {p['episodes_total']} episodes, "
-                     f"{p['shards_done']} of {p['shards_total']} shards")
+        lines.append(
+            f"  progress: {p['episodes_done']} of {p['episodes_total']} episodes, "
+            f"{p['shards_done']} of {p['shards_total']} shards"
+        )
     if st.get("image_digest"):
         lines.append(f"  image: {st.get('image_ref')} -> {st['image_digest']}")
     if st.get("policy_name"):
@@ -200,9 +212,13 @@ def format_status(st: dict[str, Any]) -> list[str]:
         lines.append(f"  how to fix it: {st.get('fix')}")
     for c in st.get("validation_checks", []):
         if not c["ok"]:
-            lines.append(f"  [FAIL] {c['name']}: {c['detail']}" + (f"\n         fix: {c['hint']}" if c.get("hint") else ""))
+            lines.append(
+                f"  [FAIL] {c['name']}: {c['detail']}" + (f"\n         fix: {c['hint']}" if c.get("hint") else "")
+            )
     if st.get("termination_reasons"):
-        lines.append("  episodes ended by: " + ", ".join(f"{k} {v}" for k, v in sorted(st["termination_reasons"].items())))
+        lines.append(
+            "  episodes ended by: " + ", ".join(f"{k} {v}" for k, v in sorted(st["termination_reasons"].items()))
+        )
     return lines
 
 
@@ -227,8 +243,10 @@ def format_result(result: dict[str, Any]) -> list[str]:
         invalid = f", {c['invalid_episodes']} invalid" if c.get("invalid_episodes") else ""
         lines.append(f"    case {name}: {rate(c['rate'])}{invalid}")
     ep = meta["episodes"]
-    lines.append(f"    episodes: {ep['total']} ({ep['valid']} valid, {ep['invalid']} invalid); evaluator "
-                 f"{meta['evaluator_version']}, manifest {meta['manifest_sha256'][:12]}")
+    lines.append(
+        f"    episodes: {ep['total']} ({ep['valid']} valid, {ep['invalid']} invalid); evaluator "
+        f"{meta['evaluator_version']}, manifest {meta['manifest_sha256'][:12]}"
+    )
     return lines
 
 
@@ -264,13 +282,20 @@ def register(app: typer.Typer) -> None:
 
     @app.command("submit")
     def submit(
-        image: str = typer.Argument(..., help="A local image (name:tag or sha256:<id>), or repo@sha256:<digest> of a "
-                                    "registry the platform pulls from."),
-        upload: bool = typer.Option(False, "--upload", help="Always send the image itself (docker save), even when "
-                                    "your team uploaded it before."),
+        image: str = typer.Argument(
+            ...,
+            help="A local image (name:tag or sha256:<id>), or repo@sha256:<digest> of a "
+            "registry the platform pulls from.",
+        ),
+        upload: bool = typer.Option(
+            False,
+            "--upload",
+            help="Always send the image itself (docker save), even when your team uploaded it before.",
+        ),
         note: str = typer.Option("", help="A note stored with the submission."),
-        wait: bool = typer.Option(False, "--wait", help="Follow the submission until it is final; the exit code is "
-                                  "1 unless it was published."),
+        wait: bool = typer.Option(
+            False, "--wait", help="Follow the submission until it is final; the exit code is 1 unless it was published."
+        ),
     ) -> None:
         """Submit a policy image. A local image is uploaded (docker save) unless your team uploaded
         the same image id before (then it goes by id); a digest of a registry the platform pulls
@@ -288,8 +313,13 @@ def register(app: typer.Typer) -> None:
                         fail(f"could not export {image} with the local Docker engine: {exc}")
                     typer.echo(f"sending the archive ({size / 2**20:.0f} MiB)...", err=True)
                     with path.open("rb") as fh:
-                        created = c.request("POST", "/submissions/upload", files={"file": ("policy.tar", fh)},
-                                            data={"note": note}, timeout=3600)
+                        created = c.request(
+                            "POST",
+                            "/submissions/upload",
+                            files={"file": ("policy.tar", fh)},
+                            data={"note": note},
+                            timeout=3600,
+                        )
             else:
                 created = c.request("POST", "/submissions", json={"image": plan.image, "note": note})
         except PlatformError as exc:
@@ -308,8 +338,12 @@ def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
         submission_id: str | None = typer.Argument(None, help="Submission id (omit to list your team's)."),
-        logs: bool = typer.Option(False, "--logs", help="Also print the policy container's output during "
-                                  "validation (its output on the hidden instances is not shown)."),
+        logs: bool = typer.Option(
+            False,
+            "--logs",
+            help="Also print the policy container's output during "
+            "validation (its output on the hidden instances is not shown).",
+        ),
         watch_: bool = typer.Option(False, "--watch", help="Follow until the submission is final."),
         json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
     ) -> None:
@@ -321,8 +355,10 @@ def register(app: typer.Typer) -> None:
             if submission_id is None:
                 for st in c.request("GET", "/submissions"):
                     p = st["progress"]
-                    typer.echo(f"{st['id']}  {st['state']:<11} {p['episodes_done']}/{p['episodes_total']}  "
-                               f"{st['created_at'][:16]}  {st['message'][:80]}")
+                    typer.echo(
+                        f"{st['id']}  {st['state']:<11} {p['episodes_done']}/{p['episodes_total']}  "
+                        f"{st['created_at'][:16]}  {st['message'][:80]}"
+                    )
                 return
             st = watch(c, submission_id, 5.0) if watch_ else c.request("GET", f"/submissions/{submission_id}")
             if json_out:

@@ -15,9 +15,13 @@ from submission_spec import CameraSpec, Observation, PolicyMetadata
 
 
 def metadata(name: str, cameras=("agentview",), size: int = 64, chunk: int = 1, replan: int = 1) -> PolicyMetadata:
-    return PolicyMetadata(policy_name=name, cameras=[CameraSpec(name=c, height=size, width=size) for c in cameras],
-                          chunk_length=chunk, replan_steps=replan,
-                          state_fields=["eef_pos", "eef_axis_angle", "gripper_qpos", "joint_pos"])
+    return PolicyMetadata(
+        policy_name=name,
+        cameras=[CameraSpec(name=c, height=size, width=size) for c in cameras],
+        chunk_length=chunk,
+        replan_steps=replan,
+        state_fields=["eef_pos", "eef_axis_angle", "gripper_qpos", "joint_pos"],
+    )
 
 
 class Recorder:
@@ -37,7 +41,9 @@ class Recorder:
         return self.fn(observation)
 
 
-def toward(goal: Callable[[], np.ndarray], offset=(0.0, 0.0, 0.06), gain: float = 0.6) -> Callable[[Observation], np.ndarray]:
+def toward(
+    goal: Callable[[], np.ndarray], offset=(0.0, 0.0, 0.06), gain: float = 0.6
+) -> Callable[[Observation], np.ndarray]:
     """Move the end effector toward ``goal() + offset`` (metres, world) with the gripper open."""
 
     def act(obs: Observation) -> np.ndarray:

@@ -27,8 +27,12 @@ HEAVY = ("robosuite", "mujoco", "libero", "cv2")
 
 
 def test_catalog_lists_42_shifts_in_six_categories():
-    proc = subprocess.run([str(Path(sys.executable).parent / "liberopro"), "shifts", "--json"], capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "liberopro"), "shifts", "--json"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert len(rows) == 42
@@ -50,7 +54,8 @@ def test_every_shift_has_typed_parameters_and_composition_resources():
 
 def test_docs_shift_table_is_current():
     assert (REPO / "docs" / "shifts.md").read_text() == catalog_markdown(), (
-        "docs/shifts.md is stale: run `liberopro shifts --markdown > docs/shifts.md`")
+        "docs/shifts.md is stale: run `liberopro shifts --markdown > docs/shifts.md`"
+    )
 
 
 def test_definition_page_lists_the_same_shifts():
@@ -68,17 +73,19 @@ def test_definition_page_lists_the_same_shifts():
 def test_catalog_loads_no_simulator():
     """Metadata readers (the listing, the leaderboard, the platform, manifest validation) import
     the catalog in processes without robosuite, MuJoCo, LIBERO or OpenCV."""
-    code = ("import sys, liberopro.catalog, liberopro.catalog.listing, liberopro.compositions, liberopro.split, "
-            "liberopro.tasks, liberopro.shifts\n"
-            "import importlib.util\n"
-            "if importlib.util.find_spec('liberopro.schema'): import liberopro.schema\n"
-            "from liberopro.catalog import SPECS\n"
-            "from liberopro.catalog.listing import markdown\n"
-            "from liberopro.tasks import all_task_refs, task_info\n"
-            "markdown(); [task_info(r).instruction for r in all_task_refs()]\n"
-            "[s.sample_params(__import__('numpy').random.default_rng(0)) for s in SPECS.values()\n"
-            " if s.id in ('S01', 'S12', 'S16', 'S17', 'S21', 'D07', 'D08', 'D19')]\n"
-            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    code = (
+        "import sys, liberopro.catalog, liberopro.catalog.listing, liberopro.compositions, liberopro.split, "
+        "liberopro.tasks, liberopro.shifts\n"
+        "import importlib.util\n"
+        "if importlib.util.find_spec('liberopro.schema'): import liberopro.schema\n"
+        "from liberopro.catalog import SPECS\n"
+        "from liberopro.catalog.listing import markdown\n"
+        "from liberopro.tasks import all_task_refs, task_info\n"
+        "markdown(); [task_info(r).instruction for r in all_task_refs()]\n"
+        "[s.sample_params(__import__('numpy').random.default_rng(0)) for s in SPECS.values()\n"
+        " if s.id in ('S01', 'S12', 'S16', 'S17', 'S21', 'D07', 'D08', 'D19')]\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]", f"the catalog imported {proc.stdout.strip()}"
@@ -183,8 +190,11 @@ def test_sampling_ranges_lie_inside_the_validity_bounds():
             inner = d.then if isinstance(d, When) else d
             if isinstance(inner, TaskSubset | DistinctSorted) or inner.intervals() is None:
                 continue
-            base = next(p.model_dump() for seed in range(200)  # a draw that draws the field (S16's mode)
-                        if getattr(p := spec.sample_params(np.random.default_rng(seed), ref, sem), field) is not None)
+            base = next(
+                p.model_dump()
+                for seed in range(200)  # a draw that draws the field (S16's mode)
+                if getattr(p := spec.sample_params(np.random.default_rng(seed), ref, sem), field) is not None
+            )
             checked = 0
             for lo, hi in inner.intervals():
                 for end in (lo, hi):

@@ -16,22 +16,44 @@ BIN = Path(sys.executable).parent
 
 def liberopro(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    return subprocess.run([str(BIN / "liberopro"), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(BIN / "liberopro"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.sim  # evaluates real LIBERO episodes
 def test_evaluate_with_policy_cmd_writes_records_naming_each_shift(tmp_path):
     out = tmp_path / "run"
-    proc = liberopro("evaluate", "--policy-cmd", "liberopro serve-example zero", "--tasks", "libero_goal:0",
-                     "--shifts", "nominal,S01,D01", "--episodes", "1", "--max-steps", "30", "--out", str(out))
+    proc = liberopro(
+        "evaluate",
+        "--policy-cmd",
+        "liberopro serve-example zero",
+        "--tasks",
+        "libero_goal:0",
+        "--shifts",
+        "nominal,S01,D01",
+        "--episodes",
+        "1",
+        "--max-steps",
+        "30",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(r["case"] for r in records) == ["D01", "S01", "nominal"]
     for r in records:
         for s in r["shifts"]:
-            assert (s["id"], s["category"], s["kind"]) in {("S01", "Condition", "static"), ("D01", "Condition", "runtime")}
+            assert (s["id"], s["category"], s["kind"]) in {
+                ("S01", "Condition", "static"),
+                ("D01", "Condition", "runtime"),
+            }
         assert r["init_state_id"] == 0 and r["seed"] == 0 and r["horizon"] == 30
         # S01's first draw does not fit this crowded scene: the run takes the first draw whose
         # post-conditions hold on init state 0 (as a manifest does), so every episode is valid
@@ -83,8 +105,18 @@ def test_bad_arguments_get_clear_errors():
 
 @pytest.mark.parametrize("cmd", ["exit 3", "sleep 600"])
 def test_a_policy_command_that_never_serves_fails_fast_with_its_output(tmp_path, cmd):
-    proc = liberopro("evaluate", "--policy-cmd", f"echo booting; {cmd}", "--tasks", "libero_goal:1",
-                     "--out", str(tmp_path), "--startup-timeout", "3", timeout=120)
+    proc = liberopro(
+        "evaluate",
+        "--policy-cmd",
+        f"echo booting; {cmd}",
+        "--tasks",
+        "libero_goal:1",
+        "--out",
+        str(tmp_path),
+        "--startup-timeout",
+        "3",
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "policy_connect_error" in proc.stderr and "booting" in proc.stderr
 
@@ -111,10 +143,13 @@ def _bad_param_manifest(path: Path) -> int:
     from liberopro.schema.manifest import ShiftEntry, make_header, write_manifest
     from liberopro.tasks import TaskRef
 
-    instances = [make_instance(TaskRef("libero_goal", t), case, seed=0) for t, case in ((0, []), (0, ["S12"]), (1, ["S12"]))]
+    instances = [
+        make_instance(TaskRef("libero_goal", t), case, seed=0) for t, case in ((0, []), (0, ["S12"]), (1, ["S12"]))
+    ]
     bad = instances[1].shifts[0]
-    instances[1] = instances[1].model_copy(update={"shifts": [ShiftEntry(id="S12", params={**bad.params,
-                                                                                          "intensity_scale": 7.5})]})
+    instances[1] = instances[1].model_copy(
+        update={"shifts": [ShiftEntry(id="S12", params={**bad.params, "intensity_scale": 7.5})]}
+    )
     write_manifest(path, make_header("train", 0, instances, episodes=1), instances)
     return 3
 
@@ -138,13 +173,20 @@ def _one_line(stderr: str) -> str:
 
 
 GL_CASES = {
-    "glx without a display": ({"MUJOCO_GL": "glx"}, "MUJOCO_GL=glx needs an X display and DISPLAY is not set: "
-                              "unset MUJOCO_GL (headless EGL is the default) or set MUJOCO_GL=egl"),
-    "glx on a display that is not there": ({"MUJOCO_GL": "glx", "DISPLAY": ":97"},
-                                           "MUJOCO_GL=glx cannot render on display :97 (X11: Failed to open display"),
+    "glx without a display": (
+        {"MUJOCO_GL": "glx"},
+        "MUJOCO_GL=glx needs an X display and DISPLAY is not set: "
+        "unset MUJOCO_GL (headless EGL is the default) or set MUJOCO_GL=egl",
+    ),
+    "glx on a display that is not there": (
+        {"MUJOCO_GL": "glx", "DISPLAY": ":97"},
+        "MUJOCO_GL=glx cannot render on display :97 (X11: Failed to open display",
+    ),
     "an unknown renderer": ({"MUJOCO_GL": "vulkan"}, "MUJOCO_GL=vulkan is not a renderer the evaluator runs with"),
-    "egl with osmesa's PyOpenGL": ({"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "osmesa"},
-                                   "PYOPENGL_PLATFORM=osmesa does not match MUJOCO_GL=egl"),
+    "egl with osmesa's PyOpenGL": (
+        {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "osmesa"},
+        "PYOPENGL_PLATFORM=osmesa does not match MUJOCO_GL=egl",
+    ),
 }
 
 
@@ -157,21 +199,60 @@ def _env_without_display(extra: dict[str, str]) -> dict[str, str]:
 def test_a_rendering_misconfiguration_ends_evaluate_with_one_line(tmp_path, case):
     gl_env, expected = GL_CASES[case]
     cmd, marker, out = _no_run(tmp_path)
-    proc = subprocess.run([str(BIN / "liberopro"), "evaluate", "--policy-cmd", cmd, "--tasks", "libero_goal:0",
-                           "--shifts", "nominal,S12", "--out", str(out)], capture_output=True, text=True,
-                          env=_env_without_display(gl_env), stdin=subprocess.DEVNULL, timeout=300)
+    proc = subprocess.run(
+        [
+            str(BIN / "liberopro"),
+            "evaluate",
+            "--policy-cmd",
+            cmd,
+            "--tasks",
+            "libero_goal:0",
+            "--shifts",
+            "nominal,S12",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env_without_display(gl_env),
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
     assert proc.returncode == 2
     assert expected in _one_line(proc.stderr)
     assert not out.exists() and not marker.exists()
 
 
-@pytest.mark.parametrize("args", [["instances", "generate", "--split", "train", "--seed", "0", "--tasks", "libero_goal:0",
-                                   "--shifts", "S12", "--out", "{tmp}/m.jsonl"],
-                                  ["review", "--manifest", "{tmp}/m.jsonl", "--out", "{tmp}/review"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [
+            "instances",
+            "generate",
+            "--split",
+            "train",
+            "--seed",
+            "0",
+            "--tasks",
+            "libero_goal:0",
+            "--shifts",
+            "S12",
+            "--out",
+            "{tmp}/m.jsonl",
+        ],
+        ["review", "--manifest", "{tmp}/m.jsonl", "--out", "{tmp}/review"],
+    ],
+)
 def test_a_rendering_misconfiguration_ends_generate_and_review_with_one_line(tmp_path, args):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    proc = subprocess.run([str(BIN / "liberopro"), *argv], capture_output=True, text=True,
-                          env=_env_without_display({"MUJOCO_GL": "vulkan"}), stdin=subprocess.DEVNULL, timeout=300)
+    proc = subprocess.run(
+        [str(BIN / "liberopro"), *argv],
+        capture_output=True,
+        text=True,
+        env=_env_without_display({"MUJOCO_GL": "vulkan"}),
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
     # an unknown value breaks mujoco's own import: the check must come before anything imports it
     assert proc.returncode == 2
     assert "MUJOCO_GL=vulkan is not a renderer the evaluator runs with" in _one_line(proc.stderr)
@@ -181,10 +262,17 @@ def test_a_rendering_misconfiguration_ends_generate_and_review_with_one_line(tmp
 def test_osmesa_is_refused_with_one_line_where_it_is_not_installed_and_accepted_where_it_is():
     import ctypes.util
 
-    code = ("from liberopro.stack import RenderingError, check_rendering\n"
-            "try:\n    print(check_rendering())\nexcept RenderingError as exc:\n    print(exc)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env=_env_without_display({"MUJOCO_GL": "osmesa"}))
+    code = (
+        "from liberopro.stack import RenderingError, check_rendering\n"
+        "try:\n    print(check_rendering())\nexcept RenderingError as exc:\n    print(exc)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env_without_display({"MUJOCO_GL": "osmesa"}),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     if ctypes.util.find_library("OSMesa") is None:
         assert proc.stdout.strip().startswith("MUJOCO_GL=osmesa needs the OSMesa library, which is not installed")
@@ -200,9 +288,24 @@ def test_sigterm_stops_the_policy_server_and_says_so(tmp_path):
 
     marker = f"{7000 + os.getpid() % 1000}.25"  # `sleep` of a length no other process uses
     proc = subprocess.Popen(
-        [sys.executable, "-m", "liberopro.cli", "evaluate", "--policy-cmd", f"echo booting; exec sleep {marker}",
-         "--tasks", "libero_goal:1", "--out", str(tmp_path), "--startup-timeout", "120"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "liberopro.cli",
+            "evaluate",
+            "--policy-cmd",
+            f"echo booting; exec sleep {marker}",
+            "--tasks",
+            "libero_goal:1",
+            "--out",
+            str(tmp_path),
+            "--startup-timeout",
+            "120",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def servers() -> list:
         return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker]]
@@ -228,5 +331,6 @@ def test_a_runtime_shift_whose_fallback_lies_past_max_steps_is_named_before_the_
     step = dict(d10.shifts[0].params)["fallback_step"]
     assert _late_fallbacks([d10, s12], step) == [
         f"D10: fallback step {step} is past --max-steps {step}; it fires only if its trigger phase comes first "
-        "(raise --max-steps to be sure it acts)"]
+        "(raise --max-steps to be sure it acts)"
+    ]
     assert _late_fallbacks([d10, s12], step + 1) == [] and _late_fallbacks([d10, s12], None) == []

@@ -38,6 +38,7 @@ def test_same_instances_in_different_orders_give_identical_results(serve_app):
     finally:
         for s in list(first.values()) + list(second.values()):
             s.close()
+
     def key(r):
         return r.instance_id, r.episode_index
 

@@ -28,7 +28,9 @@ PROPRIO_ATOL = 1e-5
 IMAGE_BLOCK_ATOL = 3.0
 
 
-@pytest.mark.timeout(1800)  # ~9 min of CPU alone (42 episodes of 24 steps at 64 px, 2 cameras); more on a loaded machine
+@pytest.mark.timeout(
+    1800
+)  # ~9 min of CPU alone (42 episodes of 24 steps at 64 px, 2 cameras); more on a loaded machine
 def test_golden_run_is_unchanged(tmp_path):
     expected = json.loads(EXPECTED.read_text())
     got = run_golden(tmp_path)
@@ -43,20 +45,23 @@ def test_golden_run_is_unchanged(tmp_path):
         assert len(got["observations"][key]) == len(observations), key
         for i, (a, b) in enumerate(zip(got["observations"][key], observations, strict=True)):
             where = f"{key}: observation {i} (step {b['step']})"
-            assert {k: v for k, v in a.items() if k not in ("proprio", "images")} == \
-                {k: v for k, v in b.items() if k not in ("proprio", "images")}, where
+            assert {k: v for k, v in a.items() if k not in ("proprio", "images")} == {
+                k: v for k, v in b.items() if k not in ("proprio", "images")
+            }, where
             assert sorted(a["images"]) == sorted(b["images"]), where
             for camera, (shape, digest, blocks) in b["images"].items():
                 got_shape, got_digest, got_blocks = a["images"][camera]
                 assert got_shape == shape, f"{where}: {camera} shape"
                 if got_digest != digest:  # a pixel flipped at an edge (CPU arithmetic), or more?
                     tolerated.append(f"{where} {camera}")
-                    assert np.abs(np.array(got_blocks) - np.array(blocks)).max() <= IMAGE_BLOCK_ATOL, \
+                    assert np.abs(np.array(got_blocks) - np.array(blocks)).max() <= IMAGE_BLOCK_ATOL, (
                         f"{where}: {camera} image differs beyond a few edge pixels"
+                    )
             assert sorted(a["proprio"]) == sorted(b["proprio"]), where
             for field, values in b["proprio"].items():
                 # MuJoCo's last bits differ between CPUs; a behaviour change moves far more.
-                assert np.allclose(a["proprio"][field], values, rtol=1e-6, atol=PROPRIO_ATOL), \
+                assert np.allclose(a["proprio"][field], values, rtol=1e-6, atol=PROPRIO_ATOL), (
                     f"{where}: proprio {field} {a['proprio'][field]} != {values}"
+                )
     n_images = sum(len(o["images"]) for obs in expected["observations"].values() for o in obs)
     print(f"golden: {len(tolerated)} of {n_images} images equal within the block tolerance only: {tolerated[:10]}")

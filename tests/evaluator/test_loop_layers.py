@@ -142,8 +142,18 @@ def test_chunked_policy_executes_k_actions_of_each_chunk_then_asks_again():
     actions = [policy.next(Frame(t), t) for t in range(10)]
     assert [s for s, _ in ask.asked] == [0, 3, 6, 9]
     assert [f for _, f in ask.asked] == [0, 3, 6, 9], "the frame of the asking step is sent"
-    assert [(a[0], a[1]) for a in actions] == [(0, 0), (0, 1), (0, 2), (3, 0), (3, 1), (3, 2),
-                                              (6, 0), (6, 1), (6, 2), (9, 0)]
+    assert [(a[0], a[1]) for a in actions] == [
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (3, 0),
+        (3, 1),
+        (3, 2),
+        (6, 0),
+        (6, 1),
+        (6, 2),
+        (9, 0),
+    ]
     assert actions[0].shape == (7,)
 
 

@@ -57,15 +57,23 @@ def test_a_manifest_is_checked_whole_against_the_shift_catalog_with_each_bad_lin
     p12, p01 = s12.shifts[0].params, d01.shifts[0].params
 
     def inst(iid: str, *entries: tuple[str, dict]) -> Instance:
-        return Instance(instance_id=iid, suite=OBJECT0.suite, task_index=OBJECT0.index,
-                        shifts=[ShiftEntry(id=i, params=p) for i, p in entries])
+        return Instance(
+            instance_id=iid,
+            suite=OBJECT0.suite,
+            task_index=OBJECT0.index,
+            shifts=[ShiftEntry(id=i, params=p) for i, p in entries],
+        )
 
-    instances = [inst("nominal"), s12, d01,                                  # lines 2-4: fine
-                 inst("x5", ("S99", {})),                                    # unknown shift
-                 inst("x6", ("s12", p12)),                                   # not written as the catalog does
-                 inst("x7", ("S12", {**p12, "gamma": 2})),                   # a field S12 does not have
-                 inst("x8", ("D01", {**p01, "trigger": "lift"})),            # a trigger D01 does not take
-                 inst("x9", ("S12", p12), ("S12", p12))]                     # a composition that may not be
+    instances = [
+        inst("nominal"),
+        s12,
+        d01,  # lines 2-4: fine
+        inst("x5", ("S99", {})),  # unknown shift
+        inst("x6", ("s12", p12)),  # not written as the catalog does
+        inst("x7", ("S12", {**p12, "gamma": 2})),  # a field S12 does not have
+        inst("x8", ("D01", {**p01, "trigger": "lift"})),  # a trigger D01 does not take
+        inst("x9", ("S12", p12), ("S12", p12)),
+    ]  # a composition that may not be
     path = tmp_path / "m.jsonl"
     write_manifest(path, make_header("train", 7, instances, episodes=1), instances)  # header and hash are right
     with pytest.raises(ManifestError) as err:
@@ -85,8 +93,12 @@ def test_a_manifest_is_checked_whole_against_the_shift_catalog_with_each_bad_lin
 
 def test_eval_manifest_seed_is_never_taken_from_the_command_line(tmp_path):
     bin_ = Path(sys.executable).parent / "liberopro"
-    proc = subprocess.run([str(bin_), "instances", "generate", "--split", "eval", "--seed", "3", "--out",
-                           str(tmp_path / "e.jsonl")], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [str(bin_), "instances", "generate", "--split", "eval", "--seed", "3", "--out", str(tmp_path / "e.jsonl")],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 2 and "secret" in proc.stderr
 
 
@@ -110,7 +122,9 @@ class Tap:
         try:
             return await self.app(scope, tapped, send)
         finally:
-            self.requests.append((scope["path"], {k.decode(): v.decode() for k, v in scope["headers"]}, b"".join(chunks)))
+            self.requests.append(
+                (scope["path"], {k.decode(): v.decode() for k, v in scope["headers"]}, b"".join(chunks))
+            )
 
 
 def test_nothing_about_an_instance_reaches_the_policy_but_instruction_and_observations(serve_app, scenes):
@@ -123,12 +137,28 @@ def test_nothing_about_an_instance_reaches_the_policy_but_instruction_and_observ
         runner = EpisodeRunner(client, policy.metadata, RunSettings(render_size=64, max_steps=60), scenes=scenes)
         records = [runner.run_episode(EpisodePlan(instance, e, e, 11 + e)) for e in range(2)]
     assert all(r.valid for r in records)
-    forbidden = {instance.instance_id, TASK.suite, "libero", records[0].task_name, "S22", "D19", "init_state", "seed",
-                 "shift", "trigger", "fallback", str(instance.shifts[1].params["distance_m"])}
+    forbidden = {
+        instance.instance_id,
+        TASK.suite,
+        "libero",
+        records[0].task_name,
+        "S22",
+        "D19",
+        "init_state",
+        "seed",
+        "shift",
+        "trigger",
+        "fallback",
+        str(instance.shifts[1].params["distance_m"]),
+    }
     bodies = [(path, json.loads(body)) for path, _, body in tap.requests if body]
     assert {p for p, _ in bodies} == {"/reset", "/act"}
     for path, body in bodies:
-        expected = {"episode_id", "instruction"} if path == "/reset" else {"episode_id", "step", "instruction", "images", "proprio"}
+        expected = (
+            {"episode_id", "instruction"}
+            if path == "/reset"
+            else {"episode_id", "step", "instruction", "images", "proprio"}
+        )
         assert set(body) == expected
         if path == "/act":
             assert set(body["images"]) == {"agentview", "wrist"}
@@ -144,9 +174,14 @@ def test_nothing_about_an_instance_reaches_the_policy_but_instruction_and_observ
 def _run(serve_app, scenes, policy, instance, diag: Diagnostic, max_steps: int, replan: int | None = None):
     url = serve_app(create_app(policy))
     with PolicyClient(url) as client:
-        runner = EpisodeRunner(client, policy.metadata,
-                               RunSettings(render_size=64, max_steps=max_steps, replan_steps=replan,
-                                           recovery_hold_steps=6, recovery_extra_steps=5), scenes=scenes)
+        runner = EpisodeRunner(
+            client,
+            policy.metadata,
+            RunSettings(
+                render_size=64, max_steps=max_steps, replan_steps=replan, recovery_hold_steps=6, recovery_extra_steps=5
+            ),
+            scenes=scenes,
+        )
         return runner.run_episode(EpisodePlan(instance, 0, 0, 0, diag)), runner.scene_for(instance.task)
 
 
@@ -175,7 +210,9 @@ D19 = {"trigger": "approach", "fallback_step": 2, "distance_m": 0.05, "direction
 
 
 def _d19() -> Instance:
-    return Instance(instance_id="diag-d19", suite=TASK.suite, task_index=TASK.index, shifts=[ShiftEntry(id="D19", params=D19)])
+    return Instance(
+        instance_id="diag-d19", suite=TASK.suite, task_index=TASK.index, shifts=[ShiftEntry(id="D19", params=D19)]
+    )
 
 
 def test_hold_recovery_keeps_the_robot_still_then_the_policy_resumes(serve_app, scenes):
@@ -184,7 +221,7 @@ def test_hold_recovery_keeps_the_robot_still_then_the_policy_resumes(serve_app, 
     assert rec.valid and rec.recovery["protocol"] == "hold" and rec.recovery["hold_steps"] == 6
     pushed = rec.shifts[0]["applied"]["push_steps"]
     assert rec.recovery["at_step"] == 2 + pushed
-    asked = [o.step for o in policy.observations[-rec.latency.requests:]]
+    asked = [o.step for o in policy.observations[-rec.latency.requests :]]
     held = range(rec.recovery["at_step"], rec.recovery["at_step"] + 6)
     assert not set(asked) & set(held) and asked[-1] == 29
 

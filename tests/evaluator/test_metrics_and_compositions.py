@@ -8,21 +8,48 @@ from liberopro.metrics import bootstrap_mean_of_rates, success_rate, wilson
 from liberopro.results import EpisodeRecord, summarize
 
 SHIFT = {
-    "S01": ("object pose", "Condition", "static"), "S12": ("lighting", "Environment", "static"),
-    "D01": ("object pose", "Condition", "runtime"), "D10": ("observation freeze", "Observation", "runtime"),
+    "S01": ("object pose", "Condition", "static"),
+    "S12": ("lighting", "Environment", "static"),
+    "D01": ("object pose", "Condition", "runtime"),
+    "D10": ("observation freeze", "Observation", "runtime"),
 }
 
 
-def rec(case: str, task: int, ok: bool, episode: int = 0, observations: str = "live", recovery: str = "none",
-        valid: bool = True) -> EpisodeRecord:
+def rec(
+    case: str,
+    task: int,
+    ok: bool,
+    episode: int = 0,
+    observations: str = "live",
+    recovery: str = "none",
+    valid: bool = True,
+) -> EpisodeRecord:
     ids = [] if case == "nominal" else case.split("+")
-    shifts = [{"id": i, "name": SHIFT[i][0], "category": SHIFT[i][1], "kind": SHIFT[i][2], "params": {}, "applied": {}}
-              for i in ids]
-    return EpisodeRecord(instance_id=f"i-{case}-{task}", case=case, suite="libero_goal", task_index=task,
-                         task_name="t", episode_index=episode, init_state_id=episode, seed=episode, shifts=shifts,
-                         success=ok, valid=valid, steps=10, horizon=10, termination_reason="success" if ok else "horizon",
-                         instruction="x", observations=observations, recovery={"protocol": recovery},
-                         episode_id="e", wall_s=1.0)
+    shifts = [
+        {"id": i, "name": SHIFT[i][0], "category": SHIFT[i][1], "kind": SHIFT[i][2], "params": {}, "applied": {}}
+        for i in ids
+    ]
+    return EpisodeRecord(
+        instance_id=f"i-{case}-{task}",
+        case=case,
+        suite="libero_goal",
+        task_index=task,
+        task_name="t",
+        episode_index=episode,
+        init_state_id=episode,
+        seed=episode,
+        shifts=shifts,
+        success=ok,
+        valid=valid,
+        steps=10,
+        horizon=10,
+        termination_reason="success" if ok else "horizon",
+        instruction="x",
+        observations=observations,
+        recovery={"protocol": recovery},
+        episode_id="e",
+        wall_s=1.0,
+    )
 
 
 def test_wilson_interval_known_values():
@@ -52,11 +79,16 @@ def test_headline_metrics():
     records = []
     for task in (0, 1):
         for e in range(2):
-            records += [rec("nominal", task, True, e), rec("S01", task, e == 0, e), rec("S12", task, True, e),
-                        rec("D01", task, False, e), rec("D10", task, task == 0, e),
-                        rec("S01+D10", task, False, e),
-                        rec("D10", task, False, e, observations="frozen"),
-                        rec("D01", task, True, e, recovery="hold")]
+            records += [
+                rec("nominal", task, True, e),
+                rec("S01", task, e == 0, e),
+                rec("S12", task, True, e),
+                rec("D01", task, False, e),
+                rec("D10", task, task == 0, e),
+                rec("S01+D10", task, False, e),
+                rec("D10", task, False, e, observations="frozen"),
+                rec("D01", task, True, e, recovery="hold"),
+            ]
     records.append(rec("S12", 0, False, 9, valid=False))  # invalid: counted in no rate
     summary = summarize(records, {}).to_json()
     h = summary["headline"]
@@ -71,7 +103,12 @@ def test_headline_metrics():
     lo, hi = comp["gap_ci95"]
     assert lo <= -0.5 <= hi
     [frozen] = h["live_minus_frozen"]["cases"]
-    assert {k: frozen[k] for k in ("case", "live", "frozen", "gap")} == {"case": "D10", "live": 0.5, "frozen": 0.0, "gap": 0.5}
+    assert {k: frozen[k] for k in ("case", "live", "frozen", "gap")} == {
+        "case": "D10",
+        "live": 0.5,
+        "frozen": 0.0,
+        "gap": 0.5,
+    }
     assert frozen["paired_episodes"] == 4 and h["live_minus_frozen"]["mean_gap"] == 0.5
     assert {k: h["recovery_gain"]["hold"][k] for k in ("mean_gain", "cases")} == {"mean_gain": 1.0, "cases": 1}
     rows = {c["case"]: c for c in summary["cases"]}
@@ -87,8 +124,13 @@ def test_weakest_single_gap_is_paired_over_the_compositions_own_tasks():
     0, not the -0.5 a comparison with S01's rate over its own two tasks would report."""
     records = []
     for e in range(4):
-        records += [rec("S01+D10", 0, False, e), rec("S01", 0, False, e), rec("S01", 1, True, e),
-                    rec("D10", 0, True, e), rec("D10", 1, True, e)]
+        records += [
+            rec("S01+D10", 0, False, e),
+            rec("S01", 0, False, e),
+            rec("S01", 1, True, e),
+            rec("D10", 0, True, e),
+            rec("D10", 1, True, e),
+        ]
     comp = summarize(records, {}).to_json()["headline"]["compositions"][0]
     assert comp["constituents"]["S01"] == 0.5  # unpaired: S01 over its own tasks
     assert comp["weakest_single_gap"] == 0.0 and comp["weakest_constituent"] == "S01"
@@ -119,8 +161,9 @@ def test_paired_difference_excludes_zero_where_unpaired_intervals_overlap():
     # the same outcomes with the pairing broken (starts permuted within each task): zero is inside
     rng = np.random.default_rng(0)
     order = {t: rng.permutation(10) for t in {k[0] for k in shifted}}
-    broken = paired_difference(nominal, {(k[0], int(order[k[0]][k[1]]), int(order[k[0]][k[1]])): v
-                                         for k, v in shifted.items()})
+    broken = paired_difference(
+        nominal, {(k[0], int(order[k[0]][k[1]]), int(order[k[0]][k[1]])): v for k, v in shifted.items()}
+    )
     assert broken["value"] == pytest.approx(0.1) and broken["ci95"][0] < 0.0 < broken["ci95"][1]
 
 
@@ -160,8 +203,14 @@ def test_summary_counts_how_runtime_shifts_fired_per_case():
         r.shifts[0].fired_by, r.shifts[0].fired_at_step = by, None if by is None else 12
         return r
 
-    records = [fired(True, 0, "phase"), fired(False, 1, "phase"), fired(False, 2, "fallback"), fired(False, 3, None),
-               rec("nominal", 0, True, 0), rec("S01", 0, True, 0)]
+    records = [
+        fired(True, 0, "phase"),
+        fired(False, 1, "phase"),
+        fired(False, 2, "fallback"),
+        fired(False, 3, None),
+        rec("nominal", 0, True, 0),
+        rec("S01", 0, True, 0),
+    ]
     rows = {c["case"]: c for c in summarize(records, {}).to_json()["cases"]}
     assert rows["D01"]["runtime_fired"] == {"phase": 2, "fallback": 1, "not_fired": 1}
     assert rows["D01"]["runtime_not_fired"] == 1 and rows["D01"]["episodes"] == 4  # unfired episodes count

@@ -34,11 +34,11 @@ from .policies import Recorder, metadata
 
 pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
 
-GOAL8 = TaskRef("libero_goal", 8)      # put the bowl on the plate (pick and place)
-GOAL0 = TaskRef("libero_goal", 0)      # open the middle drawer of the cabinet
-GOAL7 = TaskRef("libero_goal", 7)      # turn on the stove (knob)
-GOAL5 = TaskRef("libero_goal", 5)      # push the plate to the front of the stove
-LONG9 = TaskRef("libero_10", 9)        # put the mug in the microwave and close it (door)
+GOAL8 = TaskRef("libero_goal", 8)  # put the bowl on the plate (pick and place)
+GOAL0 = TaskRef("libero_goal", 0)  # open the middle drawer of the cabinet
+GOAL7 = TaskRef("libero_goal", 7)  # turn on the stove (knob)
+GOAL5 = TaskRef("libero_goal", 5)  # push the plate to the front of the stove
+LONG9 = TaskRef("libero_10", 9)  # put the mug in the microwave and close it (door)
 OBJECT0 = TaskRef("libero_object", 0)  # alphabet soup into the basket (a can)
 RENDER = 64
 
@@ -114,8 +114,13 @@ def test_pick_and_place_phases_follow_the_bowl_to_the_plate(scenes):
 
     def probe():
         pos = scene.object_pose(sem.target)[0]
-        return {"eef": scene.eef_pos(), "pos": pos, "touch": finger_touches(scene, bowl),
-                "box_dist": tracker.distance(actor, scene.eef_pos()), "plate": region_pos(scene, "plate_1")}
+        return {
+            "eef": scene.eef_pos(),
+            "pos": pos,
+            "touch": finger_touches(scene, bowl),
+            "box_dist": tracker.distance(actor, scene.eef_pos()),
+            "plate": region_pos(scene, "plate_1"),
+        }
 
     tracker, at, trace = drive(scene, sem, 130, probe, tracker=tracker, offset=5)
     in_order(tracker.reached)
@@ -123,12 +128,12 @@ def test_pick_and_place_phases_follow_the_bowl_to_the_plate(scenes):
     first_touch = next(i for i, p in enumerate(trace) if p["touch"])
     # approach: within the radius of the bowl's box, closer than at the start, no contact yet
     assert at["approach"]["box_dist"] <= APPROACH_RADIUS_M and not at["approach"]["touch"]
-    assert not any(p["touch"] for p in trace[:tracker.reached["approach"] - 5 + 1])
+    assert not any(p["touch"] for p in trace[: tracker.reached["approach"] - 5 + 1])
     # grasp: the first finger contact with the bowl, found from the simulator's contacts
     assert tracker.reached["grasp"] == first_touch + 5
     # transport: lifted by at least LIFT_M while held; never before it rose
     assert at["transport"]["pos"][2] - z0 >= LIFT_M and at["transport"]["touch"]
-    assert all(p["pos"][2] - z0 < LIFT_M for p in trace[:tracker.reached["transport"] - 5])
+    assert all(p["pos"][2] - z0 < LIFT_M for p in trace[: tracker.reached["transport"] - 5])
     # placement: over the plate (horizontal radius), still above it
     place = at["placement"]
     assert np.linalg.norm(place["pos"][:2] - place["plate"][:2]) <= PLACEMENT_RADIUS_M
@@ -142,8 +147,9 @@ def test_transport_needs_the_gripper(scenes):
     sem = semantics_of(GOAL0)
     tracker = PhaseTracker(scene, sem)
     assert [a.name for a in tracker.actors] == ["wooden_cabinet_1_middle_region"]
-    adr = scene.model.jnt_qposadr[mujoco.mj_name2id(scene.model, mujoco.mjtObj.mjOBJ_JOINT,
-                                                     "wooden_cabinet_1_middle_level")]
+    adr = scene.model.jnt_qposadr[
+        mujoco.mj_name2id(scene.model, mujoco.mjtObj.mjOBJ_JOINT, "wooden_cabinet_1_middle_level")
+    ]
     scene.data.qpos[adr] = -0.08
     scene.refresh()
     assert tracker.update(0) == []
@@ -174,15 +180,20 @@ def test_drawer_phases_follow_the_handle_and_the_drawer_joint(scenes):
     assert handle[1] > max(scene.data.geom_xpos[g][1] for g in part.geoms if g not in part.handle)
 
     def probe():
-        return {"eef": scene.eef_pos(), "q": joint_q(scene, joint), "touch": finger_touches(scene, drawer),
-                "handle_dist": tracker.distance(actor, scene.eef_pos()), "success": scene.success()}
+        return {
+            "eef": scene.eef_pos(),
+            "q": joint_q(scene, joint),
+            "touch": finger_touches(scene, drawer),
+            "handle_dist": tracker.distance(actor, scene.eef_pos()),
+            "success": scene.success(),
+        }
 
     tracker, at, trace = drive(scene, sem, 200, probe, tracker=tracker)
     in_order(tracker.reached)
     assert at["approach"]["handle_dist"] <= APPROACH_RADIUS_M and not at["approach"]["touch"]
     assert trace[0]["handle_dist"] > APPROACH_RADIUS_M
     assert at["approach"]["q"] == pytest.approx(q0, abs=1e-3)
-    assert at["grasp"]["touch"] and not any(p["touch"] for p in trace[:tracker.reached["grasp"]])
+    assert at["grasp"]["touch"] and not any(p["touch"] for p in trace[: tracker.reached["grasp"]])
     assert at["grasp"]["q"] == pytest.approx(q0, abs=5e-3)
     assert q0 - at["transport"]["q"] >= 0.01  # opened (negative joint direction) by 1 cm
     assert at["placement"]["success"] and not trace[tracker.reached["placement"] - 1]["success"]
@@ -201,13 +212,17 @@ def test_stove_knob_phases_follow_the_knob_and_its_hinge(scenes):
     assert part.hinge and part.knob
 
     def probe():
-        return {"q": joint_q(scene, joint), "touch": finger_touches(scene, knob), "success": scene.success(),
-                "knob_dist": tracker.distance(tracker.actors[0], scene.eef_pos())}
+        return {
+            "q": joint_q(scene, joint),
+            "touch": finger_touches(scene, knob),
+            "success": scene.success(),
+            "knob_dist": tracker.distance(tracker.actors[0], scene.eef_pos()),
+        }
 
     tracker, at, trace = drive(scene, sem, 160, probe, tracker=tracker)
     in_order(tracker.reached)
     assert at["approach"]["knob_dist"] <= APPROACH_RADIUS_M and not at["approach"]["touch"]
-    assert at["grasp"]["touch"] and not any(p["touch"] for p in trace[:tracker.reached["grasp"]])
+    assert at["grasp"]["touch"] and not any(p["touch"] for p in trace[: tracker.reached["grasp"]])
     assert abs(at["grasp"]["q"]) < 0.05 <= abs(at["transport"]["q"])
     assert at["placement"]["q"] >= 0.5 and at["placement"]["success"]  # LIBERO's turn-on range
 
@@ -228,13 +243,16 @@ def test_microwave_door_phases_when_followed_and_the_mug_by_default(scenes):
     controller = ScriptedController(scene, sem, stages=[Articulate("microwave_1")])
 
     def probe():
-        return {"q": joint_q(scene, joint), "touch": finger_touches(scene, door),
-                "handle_dist": tracker.distance(tracker.actors[0], scene.eef_pos())}
+        return {
+            "q": joint_q(scene, joint),
+            "touch": finger_touches(scene, door),
+            "handle_dist": tracker.distance(tracker.actors[0], scene.eef_pos()),
+        }
 
     tracker, at, trace = drive(scene, sem, 140, probe, tracker=tracker, controller=controller)
     in_order(tracker.reached)
     assert at["approach"]["handle_dist"] <= APPROACH_RADIUS_M and not at["approach"]["touch"]
-    assert at["grasp"]["touch"] and not any(p["touch"] for p in trace[:tracker.reached["grasp"]])
+    assert at["grasp"]["touch"] and not any(p["touch"] for p in trace[: tracker.reached["grasp"]])
     assert at["transport"]["q"] - q0 >= 0.05  # swinging shut
     assert fixture.is_close(at["placement"]["q"]) and not fixture.is_close(trace[tracker.reached["placement"] - 1]["q"])
 
@@ -248,12 +266,15 @@ def test_push_phases_follow_the_plate_to_the_front_of_the_stove(scenes):
     p0 = scene.object_pose("plate_1")[0]
 
     def probe():
-        return {"pos": scene.object_pose("plate_1")[0], "touch": finger_touches(scene, plate),
-                "goal": region_pos(scene, "main_table_stove_front_region")}
+        return {
+            "pos": scene.object_pose("plate_1")[0],
+            "touch": finger_touches(scene, plate),
+            "goal": region_pos(scene, "main_table_stove_front_region"),
+        }
 
     tracker, at, trace = drive(scene, sem, 160, probe)
     in_order(tracker.reached)
-    assert at["grasp"]["touch"] and not any(p["touch"] for p in trace[:tracker.reached["grasp"]])
+    assert at["grasp"]["touch"] and not any(p["touch"] for p in trace[: tracker.reached["grasp"]])
     moved = np.linalg.norm(at["transport"]["pos"][:2] - p0[:2])
     assert moved >= 0.02 and at["transport"]["touch"]
     assert abs(at["transport"]["pos"][2] - p0[2]) < 0.02  # pushed along the table, not lifted
@@ -289,18 +310,22 @@ def run_d18(serve_app, scenes, ref: TaskRef, params: dict, max_steps: int, scrip
 
     policy = Recorder(metadata("scripted", cameras=()), act)
     url = serve_app(create_app(policy))
-    inst = Instance(instance_id="test-D18", suite=ref.suite, task_index=ref.index,
-                    shifts=[ShiftEntry(id="D18", params=params)])
+    inst = Instance(
+        instance_id="test-D18", suite=ref.suite, task_index=ref.index, shifts=[ShiftEntry(id="D18", params=params)]
+    )
     with PolicyClient(url) as client:
-        runner = EpisodeRunner(client, policy.metadata, RunSettings(render_size=RENDER, max_steps=max_steps), scenes=scenes)
+        runner = EpisodeRunner(
+            client, policy.metadata, RunSettings(render_size=RENDER, max_steps=max_steps), scenes=scenes
+        )
         rec = runner.run_episode(EpisodePlan(instance=inst, episode_index=0, init_state_index=0, seed=0))
     return rec, state["log"]
 
 
 @pytest.mark.parametrize("ref", [GOAL8, OBJECT0])
 def test_d18_drops_the_carried_object_then_returns_control(serve_app, scenes, ref):
-    rec, log = run_d18(serve_app, scenes, ref, {"trigger": "transport", "fallback_step": 300, "open_steps": 10},
-                       max_steps=110)
+    rec, log = run_d18(
+        serve_app, scenes, ref, {"trigger": "transport", "fallback_step": 300, "open_steps": 10}, max_steps=110
+    )
     assert rec.valid, rec.detail
     d18 = rec.shifts[0]
     fired = d18["fired_at_step"]
@@ -324,8 +349,14 @@ def test_d18_drops_the_carried_object_then_returns_control(serve_app, scenes, re
 
 
 def test_d18_at_its_fallback_with_nothing_held_only_opens_the_gripper(serve_app, scenes):
-    rec, log = run_d18(serve_app, scenes, GOAL8, {"trigger": "transport", "fallback_step": 3, "open_steps": 8},
-                       max_steps=14, scripted=False)
+    rec, log = run_d18(
+        serve_app,
+        scenes,
+        GOAL8,
+        {"trigger": "transport", "fallback_step": 3, "open_steps": 8},
+        max_steps=14,
+        scripted=False,
+    )
     assert rec.valid, rec.detail
     d18 = rec.shifts[0]
     assert (d18["fired_by"], d18["fired_at_step"]) == ("fallback", 3)

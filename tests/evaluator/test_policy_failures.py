@@ -28,8 +28,17 @@ from .policies import metadata
 pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
 
 BEHAVIOURS = ["nan", "shape", "http500", "error200", "slow", "drip", "budget", "stale_step", "ok"]
-EXPECTED = ["policy_nonfinite_action", "policy_bad_action_shape", "policy_http_error", "policy_bad_response",
-            "policy_timeout", "policy_timeout", "policy_episode_timeout", "policy_step_mismatch", "horizon"]
+EXPECTED = [
+    "policy_nonfinite_action",
+    "policy_bad_action_shape",
+    "policy_http_error",
+    "policy_bad_response",
+    "policy_timeout",
+    "policy_timeout",
+    "policy_episode_timeout",
+    "policy_step_mismatch",
+    "horizon",
+]
 REQUEST_TIMEOUT_S = 1.0
 BUDGET_S = 1.6  # episode policy budget: "budget" spends 0.8 s on its first answer, 0.8 s are left
 
@@ -37,7 +46,7 @@ BUDGET_S = 1.6  # episode policy budget: "budget" spends 0.8 s on its first answ
 async def trickle(body: bytes, interval: float = 0.25):
     """``body`` one byte per ``interval`` seconds (an answer of ~100 bytes takes ~30 s)."""
     for i in range(len(body)):
-        yield body[i:i + 1]
+        yield body[i : i + 1]
         await asyncio.sleep(interval)
 
 
@@ -93,8 +102,9 @@ def test_each_failure_ends_its_own_episode_with_a_named_reason(serve_app, scenes
     url = serve_app(app)
     inst = Instance(instance_id="test-nominal", suite="libero_goal", task_index=8)
     with PolicyClient(url, request_timeout=REQUEST_TIMEOUT_S) as client:
-        runner = EpisodeRunner(client, meta, RunSettings(render_size=64, max_steps=3, episode_policy_budget_s=BUDGET_S),
-                               scenes=scenes)
+        runner = EpisodeRunner(
+            client, meta, RunSettings(render_size=64, max_steps=3, episode_policy_budget_s=BUDGET_S), scenes=scenes
+        )
         records = [runner.run_episode(EpisodePlan(inst, e, e, e)) for e in range(len(BEHAVIOURS))]
     assert [r.termination_reason for r in records] == EXPECTED
     assert all(r.valid and not r.success for r in records)

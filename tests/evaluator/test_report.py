@@ -32,8 +32,11 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("runs")
     return {
         "a": write_run(base / "a", policy_records(RATES_A), header("policy-a")),
-        "a-k2": write_run(base / "a-k2", policy_records({k: v / 2 for k, v in RATES_A.items()}, replan=2,
-                                                       diagnostics=False), header("policy-a", replan_override=2)),
+        "a-k2": write_run(
+            base / "a-k2",
+            policy_records({k: v / 2 for k, v in RATES_A.items()}, replan=2, diagnostics=False),
+            header("policy-a", replan_override=2),
+        ),
         "b": write_run(base / "b", policy_records(RATES_B), header("policy-b")),
     }
 
@@ -108,10 +111,15 @@ def test_report_of_two_policies_has_the_study_tables(runs, report):
     md, page = report["markdown"], report["html"]
     assert md.is_file() and page.is_file()
     text = md.read_text()
-    for title in ("Overall landscape", "Per-shift success rates and paired drops from nominal",
-                  "Paired comparisons between policies", "Feedback utilisation: live versus frozen observations",
-                  "Closed-loop update frequency: replan-steps sweep", "Post-perturbation recovery: Hold, Retry, Restore",
-                  "Compositions and weakest-single gaps"):
+    for title in (
+        "Overall landscape",
+        "Per-shift success rates and paired drops from nominal",
+        "Paired comparisons between policies",
+        "Feedback utilisation: live versus frozen observations",
+        "Closed-loop update frequency: replan-steps sweep",
+        "Post-perturbation recovery: Hold, Retry, Restore",
+        "Compositions and weakest-single gaps",
+    ):
         assert f"## {title}" in text
     tables = _html_tables(page).tables
     a, b = read_summary(_summary(runs["a"])), read_summary(_summary(runs["b"]))
@@ -120,8 +128,11 @@ def test_report_of_two_policies_has_the_study_tables(runs, report):
     head = tables["landscape-headline"]
     for label, view in (("policy-a", a), ("policy-b", b)):
         row = _row(head, label)
-        assert row["nominal"] == fmt_rate(view.metrics["nominal"]) == (
-            "100.0% [67.6, 100.0] n=8" if label == "policy-a" else "75.0% [40.9, 92.9] n=8")
+        assert (
+            row["nominal"]
+            == fmt_rate(view.metrics["nominal"])
+            == ("100.0% [67.6, 100.0] n=8" if label == "policy-a" else "75.0% [40.9, 92.9] n=8")
+        )
         assert row["static mean"] == fmt_rate(view.metrics["static_mean"])
         assert row["runtime mean"] == fmt_rate(view.metrics["runtime_mean"])
         assert re.fullmatch(r"\d+\.\d% \[\d+\.\d, \d+\.\d\] n=16, 2 cases", row["static mean"])
@@ -133,8 +144,10 @@ def test_report_of_two_policies_has_the_study_tables(runs, report):
     raw = next(c for c in _summary(runs["b"])["cases"] if c["case"] == "S01")
     assert s01["policy-b: success rate"] == "25.0% [7.1, 59.1] n=8"
     d = raw["drop_from_nominal"]
-    assert s01["policy-b: drop from nominal (paired)"] == \
-        f"+{100 * d['value']:.1f} pts [{100 * d['ci95'][0]:+.1f}, {100 * d['ci95'][1]:+.1f}] n=8 pairs"
+    assert (
+        s01["policy-b: drop from nominal (paired)"]
+        == f"+{100 * d['value']:.1f} pts [{100 * d['ci95'][0]:+.1f}, {100 * d['ci95'][1]:+.1f}] n=8 pairs"
+    )
 
     # between policies: paired per case, recomputed here from the records
     pair = tables["pair-policy-a-policy-b-table"]
@@ -142,20 +155,26 @@ def test_report_of_two_policies_has_the_study_tables(runs, report):
     recs_b = [json.loads(x) for x in (runs["b"] / "episodes.jsonl").read_text().splitlines()]
 
     def outcomes(recs, case):
-        return {(f"{r['suite']}:{r['task_index']}", r["init_state_id"], r["seed"]): r["success"] for r in recs
-                if r["case"] == case and r["observations"] == "live" and r["recovery"]["protocol"] == "none"}
+        return {
+            (f"{r['suite']}:{r['task_index']}", r["init_state_id"], r["seed"]): r["success"]
+            for r in recs
+            if r["case"] == case and r["observations"] == "live" and r["recovery"]["protocol"] == "none"
+        }
 
     for case in ("nominal", "S12", "S01+D10"):
         want = paired_difference(outcomes(recs_a, case), outcomes(recs_b, case))
         got = _row(pair, case)["policy-a - policy-b"]
-        assert got == f"{100 * want['value']:+.1f} pts [{100 * want['ci95'][0]:+.1f}, {100 * want['ci95'][1]:+.1f}] " \
-                      f"n={want['pairs']} pairs"
+        assert (
+            got == f"{100 * want['value']:+.1f} pts [{100 * want['ci95'][0]:+.1f}, {100 * want['ci95'][1]:+.1f}] "
+            f"n={want['pairs']} pairs"
+        )
     assert _row(pair, "S12")["policy-a - policy-b"].startswith("+50.0 pts")
     assert _row(pair, "mean over static single shifts")["policy-a - policy-b"].startswith("+37.5 pts")
 
     # live vs frozen, recovery, compositions: the summary's paired numbers
-    assert _row(tables["frozen-policy-a-table"], "D10 observation freeze")["live - frozen (paired)"] == \
-        fmt_diff(a.frozen["D10"])
+    assert _row(tables["frozen-policy-a-table"], "D10 observation freeze")["live - frozen (paired)"] == fmt_diff(
+        a.frozen["D10"]
+    )
     assert fmt_diff(a.frozen["D10"]).startswith("+75.0 pts")
     assert _row(tables["recovery-policy-b-mean"], "hold")["mean gain over none (paired)"].startswith("+100.0 pts")
     comp = _row(tables["compositions-policy-a-table"], "S01+D10")
@@ -166,8 +185,11 @@ def test_report_of_two_policies_has_the_study_tables(runs, report):
     # the replan sweep: policy A at K=2 (override) and K=5 (its own)
     sweep = tables["replan-policy-a-table"]
     assert sweep[0] == ["case", "K=2", "K=5 (own)"]
-    assert _row(sweep, "nominal") == {"case": "nominal", "K=2": "50.0% [21.5, 78.5] n=8",
-                                      "K=5 (own)": "100.0% [67.6, 100.0] n=8"}
+    assert _row(sweep, "nominal") == {
+        "case": "nominal",
+        "K=2": "50.0% [21.5, 78.5] n=8",
+        "K=5 (own)": "100.0% [67.6, 100.0] n=8",
+    }
 
     # Markdown and HTML hold the same tables
     assert [t for t in _md_tables(md)] == [t for t in tables.values()]
@@ -211,12 +233,16 @@ def test_pairing_refuses_different_manifests(runs, tmp_path):
         compare_runs(a, elsewhere)
 
     # the report says so in place of the paired table and still writes every other table
-    runs_m = [write_run(tmp_path / "m1", policy_records(RATES_A), header("policy-a", manifest="1" * 64)),
-              write_run(tmp_path / "m2", policy_records(RATES_B), header("policy-b", manifest="2" * 64))]
+    runs_m = [
+        write_run(tmp_path / "m1", policy_records(RATES_A), header("policy-a", manifest="1" * 64)),
+        write_run(tmp_path / "m2", policy_records(RATES_B), header("policy-b", manifest="2" * 64)),
+    ]
     paths = write_report(runs_m, tmp_path / "out", charts=False)
     text = paths["markdown"].read_text()
-    assert "Not paired: cannot pair policy-a (manifest 111111111111) with policy-b (manifest 222222222222): the " \
-           "runs evaluated different manifests" in text
+    assert (
+        "Not paired: cannot pair policy-a (manifest 111111111111) with policy-b (manifest 222222222222): the "
+        "runs evaluated different manifests" in text
+    )
     assert "pair-policy-a-policy-b-table" not in paths["html"].read_text()
     assert "*Nominal and mean success rates per policy*" in text
 
@@ -230,7 +256,9 @@ def test_runs_of_one_policy_combine_and_refuse_duplicates(tmp_path):
     tables = _html_tables(paths["html"]).tables
     assert _row(tables["frozen-policy-a-table"], "D10 observation freeze")["live - frozen (paired)"].startswith("+75.0")
     # an episode in two runs counts once, from the run given first, and the report says so
-    again = write_run(tmp_path / "again", [r.model_copy(update={"success": False}) for r in live[:3]], header("policy-a"))
+    again = write_run(
+        tmp_path / "again", [r.model_copy(update={"success": False}) for r in live[:3]], header("policy-a")
+    )
     text = write_report([one, again], tmp_path / "out2", charts=False)["markdown"].read_text()
     assert f"3 episode(s) of {again} were already in {one}" in text
     assert "| nominal | 100.0% [67.6, 100.0] n=8 |" in text, "the first run's outcomes"
@@ -238,10 +266,22 @@ def test_runs_of_one_policy_combine_and_refuse_duplicates(tmp_path):
     with pytest.raises(ReportError, match="holds episode nominal on libero_goal:0 .* twice"):
         write_report([one, twice], tmp_path / "out4", charts=False)
     # a case whose every episode was invalid says so (and why, in a note)
-    invalid = [r.model_copy(update={"valid": False, "success": False, "termination_reason": "shift_invalid",
-                                    "detail": "S12: lights out of range"}) if r.case == "S12" else r for r in live]
-    text = write_report([write_run(tmp_path / "inv", invalid, header("policy-a"))], tmp_path / "out5",
-                        charts=False)["markdown"]
+    invalid = [
+        r.model_copy(
+            update={
+                "valid": False,
+                "success": False,
+                "termination_reason": "shift_invalid",
+                "detail": "S12: lights out of range",
+            }
+        )
+        if r.case == "S12"
+        else r
+        for r in live
+    ]
+    text = write_report([write_run(tmp_path / "inv", invalid, header("policy-a"))], tmp_path / "out5", charts=False)[
+        "markdown"
+    ]
     text = text.read_text()
     assert "| S12 lighting | no valid episode (8 invalid) | not paired |" in text
     assert "policy-a, S12: 8 invalid episode(s) (the shift could not be realised; in no rate): S12: lights out" in text
@@ -257,8 +297,10 @@ def test_cli_report(runs, tmp_path):
     result = CliRunner().invoke(app, ["report", str(runs["b"]), "--out", str(tmp_path / "r"), "--no-charts"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "r" / "report.html").is_file() and "wrote" in result.output
-    assert "<svg" not in (tmp_path / "r" / "report.html").read_text() and "## Overall landscape" in \
-        (tmp_path / "r" / "report.md").read_text()
+    assert (
+        "<svg" not in (tmp_path / "r" / "report.html").read_text()
+        and "## Overall landscape" in (tmp_path / "r" / "report.md").read_text()
+    )
     assert "charts also in" not in result.output and not (tmp_path / "r" / "figures").exists()
     assert find_runs([runs["a"].parent]) == [runs["a"], runs["a-k2"], runs["b"]], "a directory of run directories"
     bad = CliRunner().invoke(app, ["report", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "r2")])
@@ -287,8 +329,15 @@ def test_study_presets():
             assert conflict(ids) is None, case
             kinds = {i[0] for i in ids}
             size = {2: "pairs", 3: "triples"}[len(ids)]
-            kind = "static" if kinds == {"S"} else "runtime" if kinds == {"D"} else "static_runtime" \
-                if size == "pairs" else "mixed"
+            kind = (
+                "static"
+                if kinds == {"S"}
+                else "runtime"
+                if kinds == {"D"}
+                else "static_runtime"
+                if size == "pairs"
+                else "mixed"
+            )
             assert group == f"{kind}_{size}", case
     cases = parse_cases("nominal,@compositions,S01")
     assert cases[0] == [] and cases.count(["S01"]) == 1 and ["S01", "D01"] in cases and ["D07", "D15", "D19"] in cases
@@ -323,9 +372,11 @@ def test_preset_file(tmp_path):
 
 
 def test_leaderboard_charts_import_without_the_web_stack():
-    code = ("import sys, liberopro_leaderboard.charts, liberopro.report.build; "
-            "bad = [m for m in ('fastapi', 'sqlalchemy', 'liberopro_platform', 'celery') if m in sys.modules]; "
-            "assert not bad, bad; from liberopro_leaderboard import make_router; assert callable(make_router)")
+    code = (
+        "import sys, liberopro_leaderboard.charts, liberopro.report.build; "
+        "bad = [m for m in ('fastapi', 'sqlalchemy', 'liberopro_platform', 'celery') if m in sys.modules]; "
+        "assert not bad, bad; from liberopro_leaderboard import make_router; assert callable(make_router)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
@@ -351,8 +402,10 @@ def test_report_renders_in_chromium(report):
             page.goto(report["html"].resolve().as_uri())
             assert [u for u in requests if not u.startswith("file://")] == [] and len(requests) == 1
             assert messages == []
-            sizes = page.evaluate("[...document.querySelectorAll('figure svg')].map(s => s.getBoundingClientRect())"
-                                  ".map(r => [r.width, r.height])")
+            sizes = page.evaluate(
+                "[...document.querySelectorAll('figure svg')].map(s => s.getBoundingClientRect())"
+                ".map(r => [r.width, r.height])"
+            )
             assert sizes and all(w > 200 and h > 100 for w, h in sizes), sizes
             assert page.evaluate(A11Y_JS) == []
             page.screenshot(path=str(shots / "report.png"), full_page=True)

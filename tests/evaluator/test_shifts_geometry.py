@@ -46,15 +46,22 @@ def run(serve_app, scenes, policy, instance: Instance, max_steps: int):
 
 
 def inst(ref: TaskRef, shift_id: str, params: dict) -> Instance:
-    return Instance(instance_id=f"test-{shift_id}", suite=ref.suite, task_index=ref.index,
-                    shifts=[ShiftEntry(id=shift_id, params=params)])
+    return Instance(
+        instance_id=f"test-{shift_id}",
+        suite=ref.suite,
+        task_index=ref.index,
+        shifts=[ShiftEntry(id=shift_id, params=params)],
+    )
 
 
 def poses(scene) -> dict[str, np.ndarray]:
     from liberopro.shifts._placement import entity_pose
 
-    return {n: entity_pose(scene, n)[0].copy() for n in scene.object_names() + scene.fixture_names()
-            if n in scene.inner.obj_body_id}
+    return {
+        n: entity_pose(scene, n)[0].copy()
+        for n in scene.object_names() + scene.fixture_names()
+        if n in scene.inner.obj_body_id
+    }
 
 
 def scene_of(scenes, ref: TaskRef):
@@ -77,8 +84,13 @@ def nominal(serve_app, scenes, ref: TaskRef, steps: int = 10) -> dict:
             return np.array([[0, 0, 0, 0, 0, 0, -1.0]])
 
         policy = Recorder(metadata("hold"), act)
-        rec, scene = run(serve_app, scenes, policy, Instance(instance_id="nominal", suite=ref.suite,
-                                                                 task_index=ref.index), max_steps=steps)
+        rec, scene = run(
+            serve_app,
+            scenes,
+            policy,
+            Instance(instance_id="nominal", suite=ref.suite, task_index=ref.index),
+            max_steps=steps,
+        )
         assert rec.valid and rec.steps == steps
         cid = scene.inner.sim.model.camera_name2id("agentview")
         seg = scene.render("agentview", PX, segmentation=True)
@@ -87,8 +99,10 @@ def nominal(serve_app, scenes, ref: TaskRef, steps: int = 10) -> dict:
             "settled": settled,
             "end": poses(scene),
             "cam": (scene.data.cam_xpos[cid].copy(), scene.data.cam_xmat[cid].reshape(3, 3).copy()),
-            "sites": {n: scene.data.site_xpos[scene.inner.sim.model.site_name2id(n)].copy()
-                      for n in scene.inner.object_sites_dict},
+            "sites": {
+                n: scene.data.site_xpos[scene.inner.sim.model.site_name2id(n)].copy()
+                for n in scene.inner.object_sites_dict
+            },
             "seg": orient(seg, policy.metadata.image_orientation),
             "light_diffuse": scene.model.light_diffuse.copy(),
         }
@@ -102,13 +116,16 @@ def geoms_of(scene, roots: set[int]) -> list[int]:
 def grow(mask: np.ndarray) -> np.ndarray:
     pad = np.pad(mask, 1)
     h, w = mask.shape
-    return np.any([pad[dy:dy + h, dx:dx + w] for dy in range(3) for dx in range(3)], axis=0)
+    return np.any([pad[dy : dy + h, dx : dx + w] for dy in range(3) for dx in range(3)], axis=0)
 
 
 def penetrations(scene, names: list[str], tol: float = 0.003) -> list:
     bodies = {scene.root_body(n) for n in names}
-    return [(a, b, d) for a, b, d, _ in scene.contacts()
-            if (a in bodies) != (b in bodies) and d < -tol and not is_ground(scene, b if a in bodies else a)]
+    return [
+        (a, b, d)
+        for a, b, d, _ in scene.contacts()
+        if (a in bodies) != (b in bodies) and d < -tol and not is_ground(scene, b if a in bodies else a)
+    ]
 
 
 def hold_policy():
@@ -201,15 +218,19 @@ def test_d02_fires_at_its_fallback_step_on_a_second_suite(serve_app, scenes):
     assert (d02["fired_by"], d02["fired_at_step"]) == ("fallback", 2)
     now = poses(scene)
     assert np.linalg.norm(now["plate_1"][:2] - base["end"]["plate_1"][:2]) == pytest.approx(
-        d02["applied"]["distance_m"], abs=0.005)
+        d02["applied"]["distance_m"], abs=0.005
+    )
     assert np.linalg.norm(now["akita_black_bowl_1"] - base["end"]["akita_black_bowl_1"]) < 0.005
 
 
 # ----------------------------------------------------------------------------- S03 / D03
-@pytest.mark.parametrize("ref,partners", [
-    (GOAL8, ["cream_cheese_1", "wine_bottle_1"]),
-    (SPATIAL5, ["cookies_1"]),
-])
+@pytest.mark.parametrize(
+    "ref,partners",
+    [
+        (GOAL8, ["cream_cheese_1", "wine_bottle_1"]),
+        (SPATIAL5, ["cookies_1"]),
+    ],
+)
 def test_s03_swaps_the_target_with_a_partner_on_the_same_support(serve_app, scenes, ref, partners):
     sem = semantics_of(ref)
     base = nominal(serve_app, scenes, ref)["end"]
@@ -228,7 +249,10 @@ def test_s03_swaps_the_target_with_a_partner_on_the_same_support(serve_app, scen
     if ref == SPATIAL5:  # units: the bowl stays on its ramekin, the look-alike on the cookie box
         assert applied["target_unit"] == ["glazed_rim_porcelain_ramekin_1", "akita_black_bowl_1"]
         assert applied["partner_unit"] == ["cookies_1", "akita_black_bowl_2"]
-        for top, bottom in (("akita_black_bowl_1", "glazed_rim_porcelain_ramekin_1"), ("akita_black_bowl_2", "cookies_1")):
+        for top, bottom in (
+            ("akita_black_bowl_1", "glazed_rim_porcelain_ramekin_1"),
+            ("akita_black_bowl_2", "cookies_1"),
+        ):
             assert np.linalg.norm(now[top][:2] - now[bottom][:2]) < 0.03
             assert now[top][2] > now[bottom][2]
     unmoved = set(now) - set(applied["target_unit"]) - set(applied["partner_unit"]) - {sem.target}
@@ -237,8 +261,12 @@ def test_s03_swaps_the_target_with_a_partner_on_the_same_support(serve_app, scen
 
 
 def test_s03_and_d03_do_not_apply_without_a_partner():
-    for ref, why in [(TaskRef("libero_goal", 0), "fixture"), (TaskRef("libero_spatial", 7), "no object"),
-                     (TaskRef("libero_spatial", 4), "no object"), (TaskRef("libero_10", 8), "no object")]:
+    for ref, why in [
+        (TaskRef("libero_goal", 0), "fixture"),
+        (TaskRef("libero_spatial", 7), "no object"),
+        (TaskRef("libero_spatial", 4), "no object"),
+        (TaskRef("libero_10", 8), "no object"),
+    ]:
         for sid in ("S03", "D03"):
             reason = make_instance(ref, [sid], seed=0)
             assert isinstance(reason, str) and why in reason, (ref, reason)
@@ -313,14 +341,22 @@ def _mirror_mask(scene, seg: np.ndarray) -> np.ndarray:
     import mujoco
 
     m = scene.model
-    mirrors = [g for g in range(m.ngeom) if m.geom_type[g] in (mujoco.mjtGeom.mjGEOM_PLANE, mujoco.mjtGeom.mjGEOM_BOX)
-               and m.geom_matid[g] >= 0 and m.mat_reflectance[m.geom_matid[g]] > 0]
+    mirrors = [
+        g
+        for g in range(m.ngeom)
+        if m.geom_type[g] in (mujoco.mjtGeom.mjGEOM_PLANE, mujoco.mjtGeom.mjGEOM_BOX)
+        and m.geom_matid[g] >= 0
+        and m.mat_reflectance[m.geom_matid[g]] > 0
+    ]
     return np.isin(seg, mirrors)
 
 
 @pytest.mark.parametrize("ref", [GOAL8, OBJECT0])
 def test_s13_changes_floor_and_walls_but_not_the_support(serve_app, scenes, ref):
-    params = {"floor": {"textures": ["none"], "rgb": [0.3, 0.5, 0.3]}, "walls": {"textures": ["none"], "rgb": [0.7, 0.3, 0.5]}}
+    params = {
+        "floor": {"textures": ["none"], "rgb": [0.3, 0.5, 0.3]},
+        "walls": {"textures": ["none"], "rgb": [0.7, 0.3, 0.5]},
+    }
     policy = hold_policy()
     rec, scene = run(serve_app, scenes, policy, inst(ref, "S13", params), max_steps=1)
     assert rec.valid, rec.detail
@@ -336,8 +372,9 @@ def test_s13_changes_floor_and_walls_but_not_the_support(serve_app, scenes, ref)
         region = walls
     else:
         region = walls | floor
-    others = ~grow(region) & ~_mirror_mask(scene, orient(scene.render("agentview", PX, segmentation=True),
-                                                          policy.metadata.image_orientation))
+    others = ~grow(region) & ~_mirror_mask(
+        scene, orient(scene.render("agentview", PX, segmentation=True), policy.metadata.image_orientation)
+    )
     _region_checks(change, region, 20.0, others)
 
 
@@ -345,8 +382,16 @@ def test_s13_changes_floor_and_walls_but_not_the_support(serve_app, scenes, ref)
 @pytest.mark.parametrize("ref,trigger", [(GOAL8, "approach"), (SPATIAL5, "transport")])
 def test_d07_bumps_the_camera_at_its_trigger_and_it_stays(serve_app, scenes, ref, trigger):
     nom = nominal(serve_app, scenes, ref)
-    params = {"trigger": trigger, "fallback_step": 2, "shift_m": 0.06, "shift_azimuth_deg": 30.0,
-              "shift_elevation_deg": 10.0, "turn_deg": 8.0, "axis_azimuth_deg": 90.0, "axis_elevation_deg": 20.0}
+    params = {
+        "trigger": trigger,
+        "fallback_step": 2,
+        "shift_m": 0.06,
+        "shift_azimuth_deg": 30.0,
+        "shift_elevation_deg": 10.0,
+        "turn_deg": 8.0,
+        "axis_azimuth_deg": 90.0,
+        "axis_elevation_deg": 20.0,
+    }
     policy = hold_policy()
     rec, scene = run(serve_app, scenes, policy, inst(ref, "D07", params), max_steps=6)
     assert rec.valid, rec.detail
@@ -380,8 +425,14 @@ def test_d08_dims_the_lights_from_its_trigger_on(serve_app, scenes):
 
 def test_d08_flickers_for_its_window_then_restores(serve_app, scenes):
     nom = nominal(serve_app, scenes, SPATIAL5)
-    params = {"trigger": "approach", "fallback_step": 2, "mode": "flicker", "scale": 0.3, "duration_steps": 6,
-              "period_steps": 2}
+    params = {
+        "trigger": "approach",
+        "fallback_step": 2,
+        "mode": "flicker",
+        "scale": 0.3,
+        "duration_steps": 6,
+        "period_steps": 2,
+    }
     policy = hold_policy()
     rec, scene = run(serve_app, scenes, policy, inst(SPATIAL5, "D08", params), max_steps=10)
     assert rec.valid, rec.detail

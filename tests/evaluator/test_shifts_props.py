@@ -43,34 +43,60 @@ PARAMS: dict[TaskRef, dict[str, dict]] = {
         "S04": {"side": "near", "gap_m": 0.02, "height_m": 0.04, "overhang_m": 0.01},
         "S05": {"fraction": 0.5, "height_m": 0.08, "width_m": 0.08, "thickness_m": 0.03},
         "S07": {"objects": ["red_coffee_mug", "alphabet_soup", "black_book"]},
-        "S08": {"lookalike": "white_bowl", "target_type": "akita_black_bowl", "gap_m": 0.08, "direction_deg": 90.0,
-                "yaw_deg": 0.0},
+        "S08": {
+            "lookalike": "white_bowl",
+            "target_type": "akita_black_bowl",
+            "gap_m": 0.08,
+            "direction_deg": 90.0,
+            "yaw_deg": 0.0,
+        },
         "S09": {"fraction": 0.35, "depth_ratio": 0.3, "side_deg": 30.0},
         "D04": {"fallback_step": FIRE, "cover": 0.2, "height_m": 0.025},
         "D05": {"fallback_step": FIRE, "fraction": 0.5, "height_m": 0.08, "width_m": 0.08, "thickness_m": 0.03},
-        "D06": {"fallback_step": FIRE, "lookalike": "yellow_bowl", "target_type": "akita_black_bowl", "gap_m": 0.1,
-                "direction_deg": 200.0, "yaw_deg": 10.0},
+        "D06": {
+            "fallback_step": FIRE,
+            "lookalike": "yellow_bowl",
+            "target_type": "akita_black_bowl",
+            "gap_m": 0.1,
+            "direction_deg": 200.0,
+            "yaw_deg": 10.0,
+        },
         "D09": {"fallback_step": FIRE, "fraction": 0.3, "depth_ratio": 0.25, "side_deg": 200.0},
     },
     OBJECT5: {
         "S04": {"side": "left", "gap_m": 0.015, "height_m": 0.035, "overhang_m": 0.0},
         "S05": {"fraction": 0.45, "height_m": 0.1, "width_m": 0.1, "thickness_m": 0.04},
         "S07": {"objects": ["red_coffee_mug", "red_ramekin"]},
-        "S08": {"lookalike": "alphabet_soup", "target_type": "tomato_sauce", "gap_m": 0.06, "direction_deg": 0.0,
-                "yaw_deg": 20.0},
+        "S08": {
+            "lookalike": "alphabet_soup",
+            "target_type": "tomato_sauce",
+            "gap_m": 0.06,
+            "direction_deg": 0.0,
+            "yaw_deg": 20.0,
+        },
         "S09": {"fraction": 0.25, "depth_ratio": 0.3, "side_deg": 100.0},
         "D04": {"fallback_step": FIRE, "cover": 0.25, "height_m": 0.02},
         "D05": {"fallback_step": FIRE, "fraction": 0.5, "height_m": 0.08, "width_m": 0.08, "thickness_m": 0.03},
-        "D06": {"fallback_step": FIRE, "lookalike": "red_alphabet_soup", "target_type": "tomato_sauce", "gap_m": 0.07,
-                "direction_deg": 180.0, "yaw_deg": 0.0},
+        "D06": {
+            "fallback_step": FIRE,
+            "lookalike": "red_alphabet_soup",
+            "target_type": "tomato_sauce",
+            "gap_m": 0.07,
+            "direction_deg": 180.0,
+            "yaw_deg": 0.0,
+        },
         "D09": {"fallback_step": FIRE, "fraction": 0.45, "depth_ratio": 0.3, "side_deg": 300.0},
     },
 }
 SWAPS = {  # S06: (params, instruction the policy must receive)
-    GOAL1: ({"object": "akita_black_bowl_1", "from_type": "akita_black_bowl", "to_type": "white_bowl"},
-            "put the bowl on the stove"),
-    OBJECT5: ({"object": "tomato_sauce_1", "from_type": "tomato_sauce", "to_type": "alphabet_soup"},
-              "pick up the alphabet soup and place it in the basket"),
+    GOAL1: (
+        {"object": "akita_black_bowl_1", "from_type": "akita_black_bowl", "to_type": "white_bowl"},
+        "put the bowl on the stove",
+    ),
+    OBJECT5: (
+        {"object": "tomato_sauce_1", "from_type": "tomato_sauce", "to_type": "alphabet_soup"},
+        "pick up the alphabet soup and place it in the basket",
+    ),
 }
 
 _union: dict[TaskRef, LiberoScene] = {}
@@ -97,8 +123,9 @@ def union_scene(scenes, ref: TaskRef) -> LiberoScene:
 
 
 def inst(ref: TaskRef, sid: str, params: dict) -> Instance:
-    return Instance(instance_id=f"test-{sid}", suite=ref.suite, task_index=ref.index,
-                    shifts=[ShiftEntry(id=sid, params=params)])
+    return Instance(
+        instance_id=f"test-{sid}", suite=ref.suite, task_index=ref.index, shifts=[ShiftEntry(id=sid, params=params)]
+    )
 
 
 def run(serve_app, scenes, ref: TaskRef, sid: str | None, max_steps: int = 3, policy=None):
@@ -125,9 +152,11 @@ def nominal(serve_app, scenes, ref: TaskRef) -> dict:
     if ref not in _nominal:
         rec, scene, policy = run(serve_app, scenes, ref, None)
         assert rec.valid and not scene.props
-        _nominal[ref] = {"frames": [o.images["agentview"].copy() for o in policy.observations],
-                         "objects": {n: scene.object_pose(n)[0] for n in scene.object_names()},
-                         "instruction": policy.resets[-1][1]}
+        _nominal[ref] = {
+            "frames": [o.images["agentview"].copy() for o in policy.observations],
+            "objects": {n: scene.object_pose(n)[0] for n in scene.object_names()},
+            "instruction": policy.resets[-1][1],
+        }
     return _nominal[ref]
 
 
@@ -217,7 +246,9 @@ def prop_contacts(scene, root: int) -> list[int]:
     d = scene.data
     out = []
     for i in range(d.ncon):
-        a, b = (int(scene.model.body_rootid[scene.model.geom_bodyid[g]]) for g in (d.contact[i].geom1, d.contact[i].geom2))
+        a, b = (
+            int(scene.model.body_rootid[scene.model.geom_bodyid[g]]) for g in (d.contact[i].geom1, d.contact[i].geom2)
+        )
         if root in (a, b) and a != b:
             out.append(b if a == root else a)
     return out
@@ -248,8 +279,10 @@ def test_parked_props_leave_the_task_scene_bit_identical_and_are_parked_again_at
     # props come after every body of the task's model: ids and joint layout unchanged
     assert (union.model.nq, union.model.nv) == (plain.model.nq, plain.model.nv)
     assert min(union.props.values()) == plain.model.nbody
-    assert {int(r) for r in union.model.body_rootid[plain.model.nbody:]} == set(union.props.values())
-    assert [union.body_name(b) for b in range(plain.model.nbody)] == [plain.body_name(b) for b in range(plain.model.nbody)]
+    assert {int(r) for r in union.model.body_rootid[plain.model.nbody :]} == set(union.props.values())
+    assert [union.body_name(b) for b in range(plain.model.nbody)] == [
+        plain.body_name(b) for b in range(plain.model.nbody)
+    ]
     assert union.model.stat.extent == plain.model.stat.extent
 
     def episode(scene):
@@ -299,8 +332,9 @@ def test_s04_a_low_blocker_closes_the_stated_side_and_leaves_a_top_grasp(serve_a
     assert np.dot(offset, side) - half_thick - reach == pytest.approx(p["gap_m"], abs=0.003)
     # a top grasp stays possible: nothing above the target for 15 cm
     gid = np.array([-1], dtype=np.int32)
-    dist = mujoco.mj_ray(scene.model, scene.data, np.array([*centre, t_hi[2] + 0.005]), np.array([0, 0, 1.0]),
-                         None, 1, -1, gid)
+    dist = mujoco.mj_ray(
+        scene.model, scene.data, np.array([*centre, t_hi[2] + 0.005]), np.array([0, 0, 1.0]), None, 1, -1, gid
+    )
     assert gid[0] < 0 or dist > 0.15 or scene.model.body_rootid[scene.model.geom_bodyid[gid[0]]] == scene.robot_root()
     # it touches nothing and moved nothing
     assert prop_contacts(scene, bid) == []
@@ -328,8 +362,9 @@ def test_s05_an_obstacle_stands_on_the_straight_path_from_target_to_goal(serve_a
     # over stays possible: nothing above it for 35 cm
     assert rec.shifts[0]["applied"]["post_condition"]["over_free"]
     gid = np.array([-1], dtype=np.int32)
-    dist = mujoco.mj_ray(scene.model, scene.data, np.array([pos[0], pos[1], hi[2] + 0.002]), np.array([0, 0, 1.0]),
-                         None, 1, -1, gid)
+    dist = mujoco.mj_ray(
+        scene.model, scene.data, np.array([pos[0], pos[1], hi[2] + 0.002]), np.array([0, 0, 1.0]), None, 1, -1, gid
+    )
     assert gid[0] < 0 or dist > 0.35 or scene.model.body_rootid[scene.model.geom_bodyid[gid[0]]] == scene.robot_root()
     assert prop_contacts(scene, bid) == []
 
@@ -350,6 +385,7 @@ def test_s06_the_target_is_another_instance_under_its_bddl_name_and_the_state_st
     root = scene.root_body(params["object"])
     lo, hi = world_box(scene, root, frame=root)
     np.testing.assert_allclose(hi - lo, SIZE_M[params["to_type"]], atol=0.004)
+
     # and its meshes are not the old type's (cans of the same size differ only in their meshes;
     # mesh names follow the BDDL object name, so compare the vertices)
     def meshes(sc):
@@ -358,9 +394,10 @@ def test_s06_the_target_is_another_instance_under_its_bddl_name_and_the_state_st
         for g in geoms_of(sc, r):
             if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH:
                 mid = int(m.geom_dataid[g])
-                verts = m.mesh_vert[m.mesh_vertadr[mid]:m.mesh_vertadr[mid] + m.mesh_vertnum[mid]]
+                verts = m.mesh_vert[m.mesh_vertadr[mid] : m.mesh_vertadr[mid] + m.mesh_vertnum[mid]]
                 out.add((int(m.mesh_vertnum[mid]), round(float(np.abs(verts).sum()), 4)))
         return out
+
     assert meshes(scene) and meshes(plain) and meshes(scene).isdisjoint(meshes(plain))
     # it rests where the old one was (same stored init state), on the same support
     assert np.linalg.norm(scene.object_pose(params["object"])[0][:2] - nom["objects"][params["object"]][:2]) < 0.01
@@ -406,8 +443,7 @@ def test_s07_clutter_stands_in_free_table_space_clear_of_the_task_path(serve_app
 
 
 @pytest.mark.parametrize("ref", TASKS, ids=str)
-def test_s08_a_lookalike_stands_5_to_15_cm_from_the_target_and_the_instruction_names_the_target(
-        serve_app, scenes, ref):
+def test_s08_a_lookalike_stands_5_to_15_cm_from_the_target_and_the_instruction_names_the_target(serve_app, scenes, ref):
     p = PARAMS[ref]["S08"]
     nom = nominal(serve_app, scenes, ref)
     rec, scene, policy = run(serve_app, scenes, ref, "S08")

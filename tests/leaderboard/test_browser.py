@@ -76,13 +76,17 @@ def check_accessibility(page) -> None:
     assert not problems, problems
     low = [c for c in page.evaluate(CONTRAST_JS) if c["ratio"] < c["need"]]
     assert not low, f"text below the WCAG contrast minimum: {low[:10]}"
-    assert all(c["alpha"] == 1 for c in page.evaluate(CONTRAST_JS)), "text colours are opaque (no alpha blending to judge)"
+    assert all(c["alpha"] == 1 for c in page.evaluate(CONTRAST_JS)), (
+        "text colours are opaque (no alpha blending to judge)"
+    )
 
 
 def images_loaded(page) -> None:
     """Every image finished loading (charts are drawn on first request: seconds) and decoded."""
     page.wait_for_function("() => [...document.images].every(i => i.complete)", timeout=60_000)
-    broken = page.evaluate("() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
+    broken = page.evaluate(
+        "() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)"
+    )
     assert not broken, f"images that did not load: {broken}"
 
 
@@ -176,8 +180,12 @@ def test_clicking_headers_sorts_and_toggles(probe, server, api):
 
 
 def test_every_link_on_every_page_works(probe, server, ids):
-    pages = ["/leaderboard", f"/leaderboard/submissions/{ids['OpenVLA-OFT']}",
-             f"/leaderboard/compare?a={ids['pi0-FAST']}&b={ids['BC-RNN baseline']}", "/leaderboard/methodology"]
+    pages = [
+        "/leaderboard",
+        f"/leaderboard/submissions/{ids['OpenVLA-OFT']}",
+        f"/leaderboard/compare?a={ids['pi0-FAST']}&b={ids['BC-RNN baseline']}",
+        "/leaderboard/methodology",
+    ]
     checked: set[str] = set()
     for path in pages:
         probe.goto(server + path)
@@ -209,13 +217,28 @@ def test_submission_page(probe, server, api, ids):
         card = page.locator(f".card[data-key='{key}']")
         assert float(card.get_attribute("data-value")) == data["metrics"][key]["value"]
         assert card.locator(".big").inner_text() == f"{100 * data['metrics'][key]['value']:.1f}%"
-    shown = page.eval_on_selector_all("#shift-table td.rate", "tds => tds.map(td => [td.dataset.key, parseFloat(td.dataset.value)])")
-    singles = {c["case"]: c["rate"]["value"] for c in data["cases"]
-               if c["observations"] == "live" and c["recovery"] == "none" and len(c["shift_ids"]) <= 1}
+    shown = page.eval_on_selector_all(
+        "#shift-table td.rate", "tds => tds.map(td => [td.dataset.key, parseFloat(td.dataset.value)])"
+    )
+    singles = {
+        c["case"]: c["rate"]["value"]
+        for c in data["cases"]
+        if c["observations"] == "live" and c["recovery"] == "none" and len(c["shift_ids"]) <= 1
+    }
     assert dict(shown) == singles
     text = page.inner_text("main")
-    for needle in (data["meta"]["image_digest"], "Submission spec version", data["meta"]["evaluator_version"],
-                   "mujoco", "2.3.7", "robosuite", "1.4.0", "Published", "Compositions", "D10+S01"):
+    for needle in (
+        data["meta"]["image_digest"],
+        "Submission spec version",
+        data["meta"]["evaluator_version"],
+        "mujoco",
+        "2.3.7",
+        "robosuite",
+        "1.4.0",
+        "Published",
+        "Compositions",
+        "D10+S01",
+    ):
         assert needle in text, needle
     alts = page.eval_on_selector_all("figure.chart img", "imgs => imgs.map(i => i.alt)")
     assert len(alts) == 2 and all("95%" in a for a in alts)
@@ -240,9 +263,12 @@ def test_compare_page(probe, server, api, ids):
     page.click(".compare-form button[type=submit]")
     page.wait_for_load_state("networkidle")
     data = api.get("/api/leaderboard/compare", params={"a": a, "b": b}).json()
-    rows = page.eval_on_selector_all("#cmp-metrics tbody tr", """trs => trs.map(tr => ({key: tr.dataset.key,
+    rows = page.eval_on_selector_all(
+        "#cmp-metrics tbody tr",
+        """trs => trs.map(tr => ({key: tr.dataset.key,
         a: parseFloat(tr.querySelectorAll('td.rate')[0].dataset.value), b: parseFloat(tr.querySelectorAll('td.rate')[1].dataset.value),
-        verdict: tr.lastElementChild.textContent.trim()}))""")
+        verdict: tr.lastElementChild.textContent.trim()}))""",
+    )
     assert [r["key"] for r in rows] == [m["key"] for m in data["metrics"]]
     for r, m in zip(rows, data["metrics"], strict=True):
         assert (r["a"], r["b"]) == (m["a"]["value"], m["b"]["value"])
@@ -265,7 +291,9 @@ def test_methodology_is_the_catalog(probe, server):
     for sid, cls in SHIFTS.items():
         row = page.locator(f"tr[data-shift='{sid}']")
         assert cls.name in row.inner_text() and cls.category in row.inner_text()
-    split_rows = page.eval_on_selector_all("#split-table tbody tr", "trs => trs.map(tr => [tr.children[0].textContent, tr.children[2].textContent])")
+    split_rows = page.eval_on_selector_all(
+        "#split-table tbody tr", "trs => trs.map(tr => [tr.children[0].textContent, tr.children[2].textContent])"
+    )
     assert sorted((s, int(i)) for s, i in split_rows) == sorted((s, i) for s, ix in held_out().items() for i in ix)
     text = page.inner_text("main")
     assert "random.Random(142)" in text and "1000 replicates" in text and "mujoco" in text
@@ -308,8 +336,10 @@ def test_narrow_screen(browser, server, ids):
     context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2)
     page = context.new_page()
     try:
-        for name, path in (("leaderboard-narrow", "/leaderboard"),
-                           ("submission-narrow", f"/leaderboard/submissions/{ids['pi0-FAST']}")):
+        for name, path in (
+            ("leaderboard-narrow", "/leaderboard"),
+            ("submission-narrow", f"/leaderboard/submissions/{ids['pi0-FAST']}"),
+        ):
             page.goto(server + path, wait_until="networkidle")
             overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 1, f"{path} scrolls sideways by {overflow}px"

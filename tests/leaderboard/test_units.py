@@ -34,21 +34,45 @@ def test_missing_values_share_the_last_rank():
 
 
 def _result(sid, team, policy, overall, nominal=None, days=0):
-    summary = {"headline": {"overall": {"mean": overall[0], "ci95": list(overall[1:]), "cases": 3, "episodes": 90},
-                            "nominal": None if nominal is None else {
-                                "success_rate": nominal, "ci95": [nominal - 0.1, nominal + 0.1], "episodes": 30,
-                                "successes": 1, "tasks": 3, "per_task": {"libero_goal:7": nominal}},
-                            "categories": {"static": {}, "runtime": {}}},
-               "cases": [], "settings": {"seed": 123, "episodes_per_instance": 10}}
-    row = SimpleNamespace(submission_id=sid, team_name=team, policy_name=policy, image_digest="sha256:x",
-                          spec_version="1.0", evaluator_version="0.1.0", stack={}, manifest_sha256="m",
-                          published_at=dt.datetime(2026, 1, 1 + days, tzinfo=dt.UTC), summary=summary)
+    summary = {
+        "headline": {
+            "overall": {"mean": overall[0], "ci95": list(overall[1:]), "cases": 3, "episodes": 90},
+            "nominal": None
+            if nominal is None
+            else {
+                "success_rate": nominal,
+                "ci95": [nominal - 0.1, nominal + 0.1],
+                "episodes": 30,
+                "successes": 1,
+                "tasks": 3,
+                "per_task": {"libero_goal:7": nominal},
+            },
+            "categories": {"static": {}, "runtime": {}},
+        },
+        "cases": [],
+        "settings": {"seed": 123, "episodes_per_instance": 10},
+    }
+    row = SimpleNamespace(
+        submission_id=sid,
+        team_name=team,
+        policy_name=policy,
+        image_digest="sha256:x",
+        spec_version="1.0",
+        evaluator_version="0.1.0",
+        stack={},
+        manifest_sha256="m",
+        published_at=dt.datetime(2026, 1, 1 + days, tzinfo=dt.UTC),
+        summary=summary,
+    )
     return public_result(row)
 
 
 def test_sorting_and_rank_by():
-    results = [_result("a", "Zed", "alpha", (0.5, 0.4, 0.6), 0.9, 1), _result("b", "amy", "Beta", (0.7, 0.65, 0.75), None, 2),
-               _result("c", "Bob", "gamma", (0.3, 0.25, 0.35), 0.5, 3)]
+    results = [
+        _result("a", "Zed", "alpha", (0.5, 0.4, 0.6), 0.9, 1),
+        _result("b", "amy", "Beta", (0.7, 0.65, 0.75), None, 2),
+        _result("c", "Bob", "gamma", (0.3, 0.25, 0.35), 0.5, 3),
+    ]
     t = rank_table(results)
     assert [r.submission_id for r in t.rows] == ["b", "a", "c"] and [r.rank for r in t.rows] == [1, 2, 3]
     t = rank_table(results, "nominal", "asc")
@@ -85,10 +109,12 @@ def test_methodology_catalog_is_built_without_the_simulator():
     import subprocess
     import sys
 
-    code = ("import json, sys; from liberopro_leaderboard.catalog import build_catalog; c = build_catalog(); "
-            "print(json.dumps({'ids': [s.id for s in c.shifts], 'seed': c.split.seed, "
-            "'instructions': [t.instruction for t in c.split.tasks], "
-            "'heavy': sorted(m for m in ('robosuite', 'mujoco', 'libero', 'cv2') if m in sys.modules)}))")
+    code = (
+        "import json, sys; from liberopro_leaderboard.catalog import build_catalog; c = build_catalog(); "
+        "print(json.dumps({'ids': [s.id for s in c.shifts], 'seed': c.split.seed, "
+        "'instructions': [t.instruction for t in c.split.tasks], "
+        "'heavy': sorted(m for m in ('robosuite', 'mujoco', 'libero', 'cv2') if m in sys.modules)}))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout)

@@ -76,8 +76,7 @@ def docker_client():
         client = docker.from_env(timeout=120)
         client.ping()
     except Exception as exc:  # noqa: BLE001
-        pytest.fail(f"the Docker engine is required ({exc}): apt-get install docker.io, then "
-                    "scripts/start-dockerd.sh")
+        pytest.fail(f"the Docker engine is required ({exc}): apt-get install docker.io, then scripts/start-dockerd.sh")
     return client
 
 
@@ -98,8 +97,15 @@ def platform_images(docker_client) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def hostile_images(docker_client, platform_images, egress_ports) -> dict[str, str]:
     """One image per hostile behaviour, built from tests/platform/hostile (about a second each)."""
-    targets = ",".join([f"api:GATEWAY:{egress_ports['api']}", f"canary:GATEWAY:{egress_ports['canary']}",
-                        "redis:GATEWAY:6379", "postgres:GATEWAY:5432", "docker0:172.17.0.1:6379"])
+    targets = ",".join(
+        [
+            f"api:GATEWAY:{egress_ports['api']}",
+            f"canary:GATEWAY:{egress_ports['canary']}",
+            "redis:GATEWAY:6379",
+            "postgres:GATEWAY:5432",
+            "docker0:172.17.0.1:6379",
+        ]
+    )
     try:
         pypi = socket.gethostbyname("pypi.org")
         targets += f",internet:{pypi}:443"
@@ -108,9 +114,13 @@ def hostile_images(docker_client, platform_images, egress_ports) -> dict[str, st
     images = {}
     for behavior in ("egress", "forkbomb", "memory", "slow", "crash", "never_healthy"):
         tag = f"liberopro-test/hostile-{behavior}:latest"
-        image, _ = docker_client.images.build(path=str(HOSTILE_DIR), tag=tag, network_mode="none", rm=True,
-                                              buildargs={"BEHAVIOR": behavior, "EGRESS_TARGETS": targets,
-                                                         "BASE_IMAGE": EXAMPLE_IMAGE})
+        image, _ = docker_client.images.build(
+            path=str(HOSTILE_DIR),
+            tag=tag,
+            network_mode="none",
+            rm=True,
+            buildargs={"BEHAVIOR": behavior, "EGRESS_TARGETS": targets, "BASE_IMAGE": EXAMPLE_IMAGE},
+        )
         images[behavior] = image.id
     return images
 

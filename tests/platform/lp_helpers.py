@@ -62,17 +62,20 @@ def free_port() -> int:
 def sandbox_leftovers(docker_client) -> list[str]:
     """Names of sandbox containers, volumes and networks still on the engine."""
     f = {"label": ["org.liberopro.sandbox=1"]}
-    return ([c.name for c in docker_client.containers.list(all=True, filters=f)]
-            + [v.name for v in docker_client.volumes.list(filters=f)]
-            + [n.name for n in docker_client.networks.list(filters=f)])
+    return (
+        [c.name for c in docker_client.containers.list(all=True, filters=f)]
+        + [v.name for v in docker_client.volumes.list(filters=f)]
+        + [n.name for n in docker_client.networks.list(filters=f)]
+    )
 
 
 class WorkerProcess:
     """A real Celery worker process (``python -m liberopro_platform worker``: solo pool) with the
     platform settings, serving ``queues`` (``shards,control`` or one of them)."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, name: str = WORKER_NAME,
-                 queues: str = "shards,control") -> None:
+    def __init__(
+        self, env: dict[str, str], log_path: Path, name: str = WORKER_NAME, queues: str = "shards,control"
+    ) -> None:
         self.env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
         self.log_path = log_path
         self.name = name
@@ -88,16 +91,30 @@ class WorkerProcess:
         self._offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "liberopro_platform", "worker", "--name", self.name, "--queues", self.queues,
-             "--without-heartbeat"],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(REPO))
+            [
+                sys.executable,
+                "-m",
+                "liberopro_platform",
+                "worker",
+                "--name",
+                self.name,
+                "--queues",
+                self.queues,
+                "--without-heartbeat",
+            ],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=str(REPO),
+        )
         log.close()
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> WorkerProcess:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            text = self.log_path.read_bytes()[self._offset:].decode(errors="replace")
+            text = self.log_path.read_bytes()[self._offset :].decode(errors="replace")
             if "recovery:" in text:
                 return self
             if self.proc.poll() is not None:

@@ -21,8 +21,13 @@ def env(migrated_pg, tmp_path_factory):
     from liberopro_platform.api.app import create_app
     from liberopro_platform.config import Settings
 
-    settings = Settings(database_url=migrated_pg, data_dir=tmp_path_factory.mktemp("api-data"),
-                        submissions_per_day=3, max_concurrent=1, allowed_registries=["registry.example.org"])
+    settings = Settings(
+        database_url=migrated_pg,
+        data_dir=tmp_path_factory.mktemp("api-data"),
+        submissions_per_day=3,
+        max_concurrent=1,
+        allowed_registries=["registry.example.org"],
+    )
     recorder = RecordingEnqueue()
     app = create_app(settings, enqueue=recorder)
     return app, recorder, settings
@@ -93,7 +98,7 @@ def test_401_says_why_the_token_is_refused(client, make_user, env):
     r = client.get("/me", headers=auth(token))
     assert r.status_code == 401 and r.json()["detail"]["error"] == "token_expired"
     assert "expired on" in r.json()["detail"]["message"] and "new one" in r.json()["detail"]["message"]
-    token2, *_ , token2_id = make_user()
+    token2, *_, token2_id = make_user()
     r = client.delete(f"/tokens/{token2_id}", headers=auth(token2))
     assert r.status_code == 200 and r.json()["revoked_at"]
     r = client.get("/me", headers=auth(token2))
@@ -243,9 +248,20 @@ def test_admin_hides_a_published_result(client, make_user, env):
     with transaction(env[0].state.sessions) as s:
         sub = s.get(Submission, sid)
         sub.state = "published"
-        s.add(Result(submission_id=sid, team_id=sub.team_id, team_name=sub.team.name, policy_name="p",
-                     image_digest=IMAGE_ID, spec_version="1.0", evaluator_version="0.1.0", stack={},
-                     manifest_sha256="0" * 64, summary={"cases": []}))
+        s.add(
+            Result(
+                submission_id=sid,
+                team_id=sub.team_id,
+                team_name=sub.team.name,
+                policy_name="p",
+                image_digest=IMAGE_ID,
+                spec_version="1.0",
+                evaluator_version="0.1.0",
+                stack={},
+                manifest_sha256="0" * 64,
+                summary={"cases": []},
+            )
+        )
     r = client.post(f"/admin/submissions/{sid}/hide", json={"hidden": True}, headers=auth(admin))
     assert r.status_code == 200 and r.json() == {"id": sid, "hidden": True}
     with env[0].state.sessions() as s:

@@ -27,8 +27,12 @@ def fuzz_env(migrated_pg, tmp_path_factory):
     from liberopro_platform.security import issue_token
     from lp_helpers import ApiServer, RecordingEnqueue, free_port
 
-    settings = Settings(database_url=migrated_pg, data_dir=tmp_path_factory.mktemp("fuzz-data"),
-                        submissions_per_day=1000, max_concurrent=1000)
+    settings = Settings(
+        database_url=migrated_pg,
+        data_dir=tmp_path_factory.mktemp("fuzz-data"),
+        submissions_per_day=1000,
+        max_concurrent=1000,
+    )
     app = create_app(settings, enqueue=RecordingEnqueue())
     tokens = {}
     with transaction(app.state.sessions) as s:
@@ -40,13 +44,30 @@ def fuzz_env(migrated_pg, tmp_path_factory):
             s.add(user)
             s.flush()
             tokens[role] = issue_token(s, user, 1)[1]
-            sub = Submission(team_id=team.id, user_id=user.id, source="reference", image_ref=IMAGE_ID,
-                             image_digest=IMAGE_ID, state="published")
+            sub = Submission(
+                team_id=team.id,
+                user_id=user.id,
+                source="reference",
+                image_ref=IMAGE_ID,
+                image_digest=IMAGE_ID,
+                state="published",
+            )
             s.add(sub)
             s.flush()
-            s.add(Result(submission_id=sub.id, team_id=team.id, team_name=team.name, policy_name="fuzz",
-                         image_digest=IMAGE_ID, spec_version="1.0", evaluator_version="0.1.0", stack={},
-                         manifest_sha256="0" * 64, summary={"cases": []}))
+            s.add(
+                Result(
+                    submission_id=sub.id,
+                    team_id=team.id,
+                    team_name=team.name,
+                    policy_name="fuzz",
+                    image_digest=IMAGE_ID,
+                    spec_version="1.0",
+                    evaluator_version="0.1.0",
+                    stack={},
+                    manifest_sha256="0" * 64,
+                    summary={"cases": []},
+                )
+            )
     with ApiServer(app, free_port()) as server:
         yield app, server, tokens
 
@@ -57,13 +78,22 @@ def _fuzz(op, mode, url: str, http, headers: dict, examples: int) -> list[tuple[
 
     answers: list[tuple[int, str]] = []
 
-    @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=op.as_strategy(generation_mode=mode))
     def run(case) -> None:
         response = case.call(base_url=url, session=http, headers=headers, timeout=30)
-        answers.append((response.status_code, f"{case.as_curl_command(headers=headers)} -> {response.status_code} "
-                        f"{response.text[:200]}"))
+        answers.append(
+            (
+                response.status_code,
+                f"{case.as_curl_command(headers=headers)} -> {response.status_code} {response.text[:200]}",
+            )
+        )
 
     run()
     return answers
@@ -79,8 +109,11 @@ def test_no_operation_answers_5xx_for_any_role(fuzz_env):
     schema = schemathesis.openapi.from_dict(app.openapi())
     operations = [op.ok() for op in schema.get_all_operations()]
     assert len(operations) >= 20, [op.label for op in operations]
-    roles = {"anonymous": {}, "user": {"Authorization": f"Bearer {tokens['user']}"},
-             "admin": {"Authorization": f"Bearer {tokens['admin']}"}}
+    roles = {
+        "anonymous": {},
+        "user": {"Authorization": f"Bearer {tokens['user']}"},
+        "admin": {"Authorization": f"Bearer {tokens['admin']}"},
+    }
     counts: dict[str, collections.Counter] = {role: collections.Counter() for role in roles}
     per_op: collections.Counter = collections.Counter()
     took: collections.Counter = collections.Counter()
@@ -103,15 +136,21 @@ def test_no_operation_answers_5xx_for_any_role(fuzz_env):
                     if status >= 500:
                         errors.append(f"{role} {text}")
     total = {role: dict(c) for role, c in counts.items()}
-    print(f"\nAPI fuzz: {len(operations)} operations, up to {EXAMPLES} examples per operation, role and mode "
-          f"(valid and invalid inputs); requests and answers by class per role: {total}")
+    print(
+        f"\nAPI fuzz: {len(operations)} operations, up to {EXAMPLES} examples per operation, role and mode "
+        f"(valid and invalid inputs); requests and answers by class per role: {total}"
+    )
     print("slowest operations (s):", [(k, round(v, 1)) for k, v in took.most_common(6)])
     print("requests per operation and role:", dict(per_op))
     assert not errors, f"{len(errors)} answers were 5xx:\n" + "\n".join(errors[:30])
     # Hypothesis stops early when an operation's input space is exhausted (one without inputs has
     # one request); every operation with inputs gets at least EXAMPLES requests per role.
-    thin = {(role, op.label): per_op[(role, op.label)] for role in roles for op in operations
-            if per_op[(role, op.label)] < (EXAMPLES if _has_inputs(op) else 1)}
+    thin = {
+        (role, op.label): per_op[(role, op.label)]
+        for role in roles
+        for op in operations
+        if per_op[(role, op.label)] < (EXAMPLES if _has_inputs(op) else 1)
+    }
     assert not thin, f"operations that got fewer requests than required: {thin}"
 
 

@@ -28,8 +28,13 @@ def served(migrated_pg, tmp_path_factory):
     from liberopro_platform.models import Result, Submission, Team, User
     from liberopro_platform.security import issue_token
 
-    settings = Settings(database_url=migrated_pg, data_dir=tmp_path_factory.mktemp("limits-data"),
-                        max_upload_bytes=MAX_UPLOAD, submissions_per_day=100, max_concurrent=100)
+    settings = Settings(
+        database_url=migrated_pg,
+        data_dir=tmp_path_factory.mktemp("limits-data"),
+        max_upload_bytes=MAX_UPLOAD,
+        submissions_per_day=100,
+        max_concurrent=100,
+    )
     app = create_app(settings, enqueue=RecordingEnqueue())
     with transaction(app.state.sessions) as s:
         team = Team(name=f"limits-{secrets.token_hex(3)}")
@@ -40,13 +45,30 @@ def served(migrated_pg, tmp_path_factory):
         s.add_all([user, admin])
         s.flush()
         token, admin_token = issue_token(s, user, 1)[1], issue_token(s, admin, 1)[1]
-        sub = Submission(team_id=team.id, user_id=user.id, source="reference", image_ref=IMAGE_ID,
-                         image_digest=IMAGE_ID, state="published")
+        sub = Submission(
+            team_id=team.id,
+            user_id=user.id,
+            source="reference",
+            image_ref=IMAGE_ID,
+            image_digest=IMAGE_ID,
+            state="published",
+        )
         s.add(sub)
         s.flush()
-        s.add(Result(submission_id=sub.id, team_id=team.id, team_name=team.name, policy_name="p",
-                     image_digest=IMAGE_ID, spec_version="1.0", evaluator_version="0.1.0", stack={},
-                     manifest_sha256="0" * 64, summary={"cases": []}))
+        s.add(
+            Result(
+                submission_id=sub.id,
+                team_id=team.id,
+                team_name=team.name,
+                policy_name="p",
+                image_digest=IMAGE_ID,
+                spec_version="1.0",
+                evaluator_version="0.1.0",
+                stack={},
+                manifest_sha256="0" * 64,
+                summary={"cases": []},
+            )
+        )
         sid = sub.id
     with ApiServer(app, free_port()) as server:
         yield server, app, token, admin_token, sid
@@ -128,8 +150,10 @@ def test_bodies_are_limited_before_they_are_read(served):
     big = 100 * 2**20
     # An unauthenticated upload within max_upload_bytes: 401 after the headers and 64 KiB, the
     # rest never sent (the route authenticates before it reads the body).
-    head = (f"POST /submissions/upload HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_UPLOAD}\r\n"
-            "Content-Type: multipart/form-data; boundary=b\r\n\r\n")
+    head = (
+        f"POST /submissions/upload HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_UPLOAD}\r\n"
+        "Content-Type: multipart/form-data; boundary=b\r\n\r\n"
+    )
     part = b'--b\r\nContent-Disposition: form-data; name="file"; filename="p.tar"\r\n\r\n'
     answer, took = _raw_request(server.url, head, part + b"x" * 65536)
     assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
@@ -142,23 +166,30 @@ def test_bodies_are_limited_before_they_are_read(served):
     answer, _ = _raw_request(server.url, head, b"{")
     assert answer.startswith(b"HTTP/1.1 413") and b"64 KiB allowed" in answer, answer[:300]
     # An authenticated upload announcing more than max_upload_bytes: 413 at once.
-    head = (f"POST /submissions/upload HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_UPLOAD * 2}\r\n"
-            f"Authorization: Bearer {token}\r\nContent-Type: multipart/form-data; boundary=b\r\n\r\n")
+    head = (
+        f"POST /submissions/upload HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_UPLOAD * 2}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: multipart/form-data; boundary=b\r\n\r\n"
+    )
     answer, _ = _raw_request(server.url, head, b"--b\r\n")
     assert answer.startswith(b"HTTP/1.1 413") and b"uploaded archive" in answer, answer[:300]
     auth = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=server.url, timeout=60, headers=auth) as c:
         # A chunked (length-less) JSON body is counted as it arrives.
-        r = c.post("/submissions", content=iter([b'{"note": "', b"x" * 70_000, b'"}']),
-                   headers={"Content-Type": "application/json"})
+        r = c.post(
+            "/submissions",
+            content=iter([b'{"note": "', b"x" * 70_000, b'"}']),
+            headers={"Content-Type": "application/json"},
+        )
         assert r.status_code == 413 and "64 KiB" in _message(r), r.text[:300]
         # A chunked upload whose archive grows past max_upload_bytes: 413 while streaming.
         boundary = "bnd"
 
         def multipart(payload_chunks):
-            yield (f"--{boundary}\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nmy note\r\n"
-                   f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"../p.tar\"\r\n"
-                   "Content-Type: application/x-tar\r\n\r\n").encode()
+            yield (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="note"\r\n\r\nmy note\r\n'
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="../p.tar"\r\n'
+                "Content-Type: application/x-tar\r\n\r\n"
+            ).encode()
             yield from payload_chunks
             yield f"\r\n--{boundary}--\r\n".encode()
 

@@ -15,8 +15,9 @@ import tarfile
 import pytest
 from liberopro_platform.sandbox.archive import MAX_JSON_BYTES, ArchiveRejected, sanitize_archive
 
-CONFIG = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
-                     "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+CONFIG = json.dumps(
+    {"architecture": "amd64", "os": "linux", "config": {}, "rootfs": {"type": "layers", "diff_ids": []}}
+).encode()
 CONFIG_NAME = hashlib.sha256(CONFIG).hexdigest() + ".json"
 
 
@@ -37,8 +38,12 @@ def sparse_layer_tar() -> bytes:
     data = sparse_map + b"\0" * (512 - len(sparse_map)) + b"x"
     info = tarfile.TarInfo("app/GNUSparseFile.0/filler")
     info.size = len(data)
-    info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "app/filler",
-                        "GNU.sparse.realsize": "10737418240"}
+    info.pax_headers = {
+        "GNU.sparse.major": "1",
+        "GNU.sparse.minor": "0",
+        "GNU.sparse.name": "app/filler",
+        "GNU.sparse.realsize": "10737418240",
+    }
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
         t.addfile(info, io.BytesIO(data))
@@ -50,6 +55,7 @@ def archive(tmp_path, members: list[tuple], manifest: object = "default", name: 
     (name, "hard", target), (name, "fifo")."""
     path = tmp_path / name
     with tarfile.open(path, mode="w") as t:
+
         def add(info: tarfile.TarInfo, data: bytes | None = None) -> None:
             if data is not None:
                 info.size = len(data)
@@ -70,8 +76,9 @@ def archive(tmp_path, members: list[tuple], manifest: object = "default", name: 
                 info.type = tarfile.FIFOTYPE
                 add(info)
         if manifest == "default":
-            manifest = [{"Config": CONFIG_NAME, "RepoTags": ["liberopro/evaluator:latest"],
-                         "Layers": ["aaaa/layer.tar"]}]
+            manifest = [
+                {"Config": CONFIG_NAME, "RepoTags": ["liberopro/evaluator:latest"], "Layers": ["aaaa/layer.tar"]}
+            ]
         if manifest is not None:
             add(tarfile.TarInfo("manifest.json"), json.dumps(manifest).encode())
         add(tarfile.TarInfo("repositories"), b'{"liberopro/evaluator": {"latest": "aaaa"}}')
@@ -79,8 +86,12 @@ def archive(tmp_path, members: list[tuple], manifest: object = "default", name: 
 
 
 def base_members(layer: bytes | None = None) -> list[tuple]:
-    return [(CONFIG_NAME, CONFIG), ("aaaa", "dir"), ("aaaa/VERSION", b"1.0"),
-            ("aaaa/layer.tar", layer if layer is not None else layer_tar())]
+    return [
+        (CONFIG_NAME, CONFIG),
+        ("aaaa", "dir"),
+        ("aaaa/VERSION", b"1.0"),
+        ("aaaa/layer.tar", layer if layer is not None else layer_tar()),
+    ]
 
 
 def read_back(path) -> dict[str, tarfile.TarInfo]:
@@ -113,9 +124,19 @@ def test_a_layer_saved_twice_as_a_symlink_is_kept(tmp_path):
 
 
 def test_an_oci_index_loses_its_name_annotations(tmp_path):
-    index = {"schemaVersion": 2, "manifests": [{"digest": "sha256:" + "1" * 64, "annotations": {
-        "io.containerd.image.name": "docker.io/liberopro/evaluator:latest",
-        "org.opencontainers.image.ref.name": "latest", "other": "kept"}}]}
+    index = {
+        "schemaVersion": 2,
+        "manifests": [
+            {
+                "digest": "sha256:" + "1" * 64,
+                "annotations": {
+                    "io.containerd.image.name": "docker.io/liberopro/evaluator:latest",
+                    "org.opencontainers.image.ref.name": "latest",
+                    "other": "kept",
+                },
+            }
+        ],
+    }
     src = archive(tmp_path, [*base_members(), ("index.json", json.dumps(index).encode()), ("oci-layout", b"{}")])
     sanitize_archive(src, tmp_path / "out.tar")
     with tarfile.open(tmp_path / "out.tar") as t:
@@ -127,21 +148,24 @@ def test_the_empty_layer_is_accepted(tmp_path):
     sanitize_archive(archive(tmp_path, base_members(layer=b"\0" * 1024)), tmp_path / "out.tar")
 
 
-@pytest.mark.parametrize(("members", "manifest", "reason"), [
-    ([("../evil", b"x")], "default", "leaves the archive"),
-    ([("aaaa/../../evil", b"x")], "default", "leaves the archive"),
-    ([("/etc/cron.d/x", b"x")], "default", "absolute"),
-    ([("link", "sym", "../../etc/passwd")], "default", "points outside"),
-    ([("link", "sym", "/etc/passwd")], "default", "points outside"),
-    ([("hard", "hard", "aaaa/layer.tar")], "default", "hard link"),
-    ([("pipe", "fifo")], "default", "device, fifo"),
-    ([("aaaa/VERSION", b"again")], "default", "appears twice"),
-    ([], None, "no manifest.json"),
-    ([], [{"Config": CONFIG_NAME, "Layers": []}] * 2, "exactly one"),
-    ([], [{"Config": CONFIG_NAME, "RepoTags": None, "Layers": ["../x/layer.tar"]}], "leaves the archive"),
-    ([], [{"Config": CONFIG_NAME, "RepoTags": None, "Layers": ["missing/layer.tar"]}], "not a file of the archive"),
-    ([("dangling", "sym", "nothing-here")], "default", "not a file of the archive"),
-])
+@pytest.mark.parametrize(
+    ("members", "manifest", "reason"),
+    [
+        ([("../evil", b"x")], "default", "leaves the archive"),
+        ([("aaaa/../../evil", b"x")], "default", "leaves the archive"),
+        ([("/etc/cron.d/x", b"x")], "default", "absolute"),
+        ([("link", "sym", "../../etc/passwd")], "default", "points outside"),
+        ([("link", "sym", "/etc/passwd")], "default", "points outside"),
+        ([("hard", "hard", "aaaa/layer.tar")], "default", "hard link"),
+        ([("pipe", "fifo")], "default", "device, fifo"),
+        ([("aaaa/VERSION", b"again")], "default", "appears twice"),
+        ([], None, "no manifest.json"),
+        ([], [{"Config": CONFIG_NAME, "Layers": []}] * 2, "exactly one"),
+        ([], [{"Config": CONFIG_NAME, "RepoTags": None, "Layers": ["../x/layer.tar"]}], "leaves the archive"),
+        ([], [{"Config": CONFIG_NAME, "RepoTags": None, "Layers": ["missing/layer.tar"]}], "not a file of the archive"),
+        ([("dangling", "sym", "nothing-here")], "default", "not a file of the archive"),
+    ],
+)
 def test_hostile_archives_are_refused(tmp_path, members, manifest, reason):
     src = archive(tmp_path, [*base_members(), *members], manifest)
     with pytest.raises(ArchiveRejected, match=reason):

@@ -132,12 +132,18 @@ def test_submit_explains_what_it_cannot_send(server, token, tmp_path):
     """An id the team did not upload, or a digest of a registry the platform does not pull from,
     is uploaded from the local engine; when the engine does not have it the CLI says so."""
     api, _ = server
-    env = {"LIBEROPRO_API_URL": api.url, "LIBEROPRO_TOKEN": token[0], "LIBEROPRO_CONFIG": str(tmp_path / "none.toml"),
-           "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    env = {
+        "LIBEROPRO_API_URL": api.url,
+        "LIBEROPRO_TOKEN": token[0],
+        "LIBEROPRO_CONFIG": str(tmp_path / "none.toml"),
+        "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock",
+    }
     r = run(["submit", "sha256:" + "ee" * 32], env)
     assert r.exit_code == 2 and "not uploaded by your team, and it could not be read from your local" in r.output
     r = run(["submit", "ghcr.io/team/policy@sha256:" + "0" * 64], env)
-    assert r.exit_code == 2 and "ghcr.io is not a registry the platform pulls from (allowed: none)" in r.output, r.output
+    assert r.exit_code == 2 and "ghcr.io is not a registry the platform pulls from (allowed: none)" in r.output, (
+        r.output
+    )
 
 
 def test_admin_bootstrap_on_the_sqlite_default(tmp_path):
@@ -156,8 +162,9 @@ def test_admin_bootstrap_on_the_sqlite_default(tmp_path):
     cmd = [sys.executable, "-m", "liberopro_platform"]
     up = subprocess.run([*cmd, "db-upgrade"], env=env, capture_output=True, text=True, check=False)
     assert up.returncode == 0, up.stderr
-    made = subprocess.run([*cmd, "create-user", "root", "--team", "ops", "--admin"], env=env, capture_output=True,
-                          text=True, check=False)
+    made = subprocess.run(
+        [*cmd, "create-user", "root", "--team", "ops", "--admin"], env=env, capture_output=True, text=True, check=False
+    )
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip().splitlines()[-1]
     assert token.startswith("lp_")

@@ -16,16 +16,20 @@ COMPOSE = Path(__file__).resolve().parents[2] / "compose.yaml"
 
 
 def compose_command() -> list[str]:
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True,
-                                                 check=False).returncode == 0:
+    if (
+        shutil.which("docker")
+        and subprocess.run(["docker", "compose", "version"], capture_output=True, check=False).returncode == 0
+    ):
         return ["docker", "compose"]
     if shutil.which("docker-compose"):
         return ["docker-compose"]
     pytest.fail("no Compose found: apt-get install docker-compose (or the docker compose plugin)")
 
 
-IDS = {f"LIBEROPRO_{name}_IMAGE": "sha256:" + digit * 64
-       for name, digit in (("EVALUATOR", "1"), ("PLATFORM", "2"), ("REDIS", "3"), ("POSTGRES", "4"))}
+IDS = {
+    f"LIBEROPRO_{name}_IMAGE": "sha256:" + digit * 64
+    for name, digit in (("EVALUATOR", "1"), ("PLATFORM", "2"), ("REDIS", "3"), ("POSTGRES", "4"))
+}
 
 
 def test_compose_file_validates_and_publishes_only_the_api(tmp_path):
@@ -35,18 +39,26 @@ def test_compose_file_validates_and_publishes_only_the_api(tmp_path):
     # Without the ids (no .env beside the file) Compose refuses and says what to run.
     bare = tmp_path / "compose.yaml"
     bare.write_text(COMPOSE.read_text())
-    res = subprocess.run([*compose_command(), "-f", str(bare), "config"], capture_output=True, text=True,
-                         check=False, env=env)
+    res = subprocess.run(
+        [*compose_command(), "-f", str(bare), "config"], capture_output=True, text=True, check=False, env=env
+    )
     assert res.returncode != 0 and "docker/build-images.sh" in res.stderr, res.stderr
-    res = subprocess.run([*compose_command(), "-f", str(COMPOSE), "config"], capture_output=True, text=True,
-                         check=False, env={**env, **IDS})
+    res = subprocess.run(
+        [*compose_command(), "-f", str(COMPOSE), "config"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**env, **IDS},
+    )
     assert res.returncode == 0, res.stderr
     config = yaml.safe_load(res.stdout)
     services = config["services"]
     # Every image by id; the worker pins the evaluator by id and knows the platform's own images.
     images = {name: s["image"] for name, s in services.items()}
     assert images["redis"] == IDS["LIBEROPRO_REDIS_IMAGE"] and images["postgres"] == IDS["LIBEROPRO_POSTGRES_IMAGE"]
-    assert {images[n] for n in ("api", "worker", "control", "beat", "migrate", "sandbox-firewall")} == {IDS["LIBEROPRO_PLATFORM_IMAGE"]}
+    assert {images[n] for n in ("api", "worker", "control", "beat", "migrate", "sandbox-firewall")} == {
+        IDS["LIBEROPRO_PLATFORM_IMAGE"]
+    }
     assert {k: services["worker"]["environment"][k] for k in IDS} == IDS
     assert {"redis", "postgres", "api", "worker", "control", "beat", "migrate", "sandbox-firewall"} <= set(services)
     published = {name: s.get("ports") for name, s in services.items() if s.get("ports")}
@@ -76,20 +88,42 @@ def test_platform_image_serves_the_api_and_installs_the_firewall(docker_client):
         docker_client.images.get(image)
     except ImageNotFound:
         pytest.fail(f"image {image} is missing: run docker/build-images.sh platform")
-    out = docker_client.containers.run(image, ["python", "-c", "import liberopro_platform.celery_app, "
-                                               "liberopro_platform.sandbox.docker_backend; "
-                                               "from liberopro.results import summarize; print('imports ok')"],
-                                       network_mode="none", remove=True)
+    out = docker_client.containers.run(
+        image,
+        [
+            "python",
+            "-c",
+            "import liberopro_platform.celery_app, "
+            "liberopro_platform.sandbox.docker_backend; "
+            "from liberopro.results import summarize; print('imports ok')",
+        ],
+        network_mode="none",
+        remove=True,
+    )
     assert b"imports ok" in out
-    fw = docker_client.containers.run(image, ["python", "-m", "liberopro_platform", "firewall"], network_mode="host",
-                                      cap_add=["NET_ADMIN", "NET_RAW"], user="root", remove=True)
+    fw = docker_client.containers.run(
+        image,
+        ["python", "-m", "liberopro_platform", "firewall"],
+        network_mode="host",
+        cap_add=["NET_ADMIN", "NET_RAW"],
+        user="root",
+        remove=True,
+    )
     assert b"sandbox firewall rule" in fw
     port = free_port()
     api = docker_client.containers.run(
-        image, ["sh", "-c", f"python -m liberopro_platform db-upgrade && python -m liberopro_platform api "
-                            f"--host 127.0.0.1 --port {port}"],
-        network_mode="host", detach=True, environment={"LIBEROPRO_DATABASE_URL": "sqlite:////data/platform.db"},
-        labels={"org.liberopro.test": "1"})
+        image,
+        [
+            "sh",
+            "-c",
+            f"python -m liberopro_platform db-upgrade && python -m liberopro_platform api "
+            f"--host 127.0.0.1 --port {port}",
+        ],
+        network_mode="host",
+        detach=True,
+        environment={"LIBEROPRO_DATABASE_URL": "sqlite:////data/platform.db"},
+        labels={"org.liberopro.test": "1"},
+    )
     try:
         end = time.monotonic() + 120
         while time.monotonic() < end:

@@ -42,7 +42,10 @@ README = REPO / "README.md"
 PLATFORM_DOC = REPO / "docs" / "platform.md"
 README_HEADING = "## The platform: bring the stack up and submit"
 DOC_HEADING = "## Bring the stack up, submit, follow"
-PREPARED = ("bash scripts/setup-system.sh --with-test-deps && bash scripts/start-dockerd.sh", "bash docker/build-images.sh")
+PREPARED = (
+    "bash scripts/setup-system.sh --with-test-deps && bash scripts/start-dockerd.sh",
+    "bash docker/build-images.sh",
+)
 TRIAL_GENERATE = "--tasks libero_spatial:2 --shifts nominal,S12 --episodes 1"
 TRIAL_ENV = {"EPISODES_PER_INSTANCE": "1", "MAX_STEPS": "10"}
 IMAGES = {  # compose variable -> image (the images of this CI run; overridable to test other builds)
@@ -71,8 +74,10 @@ def documented_block(path: Path, heading: str) -> list[str]:
 
 
 def compose_words() -> list[str]:
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True,
-                                                 check=False).returncode == 0:
+    if (
+        shutil.which("docker")
+        and subprocess.run(["docker", "compose", "version"], capture_output=True, check=False).returncode == 0
+    ):
         return ["docker", "compose"]
     if shutil.which("docker-compose"):
         return ["docker-compose"]
@@ -87,8 +92,10 @@ def image_ids(docker_client, images) -> dict[str, str]:
         try:
             out[image] = docker_client.images.get(image).id
         except ImageNotFound:
-            pytest.fail(f"image {image} is missing: scripts/test.sh builds every image before pytest "
-                        "(bash docker/build-images.sh all)")
+            pytest.fail(
+                f"image {image} is missing: scripts/test.sh builds every image before pytest "
+                "(bash docker/build-images.sh all)"
+            )
     return out
 
 
@@ -110,29 +117,50 @@ class Journey:
         return line
 
     def run(self, name: str, line: str, timeout: float) -> str:
-        script = (f"set -eo pipefail\nsource {shlex.quote(str(self.envfile))}\n{line}\n"
-                  f"export -p > {shlex.quote(str(self.envfile))}\n")
+        script = (
+            f"set -eo pipefail\nsource {shlex.quote(str(self.envfile))}\n{line}\n"
+            f"export -p > {shlex.quote(str(self.envfile))}\n"
+        )
         t0 = time.monotonic()
         try:
-            res = subprocess.run(["bash", "-c", script], cwd=self.project, env=self.env, capture_output=True,
-                                 text=True, timeout=timeout, check=False)
+            res = subprocess.run(
+                ["bash", "-c", script],
+                cwd=self.project,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired as exc:
             self.times[name] = time.monotonic() - t0
-            pytest.fail(f"step {name} ({line}) ran past {timeout:.0f} s: {(exc.stdout or b'')[-3000:]!r}"
-                        f"{self.logs()}")
+            pytest.fail(f"step {name} ({line}) ran past {timeout:.0f} s: {(exc.stdout or b'')[-3000:]!r}{self.logs()}")
         self.times[name] = time.monotonic() - t0
         if res.returncode != 0:
-            pytest.fail(f"step {name} failed (exit {res.returncode}): {line}\n--- stdout\n{res.stdout[-4000:]}"
-                        f"\n--- stderr\n{res.stderr[-4000:]}{self.logs()}")
+            pytest.fail(
+                f"step {name} failed (exit {res.returncode}): {line}\n--- stdout\n{res.stdout[-4000:]}"
+                f"\n--- stderr\n{res.stderr[-4000:]}{self.logs()}"
+            )
         return res.stdout
 
     def exported(self, var: str) -> str:
-        return subprocess.run(["bash", "-c", f"source {shlex.quote(str(self.envfile))}; printf %s \"${var}\""],
-                              capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            ["bash", "-c", f'source {shlex.quote(str(self.envfile))}; printf %s "${var}"'],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     def logs(self) -> str:
-        res = subprocess.run([*self.compose, "logs", "--no-color", "--tail", "60"], cwd=self.project,
-                             env=self.env, capture_output=True, text=True, timeout=120, check=False)
+        res = subprocess.run(
+            [*self.compose, "logs", "--no-color", "--tail", "60"],
+            cwd=self.project,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         return f"\n--- compose logs (tail)\n{res.stdout[-8000:]}{res.stderr[-1000:]}"
 
 
@@ -183,10 +211,20 @@ def test_documented_self_host_journey(docker_client, tmp_path, record_property):
     name = f"lpjourney{secrets.token_hex(4)}"
     worker = f"{name}@liberopro"
     port = free_port()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LIBEROPRO_", "COMPOSE_")) and k not in IMAGES and k not in TRIAL_ENV}
-    env.update(IMAGES, **TRIAL_ENV, COMPOSE_PROJECT_NAME=name, API_PORT=str(port), WORKER_NAME=worker,
-               LIBEROPRO_EVAL_SEED=str(secrets.randbelow(2**31)), LIBEROPRO_CONFIG=str(tmp_path / "none.toml"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LIBEROPRO_", "COMPOSE_")) and k not in IMAGES and k not in TRIAL_ENV
+    }
+    env.update(
+        IMAGES,
+        **TRIAL_ENV,
+        COMPOSE_PROJECT_NAME=name,
+        API_PORT=str(port),
+        WORKER_NAME=worker,
+        LIBEROPRO_EVAL_SEED=str(secrets.randbelow(2**31)),
+        LIBEROPRO_CONFIG=str(tmp_path / "none.toml"),
+    )
     j = Journey(project, env, compose, port)
     t0 = time.monotonic()
     try:
@@ -255,9 +293,12 @@ def test_postgres_image_initialises_with_a_password_and_runs_as_postgres(docker_
     image = IMAGES["POSTGRES_IMAGE"]
     image_ids(docker_client, [image])
     password = "pw with 'quotes\" " + secrets.token_hex(4)
-    pg = docker_client.containers.run(image, detach=True, labels={"org.liberopro.test": "1"},
-                                      environment={"POSTGRES_USER": "lpuser", "POSTGRES_DB": "lp db",
-                                                   "POSTGRES_PASSWORD": password})
+    pg = docker_client.containers.run(
+        image,
+        detach=True,
+        labels={"org.liberopro.test": "1"},
+        environment={"POSTGRES_USER": "lpuser", "POSTGRES_DB": "lp db", "POSTGRES_PASSWORD": password},
+    )
     try:
         _wait_exec(pg, ["pg_isready", "-U", "lpuser"])
         pg.reload()
@@ -290,8 +331,9 @@ def test_redis_image_runs_the_compose_command_as_redis(docker_client):
 
     image = IMAGES["REDIS_IMAGE"]
     image_ids(docker_client, [image])
-    r = docker_client.containers.run(image, ["redis-server", "--appendonly", "yes"], detach=True,
-                                     labels={"org.liberopro.test": "1"})
+    r = docker_client.containers.run(
+        image, ["redis-server", "--appendonly", "yes"], detach=True, labels={"org.liberopro.test": "1"}
+    )
     try:
         assert _wait_exec(r, ["redis-cli", "ping"]).strip() == "PONG"
         assert _wait_exec(r, ["redis-cli", "config", "get", "appendonly"]).split() == ["appendonly", "yes"]

@@ -73,8 +73,9 @@ def reference_run(http, worker, platform_images, platform_settings, grant):
     return st, episodes_of(platform_settings, sid)
 
 
-def test_example_policy_image_goes_through_the_whole_pipeline(reference_run, http, platform_images, platform_settings,
-                                                               manifest_path, docker_client):
+def test_example_policy_image_goes_through_the_whole_pipeline(
+    reference_run, http, platform_images, platform_settings, manifest_path, docker_client
+):
     from liberopro_platform.models import Result, Shard
 
     st, episodes = reference_run
@@ -115,8 +116,9 @@ def test_example_policy_image_goes_through_the_whole_pipeline(reference_run, htt
     assert wait_no_leftovers(docker_client) == []
 
 
-def test_worker_killed_mid_shard_completes_without_duplicates(reference_run, http, worker, platform_images,
-                                                              platform_settings, docker_client, grant):
+def test_worker_killed_mid_shard_completes_without_duplicates(
+    reference_run, http, worker, platform_images, platform_settings, docker_client, grant
+):
     """SIGKILL the worker while a shard runs; a restarted worker sweeps the orphaned sandbox,
     reruns only the missing episodes, and the result equals the uninterrupted run."""
     from liberopro_platform.models import Episode
@@ -138,17 +140,22 @@ def test_worker_killed_mid_shard_completes_without_duplicates(reference_run, htt
     assert any(sid in name for name in orphans), f"expected the killed worker's sandbox to remain: {orphans}"
     t0 = time.monotonic()
     worker.start()
-    assert not any(sid in name for name in sandbox_leftovers(docker_client) if name in orphans), \
+    assert not any(sid in name for name in sandbox_leftovers(docker_client) if name in orphans), (
         "the restarted worker did not sweep its predecessor's sandbox"
+    )
     st = wait_final(http, sid, 600, worker)
     TIMINGS["recovery after SIGKILL, restart to published (s)"] = round(time.monotonic() - t0, 1)
     assert st["state"] == "published", st
     episodes = episodes_of(platform_settings, sid)  # asserts no duplicates
     assert set(episodes) == set(ref_episodes)
     assert {k: outcome(v) for k, v in episodes.items()} == {k: outcome(v) for k, v in ref_episodes.items()}
+
     def numbers(result: dict) -> dict:
-        return {"episodes": result["meta"]["episodes"], "termination_reasons": result["termination_reasons"],
-                "cases": [(c["case"], c["rate"]["value"], c["rate"]["episodes"]) for c in result["cases"]]}
+        return {
+            "episodes": result["meta"]["episodes"],
+            "termination_reasons": result["termination_reasons"],
+            "cases": [(c["case"], c["rate"]["value"], c["rate"]["episodes"]) for c in result["cases"]],
+        }
 
     assert numbers(st["result"]) == numbers(ref_status["result"])
     events = [e["message"] for e in http.get(f"/submissions/{sid}").json()["events"]]
@@ -257,8 +264,9 @@ def test_hostile_slow_policy_times_out(http, worker, hostile_images, docker_clie
     assert wait_no_leftovers(docker_client) == []
 
 
-def test_hostile_crash_mid_episode_ends_only_that_episode(http, worker, hostile_images, platform_settings,
-                                                          docker_client, grant):
+def test_hostile_crash_mid_episode_ends_only_that_episode(
+    http, worker, hostile_images, platform_settings, docker_client, grant
+):
     st, seen, logs = run_hostile(http, worker, hostile_images, "crash", grant)
     assert st["state"] == "published", st
     # Every episode reaches step 2 and crashes there: each is recorded with the cause, and the
@@ -301,8 +309,9 @@ def test_policy_container_restrictions(docker_client, platform_images, platform_
     assert not [n for n in sandbox_leftovers(docker_client) if name in n]
 
 
-def test_worker_goes_on_uploaded_archive_runs_and_cancel_removes_the_sandbox(api, http, team_token, worker, platform_images,
-                                                                   docker_client, tmp_path):
+def test_worker_goes_on_uploaded_archive_runs_and_cancel_removes_the_sandbox(
+    api, http, team_token, worker, platform_images, docker_client, tmp_path
+):
     """After the hostile images the worker goes on: `liberopro submit IMAGE` sends `docker save
     IMAGE` (a tagged archive, as `docker save` always writes); the worker loads it without its tag,
     tags it liberopro/submission/<id>, validates it and starts its shard. A cancel while the shard
@@ -331,7 +340,9 @@ def test_worker_goes_on_uploaded_archive_runs_and_cancel_removes_the_sandbox(api
     assert f"liberopro/submission/{sid}:latest" in docker_client.images.get(image_id).tags
     assert st["policy_name"] == "example-random"
     r = CliRunner().invoke(app, ["submit", "liberopro/example-random:latest"], env=env)
-    assert r.exit_code == 0 and "your team uploaded it before, so it is submitted by id (no upload" in r.output, r.output
+    assert r.exit_code == 0 and "your team uploaded it before, so it is submitted by id (no upload" in r.output, (
+        r.output
+    )
     again = r.output.split("submitted: ")[1].split()[0]
     assert http.get(f"/submissions/{again}").json()["image_ref"] == image_id
     assert CliRunner().invoke(app, ["cancel", again], env=env).exit_code == 0

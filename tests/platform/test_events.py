@@ -32,11 +32,18 @@ class Callbacks:
 
 
 def test_marked_lines_become_typed_events_and_reach_the_callbacks():
-    record = policy_records({"D01": 0.0}, diagnostics=False)[0].model_copy(update={"termination_reason": "policy_timeout"})
-    lines = [MARK + event_json(HelloEvent(evaluator_version="0.1.0", stack={"mujoco": "2.3.7"})),
-             "some other output", MARK + "{not json", MARK + '{"type": "unknown"}',
-             MARK + event_json(MetadataEvent(metadata={"policy_name": "p"})),
-             MARK + event_json(EpisodeEvent(record=record)), MARK + event_json(DoneEvent(episodes=1))]
+    record = policy_records({"D01": 0.0}, diagnostics=False)[0].model_copy(
+        update={"termination_reason": "policy_timeout"}
+    )
+    lines = [
+        MARK + event_json(HelloEvent(evaluator_version="0.1.0", stack={"mujoco": "2.3.7"})),
+        "some other output",
+        MARK + "{not json",
+        MARK + '{"type": "unknown"}',
+        MARK + event_json(MetadataEvent(metadata={"policy_name": "p"})),
+        MARK + event_json(EpisodeEvent(record=record)),
+        MARK + event_json(DoneEvent(episodes=1)),
+    ]
     events = [e for e in map(parse_event, lines) if e is not None]
     assert [e.type for e in events] == ["hello", "metadata", "episode", "done"]
 

@@ -60,8 +60,13 @@ def platform_tags(docker_client):
 @pytest.fixture(scope="module")
 def fake_image(docker_client) -> str:
     """A small image standing in for a forged evaluator (exits 3 when run as a policy)."""
-    image, _ = docker_client.images.build(path=str(HOSTILE_DIR), dockerfile="takeover.Dockerfile", network_mode="none",
-                                          tag="liberopro-test/takeover:latest", rm=True)
+    image, _ = docker_client.images.build(
+        path=str(HOSTILE_DIR),
+        dockerfile="takeover.Dockerfile",
+        network_mode="none",
+        tag="liberopro-test/takeover:latest",
+        rm=True,
+    )
     return image.id
 
 
@@ -93,8 +98,9 @@ def archive_tagged(docker_client, image_id: str, tag: str, dest: Path) -> Path:
     return dest
 
 
-def test_takeover_archives_move_no_tag_and_run_as_plain_submissions(http, worker, fake_image, docker_client,
-                                                                      platform_tags, platform_settings, tmp_path):
+def test_takeover_archives_move_no_tag_and_run_as_plain_submissions(
+    http, worker, fake_image, docker_client, platform_tags, platform_settings, tmp_path
+):
     """Archives tagged liberopro/evaluator:latest and liberopro/platform:latest, uploaded through
     the API and loaded by the worker: every platform tag still names the same image, the fake is
     tagged liberopro/submission/<id> only, fails validation as a policy, and a worker that
@@ -170,7 +176,9 @@ def test_foreign_and_platform_image_ids_are_refused(api, grant, platform_images,
     # Past the API (a forged row): the worker still refuses the platform's images.
     sessions = make_sessionmaker(make_engine(platform_settings.database_url))
     settings = platform_settings.model_copy(update={"evaluator_image": evaluator})
-    pipeline = Pipeline(settings, sessions, _NoQueue(), "identity@test", backend=DockerBackend(settings, "identity@test"))
+    pipeline = Pipeline(
+        settings, sessions, _NoQueue(), "identity@test", backend=DockerBackend(settings, "identity@test")
+    )
     refs = [evaluator]
     try:
         refs.append(docker_client.images.get("liberopro/platform:latest").id)
@@ -179,8 +187,13 @@ def test_foreign_and_platform_image_ids_are_refused(api, grant, platform_images,
     for ref in refs:
         with transaction(sessions) as s:
             s.add(TeamImage(team_id=team_id, image_id=ref, source="upload"))
-            sub = Submission(team_id=team_id, user_id=s.scalar(_first_user(team_id)), source="reference",
-                             image_ref=ref, image_digest=ref)
+            sub = Submission(
+                team_id=team_id,
+                user_id=s.scalar(_first_user(team_id)),
+                source="reference",
+                image_ref=ref,
+                image_digest=ref,
+            )
             s.add(sub)
             s.flush()
             sid = sub.id
@@ -221,8 +234,10 @@ def test_registry_references_give_one_refusal_and_no_connection(platform_setting
                 time.sleep(0.5)
                 assert canary.connections == [], "the engine connected to a registry that is not allowed"
             else:
-                assert seen[closed][0] == "image 127.0.0.1:PORT/team/policy@" + DIGEST + " could not be pulled from " \
-                                          "127.0.0.1:PORT"
+                assert (
+                    seen[closed][0] == "image 127.0.0.1:PORT/team/policy@" + DIGEST + " could not be pulled from "
+                    "127.0.0.1:PORT"
+                )
                 assert canary.connections, "positive control: the engine did try the allowed registry"
     finally:
         canary.close()
@@ -234,9 +249,14 @@ def test_image_volumes_become_size_limited_tmpfs(platform_settings, platform_ima
     from liberopro_platform.sandbox.base import PolicySource
     from liberopro_platform.sandbox.docker_backend import DockerBackend, _Sandbox
 
-    image, _ = docker_client.images.build(path=str(HOSTILE_DIR), dockerfile="volume.Dockerfile", network_mode="none",
-                                          tag="liberopro-test/hostile-volume:latest", rm=True,
-                                          buildargs={"BASE_IMAGE": EXAMPLE_IMAGE})
+    image, _ = docker_client.images.build(
+        path=str(HOSTILE_DIR),
+        dockerfile="volume.Dockerfile",
+        network_mode="none",
+        tag="liberopro-test/hostile-volume:latest",
+        rm=True,
+        buildargs={"BASE_IMAGE": EXAMPLE_IMAGE},
+    )
     settings = platform_settings.model_copy(update={"policy_volume_tmpfs_size": "16m", "policy_shm_size": "24m"})
     backend = DockerBackend(settings, "volume@test")
     prepared = backend.prepare(PolicySource(submission_id="volumetest", image=image.id))
@@ -252,8 +272,11 @@ def test_image_volumes_become_size_limited_tmpfs(platform_settings, platform_ima
         host = docker_client.api.inspect_container(c.id)
         volumes_during = {v.name for v in docker_client.volumes.list()}
     assert "VOLUME done" in logs, logs
-    wrote = {ln.split()[1]: (int(ln.split()[3]), ln.split(": ", 1)[1]) for ln in logs.splitlines()
-             if ln.startswith("VOLUME /")}
+    wrote = {
+        ln.split()[1]: (int(ln.split()[3]), ln.split(": ", 1)[1])
+        for ln in logs.splitlines()
+        if ln.startswith("VOLUME /")
+    }
     for path, size in (("/data", 16), ("/var/cache/policy", 16), ("/dev/shm", 24)):
         n, outcome = wrote[path]
         assert size - 2 <= n <= size and "No space left on device" in outcome, (path, wrote[path])

@@ -29,8 +29,18 @@ PARAPHRASE = f"CANARY-PARAPHRASE-{MARK} open the middle drawer of the cabinet"
 SEED = 424242
 POLICY_MARKERS = ("CANARY-STDOUT", "CANARY-STDERR", "CANARY-ERRBODY", "CANARY-SHARD-START", "CANARY-METADATA")
 #: Keys of the summary that are admin-only (liberopro.schema.public's whitelist leaves them out).
-PRIVATE_KEYS = {"per_task", "invalid_reasons", "seed", "params", "applied", "instance_id", "settings", "policy_log",
-                "runtime_not_fired", "image_ref_public"}
+PRIVATE_KEYS = {
+    "per_task",
+    "invalid_reasons",
+    "seed",
+    "params",
+    "applied",
+    "instance_id",
+    "settings",
+    "policy_log",
+    "runtime_not_fired",
+    "image_ref_public",
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +74,22 @@ def platform(migrated_pg, hidden_manifest, tmp_path_factory):
     from liberopro_platform.pipeline import Pipeline
     from liberopro_platform.security import issue_token
 
-    settings = Settings(database_url=migrated_pg, data_dir=tmp_path_factory.mktemp("leaks-data"), backend="local",
-                        manifest_path=hidden_manifest[0], episodes_per_instance=1, episodes_per_shard=2, max_steps=3,
-                        episode_seed=SEED, request_timeout_s=10, validation_health_timeout_s=60,
-                        heartbeat_interval_s=1, max_stage_attempts=1, max_concurrent=5, submissions_per_day=20)
+    settings = Settings(
+        database_url=migrated_pg,
+        data_dir=tmp_path_factory.mktemp("leaks-data"),
+        backend="local",
+        manifest_path=hidden_manifest[0],
+        episodes_per_instance=1,
+        episodes_per_shard=2,
+        max_steps=3,
+        episode_seed=SEED,
+        request_timeout_s=10,
+        validation_health_timeout_s=60,
+        heartbeat_interval_s=1,
+        max_stage_attempts=1,
+        max_concurrent=5,
+        submissions_per_day=20,
+    )
     queue = InlineEnqueue()
     queue.pipeline = Pipeline(settings, make_sessionmaker(make_engine(migrated_pg)), queue, "leaks@test")
     app = create_app(settings, enqueue=queue)
@@ -114,10 +136,17 @@ def _submitter_views(server, token: str, sid: str, tmp_path: Path) -> dict[str, 
         r = CliRunner().invoke(cli, args, env=env)
         views["liberopro " + " ".join(args)] = r.output + ("" if r.exit_code == 0 else f"\nEXIT {r.exit_code}")
     with httpx.Client(base_url=server.url, timeout=60) as c:  # the public site, no token
-        for path in ("/api/leaderboard", "/api/leaderboard.csv", f"/api/leaderboard/submissions/{sid}",
-                     "/leaderboard", f"/leaderboard/submissions/{sid}", f"/leaderboard/compare?a={sid}&b={sid}",
-                     f"/api/leaderboard/compare?a={sid}&b={sid}", f"/leaderboard/charts/submissions/{sid}/shifts.svg",
-                     "/leaderboard/charts/heatmap.svg"):
+        for path in (
+            "/api/leaderboard",
+            "/api/leaderboard.csv",
+            f"/api/leaderboard/submissions/{sid}",
+            "/leaderboard",
+            f"/leaderboard/submissions/{sid}",
+            f"/leaderboard/compare?a={sid}&b={sid}",
+            f"/api/leaderboard/compare?a={sid}&b={sid}",
+            f"/leaderboard/charts/submissions/{sid}/shifts.svg",
+            "/leaderboard/charts/heatmap.svg",
+        ):
             views[path] = c.get(path).text
     return views
 
@@ -174,5 +203,7 @@ def test_hidden_stage_reaches_no_submitter_visible_route(platform, hidden_manife
         from liberopro_platform.models import Episode
         from sqlalchemy import select
 
-        details = [e.record.get("detail") or "" for e in s.scalars(select(Episode).where(Episode.submission_id == published))]
+        details = [
+            e.record.get("detail") or "" for e in s.scalars(select(Episode).where(Episode.submission_id == published))
+        ]
     assert any("CANARY-ERRBODY" in d and MARK in d for d in details), details  # the error body was recorded

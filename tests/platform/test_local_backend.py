@@ -17,9 +17,18 @@ def test_local_backend_runs_the_whole_pipeline(migrated_pg, manifest_path, tmp_p
     from liberopro_platform.models import Episode, Result, Submission, Team, User
     from liberopro_platform.pipeline import Pipeline
 
-    settings = Settings(database_url=migrated_pg, data_dir=tmp_path, backend="local", manifest_path=manifest_path,
-                        episodes_per_instance=1, episodes_per_shard=1, max_steps=3, request_timeout_s=10,
-                        validation_health_timeout_s=60, heartbeat_interval_s=1)
+    settings = Settings(
+        database_url=migrated_pg,
+        data_dir=tmp_path,
+        backend="local",
+        manifest_path=manifest_path,
+        episodes_per_instance=1,
+        episodes_per_shard=1,
+        max_steps=3,
+        request_timeout_s=10,
+        validation_health_timeout_s=60,
+        heartbeat_interval_s=1,
+    )
     sessions = make_sessionmaker(make_engine(migrated_pg))
     queue = InlineEnqueue()
     pipeline = Pipeline(settings, sessions, queue, "local@test")
@@ -31,8 +40,12 @@ def test_local_backend_runs_the_whole_pipeline(migrated_pg, manifest_path, tmp_p
         user = User(name=f"dev-{secrets.token_hex(3)}", team_id=team.id)
         s.add(user)
         s.flush()
-        sub = Submission(team_id=team.id, user_id=user.id, source="command",
-                         policy_command=f"{sys.executable} -m submission_spec.examples zero")
+        sub = Submission(
+            team_id=team.id,
+            user_id=user.id,
+            source="command",
+            policy_command=f"{sys.executable} -m submission_spec.examples zero",
+        )
         s.add(sub)
         s.flush()
         sid = sub.id
@@ -54,8 +67,10 @@ def test_local_backend_reports_a_command_that_never_serves(migrated_pg, tmp_path
     from liberopro_platform.sandbox.base import PolicySource
     from liberopro_platform.sandbox.local_backend import LocalBackend
 
-    backend = LocalBackend(Settings(database_url=migrated_pg, data_dir=tmp_path, backend="local",
-                                    validation_health_timeout_s=3), "local@test")
+    backend = LocalBackend(
+        Settings(database_url=migrated_pg, data_dir=tmp_path, backend="local", validation_health_timeout_s=3),
+        "local@test",
+    )
     out = backend.validate(PolicySource(submission_id="x", command="echo loading; sleep 30"), lambda: None)
     assert not out.ok
     assert "/health" in out.failure and "$PORT" in out.fix

@@ -20,11 +20,13 @@ SIMULATOR = ("robosuite", "mujoco", "libero", "cv2")
 
 
 def test_the_manifest_models_and_the_platform_loader_import_no_simulator():
-    code = ("import sys, json\n"
-            "import liberopro.schema.manifest, liberopro_platform.planning, liberopro_platform.evaluator_entry\n"
-            "import liberopro_platform.pipeline\n"
-            f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {SIMULATOR!r}\n"
-            "                         or m in ('liberopro.sim', 'liberopro.shifts', 'liberopro.instances'))))")
+    code = (
+        "import sys, json\n"
+        "import liberopro.schema.manifest, liberopro_platform.planning, liberopro_platform.evaluator_entry\n"
+        "import liberopro_platform.pipeline\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {SIMULATOR!r}\n"
+        "                         or m in ('liberopro.sim', 'liberopro.shifts', 'liberopro.instances'))))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == []
@@ -40,9 +42,26 @@ def test_a_real_eval_manifest_loads_in_the_platform_and_plans_shards(tmp_path):
 
     out = tmp_path / "hidden.jsonl"
     env = {**os.environ, "LIBEROPRO_EVAL_SEED": "90210", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([str(BIN / "liberopro"), "instances", "generate", "--split", "eval", "--tasks",
-                           "libero_goal:9", "--shifts", "nominal,S12", "--out", str(out)],
-                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=600)
+    proc = subprocess.run(
+        [
+            str(BIN / "liberopro"),
+            "instances",
+            "generate",
+            "--split",
+            "eval",
+            "--tasks",
+            "libero_goal:9",
+            "--shifts",
+            "nominal,S12",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(out.read_text().splitlines()[0])["kind"] == "liberopro-instance-manifest"  # the header line
 
@@ -53,20 +72,42 @@ def test_a_real_eval_manifest_loads_in_the_platform_and_plans_shards(tmp_path):
     shards = plan_shards(manifest, episodes_per_instance=3, episodes_per_shard=4)
     assert [len(s) for s in shards] == [4, 2]
     ids = [i.instance_id for i in manifest.instances]
-    assert [p for s in shards for p in s] == [[ids[0], 0], [ids[0], 1], [ids[0], 2], [ids[1], 0], [ids[1], 1],
-                                             [ids[1], 2]]
-    spec = ShardSpec(submission_id="s1", shard_index=0, instances=manifest.instances,
-                     episodes=[(p[0], p[1]) for p in shards[0]])
+    assert [p for s in shards for p in s] == [
+        [ids[0], 0],
+        [ids[0], 1],
+        [ids[0], 2],
+        [ids[1], 0],
+        [ids[1], 1],
+        [ids[1], 2],
+    ]
+    spec = ShardSpec(
+        submission_id="s1", shard_index=0, instances=manifest.instances, episodes=[(p[0], p[1]) for p in shards[0]]
+    )
     assert ShardSpec.model_validate_json(spec.model_dump_json()).instances == manifest.instances
 
     # The leaderboard's Nominal column reads the summary's nominal case: fed by this instance.
-    records = [EpisodeRecord(instance_id=i.instance_id, case=i.case, suite=i.suite, task_index=i.task_index,
-                             task_name="t", episode_index=e, init_state_id=e, seed=e, success=e == 0, steps=1,
-                             horizon=1, termination_reason="success" if e == 0 else "horizon", instruction="x",
-                             episode_id=f"{k}{e}", wall_s=0.0,
-                             shifts=[{"id": s.id, "name": "lighting", "kind": "static", "category": "Environment"}
-                                     for s in i.shifts])
-               for k, i in enumerate(manifest.instances) for e in range(2)]
+    records = [
+        EpisodeRecord(
+            instance_id=i.instance_id,
+            case=i.case,
+            suite=i.suite,
+            task_index=i.task_index,
+            task_name="t",
+            episode_index=e,
+            init_state_id=e,
+            seed=e,
+            success=e == 0,
+            steps=1,
+            horizon=1,
+            termination_reason="success" if e == 0 else "horizon",
+            instruction="x",
+            episode_id=f"{k}{e}",
+            wall_s=0.0,
+            shifts=[{"id": s.id, "name": "lighting", "kind": "static", "category": "Environment"} for s in i.shifts],
+        )
+        for k, i in enumerate(manifest.instances)
+        for e in range(2)
+    ]
     nominal = metrics_of(summarize(records, {}))["nominal"]
     assert nominal.value == 0.5 and nominal.episodes == 2
 
@@ -76,27 +117,53 @@ def _write(path: Path, instances: list[Instance]) -> list[str]:
     return path.read_text().splitlines()
 
 
-INSTANCES = [Instance(instance_id="a", suite="libero_goal", task_index=0),
-             Instance(instance_id="b", suite="libero_10", task_index=3,
-                      shifts=[ShiftEntry(id="S12", params={"intensity_scale": 0.5, "colour": [1.0, 0.9, 1.1],
-                                                          "azimuth_deg": 10.0, "tilt_deg": -5.0})])]
+INSTANCES = [
+    Instance(instance_id="a", suite="libero_goal", task_index=0),
+    Instance(
+        instance_id="b",
+        suite="libero_10",
+        task_index=3,
+        shifts=[
+            ShiftEntry(
+                id="S12",
+                params={"intensity_scale": 0.5, "colour": [1.0, 0.9, 1.1], "azimuth_deg": 10.0, "tilt_deg": -5.0},
+            )
+        ],
+    ),
+]
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda lines: lines[1:], r"m\.jsonl:1: an instance where the manifest header belongs: this file has no header"),
-    (lambda lines: [lines[0].replace('"liberopro-instance-manifest"', '"other"')] + lines[1:],
-     r"m\.jsonl:1: not a LIBERO-Pro2\.0 instance manifest \(kind 'other'"),
-    (lambda lines: [lines[0].replace('"schema_version":1', '"schema_version":9')] + lines[1:],
-     r"m\.jsonl:1: manifest schema version 9; this reader reads version 1"),
-    (lambda lines: lines[:2] + ["{not json"] + lines[2:], r"m\.jsonl:3: Invalid JSON"),
-    (lambda lines: lines[:2] + [lines[2].replace('"task_index":3', '"task_index":12')],
-     r"m\.jsonl:3: task index 12 out of range 0-9 for libero_10"),
-    (lambda lines: lines[:2] + [lines[2].replace('"suite":"libero_10"', '"suite":"libero_90"')],
-     r"m\.jsonl:3: unknown suite 'libero_90'"),
-    (lambda lines: lines[:2] + [lines[2].replace('"intensity_scale":0.5', '"intensity_scale":0.6')],
-     r"m\.jsonl: content hash mismatch: the instances were altered after generation"),
-    (lambda lines: lines[:2], r"m\.jsonl: the header says 2 instances, the file has 1"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda lines: lines[1:],
+            r"m\.jsonl:1: an instance where the manifest header belongs: this file has no header",
+        ),
+        (
+            lambda lines: [lines[0].replace('"liberopro-instance-manifest"', '"other"')] + lines[1:],
+            r"m\.jsonl:1: not a LIBERO-Pro2\.0 instance manifest \(kind 'other'",
+        ),
+        (
+            lambda lines: [lines[0].replace('"schema_version":1', '"schema_version":9')] + lines[1:],
+            r"m\.jsonl:1: manifest schema version 9; this reader reads version 1",
+        ),
+        (lambda lines: lines[:2] + ["{not json"] + lines[2:], r"m\.jsonl:3: Invalid JSON"),
+        (
+            lambda lines: lines[:2] + [lines[2].replace('"task_index":3', '"task_index":12')],
+            r"m\.jsonl:3: task index 12 out of range 0-9 for libero_10",
+        ),
+        (
+            lambda lines: lines[:2] + [lines[2].replace('"suite":"libero_10"', '"suite":"libero_90"')],
+            r"m\.jsonl:3: unknown suite 'libero_90'",
+        ),
+        (
+            lambda lines: lines[:2] + [lines[2].replace('"intensity_scale":0.5', '"intensity_scale":0.6')],
+            r"m\.jsonl: content hash mismatch: the instances were altered after generation",
+        ),
+        (lambda lines: lines[:2], r"m\.jsonl: the header says 2 instances, the file has 1"),
+    ],
+)
 def test_the_loader_names_the_file_the_line_and_what_is_wrong(tmp_path, edit, message):
     path = tmp_path / "m.jsonl"
     lines = _write(path, INSTANCES)
@@ -106,13 +173,24 @@ def test_the_loader_names_the_file_the_line_and_what_is_wrong(tmp_path, edit, me
         load_manifest(path)
 
 
-@pytest.mark.parametrize("shifts, message", [
-    ([ShiftEntry(id="S12", params={"intensity_scale": 7.0, "colour": [1, 1, 1], "azimuth_deg": 0, "tilt_deg": 0})],
-     r"m\.jsonl:3: S12 parameters: intensity_scale: Input should be less than or equal to 3"),
-    ([ShiftEntry(id="S99", params={})], r"m\.jsonl:3: unknown shift 'S99'"),
-    ([ShiftEntry(id="D10", params={"trigger": "grasp", "duration_steps": 10})],
-     r"m\.jsonl:3: D10 parameters: trigger: Input should be 'approach'"),
-])
+@pytest.mark.parametrize(
+    "shifts, message",
+    [
+        (
+            [
+                ShiftEntry(
+                    id="S12", params={"intensity_scale": 7.0, "colour": [1, 1, 1], "azimuth_deg": 0, "tilt_deg": 0}
+                )
+            ],
+            r"m\.jsonl:3: S12 parameters: intensity_scale: Input should be less than or equal to 3",
+        ),
+        ([ShiftEntry(id="S99", params={})], r"m\.jsonl:3: unknown shift 'S99'"),
+        (
+            [ShiftEntry(id="D10", params={"trigger": "grasp", "duration_steps": 10})],
+            r"m\.jsonl:3: D10 parameters: trigger: Input should be 'approach'",
+        ),
+    ],
+)
 def test_the_loader_checks_every_instance_against_the_catalog(tmp_path, shifts, message):
     """Shift ids and parameters are checked in the platform (the catalog needs no simulator), so a
     bad hidden manifest fails at planning, not in a shard."""

@@ -35,9 +35,12 @@ def pipeline(migrated_pg, tmp_path):
     from liberopro_platform.db import make_engine, make_sessionmaker
     from liberopro_platform.pipeline import Pipeline
 
-    settings = Settings(database_url=migrated_pg, data_dir=tmp_path, heartbeat_stale_s=60, queue_stale_s=600,
-                        max_stage_attempts=2)
-    return Pipeline(settings, make_sessionmaker(make_engine(migrated_pg)), RecordingEnqueue(), "w1@test", SweepCounter())
+    settings = Settings(
+        database_url=migrated_pg, data_dir=tmp_path, heartbeat_stale_s=60, queue_stale_s=600, max_stage_attempts=2
+    )
+    return Pipeline(
+        settings, make_sessionmaker(make_engine(migrated_pg)), RecordingEnqueue(), "w1@test", SweepCounter()
+    )
 
 
 def make_submission(pipeline, state="running", shards=((["i1", 0], ["i1", 1]),), **fields):
@@ -51,8 +54,15 @@ def make_submission(pipeline, state="running", shards=((["i1", 0], ["i1", 1]),),
         user = User(name=f"u-{secrets.token_hex(3)}", team_id=team.id)
         s.add(user)
         s.flush()
-        sub = Submission(team_id=team.id, user_id=user.id, source="reference", image_ref="sha256:" + "1" * 64,
-                         state=state, episodes_total=sum(len(p) for p in shards), **fields)
+        sub = Submission(
+            team_id=team.id,
+            user_id=user.id,
+            source="reference",
+            image_ref="sha256:" + "1" * 64,
+            state=state,
+            episodes_total=sum(len(p) for p in shards),
+            **fields,
+        )
         s.add(sub)
         s.flush()
         for i, plan in enumerate(shards):
@@ -67,9 +77,10 @@ def record(instance_id: str, episode: int, reason: str = "horizon") -> dict:
 def test_manifest_is_checked_and_cut_into_task_grouped_shards(tmp_path):
     from liberopro.schema.manifest import Instance, make_header, write_manifest
 
-    instances = [Instance(instance_id=f"i{k}", suite=suite, task_index=t)
-                 for k, (suite, t) in enumerate([("libero_10", 3), ("libero_goal", 0), ("libero_10", 3),
-                                                 ("libero_goal", 1)])]
+    instances = [
+        Instance(instance_id=f"i{k}", suite=suite, task_index=t)
+        for k, (suite, t) in enumerate([("libero_10", 3), ("libero_goal", 0), ("libero_10", 3), ("libero_goal", 1)])
+    ]
     path = tmp_path / "m.jsonl"
     write_manifest(path, make_header("eval", 1, instances, episodes=3), instances)  # the evaluator's writer
     m = load_manifest(path)
@@ -126,8 +137,9 @@ def test_stuck_submissions_are_found_with_a_reason_and_requeued(pipeline):
 
     vid = make_submission(pipeline, state="validating", shards=(), worker="w8@gone", heartbeat_at=old)
     with pipeline.sessions() as s:
-        assert [x.action for x in pipeline.find_stuck(s) if x.submission_id == vid and x.action != "wait"] \
-            == ["requeue_validation"]
+        assert [x.action for x in pipeline.find_stuck(s) if x.submission_id == vid and x.action != "wait"] == [
+            "requeue_validation"
+        ]
     ancient = utcnow() - dt.timedelta(days=5)
     aid = make_submission(pipeline, state="running", created_at=ancient, state_since=ancient)
     pipeline.sweep_stuck()
@@ -238,24 +250,31 @@ def test_lost_task_messages_are_resent_for_free(pipeline):
     agg = make_submission(pipeline, state="aggregating", shards=(), state_since=now - dt.timedelta(minutes=2))
     with pipeline.sessions() as s:
         held, lost, eta = [sh.id for sh in s.get(Submission, rid).shards]
-    view = BrokerView(waiting={("run_shard", str(held))},
-                      delivered={("validate", dead_v): now - dt.timedelta(minutes=5),
-                                 ("validate", fresh_v): now - dt.timedelta(seconds=10),
-                                 ("run_shard", str(eta)): now + dt.timedelta(seconds=90),  # countdown not over
-                                 ("aggregate", agg): now - dt.timedelta(minutes=2)})
+    view = BrokerView(
+        waiting={("run_shard", str(held))},
+        delivered={
+            ("validate", dead_v): now - dt.timedelta(minutes=5),
+            ("validate", fresh_v): now - dt.timedelta(seconds=10),
+            ("run_shard", str(eta)): now + dt.timedelta(seconds=90),  # countdown not over
+            ("aggregate", agg): now - dt.timedelta(minutes=2),
+        },
+    )
     pipeline.enqueue.broker = OnlyThese([rid, lost_v, dead_v, fresh_v, agg, held, lost, eta], view)
     found = pipeline.sweep_stuck()
     mine = {(x.action, x.shard_id or x.submission_id) for x in found if x.action.startswith("resend")}
     assert mine == {("resend_shard", lost), ("resend_validation", lost_v), ("resend_validation", dead_v)}
-    assert sorted(pipeline.enqueue.sent, key=str) == sorted([("run_shard", lost), ("validate", lost_v),
-                                                             ("validate", dead_v)], key=str)
+    assert sorted(pipeline.enqueue.sent, key=str) == sorted(
+        [("run_shard", lost), ("validate", lost_v), ("validate", dead_v)], key=str
+    )
     with pipeline.sessions() as s:
         sub = s.get(Submission, rid)
         assert sub.requeues == 0 and sub.state == "running" and [sh.state for sh in sub.shards] == ["queued"] * 3
         assert "shard 1: its task was not in the broker" in sub.stuck_reason
         assert any("not in the broker" in e.message for e in sub.events)
         assert s.get(Submission, lost_v).requeues == 0 and s.get(Submission, lost_v).state == "queued"
-        assert "broker" not in (s.get(Submission, fresh_v).stuck_reason or "")  # (a "no live worker" reason may be there)
+        assert "broker" not in (
+            s.get(Submission, fresh_v).stuck_reason or ""
+        )  # (a "no live worker" reason may be there)
     # Once the broker holds them again, nothing more is sent and the reasons are cleared.
     view.waiting |= {("run_shard", str(lost)), ("validate", lost_v), ("validate", dead_v)}
     pipeline.enqueue.sent.clear()
@@ -288,8 +307,14 @@ def test_no_live_worker_is_the_stuck_reason(pipeline):
     try:
         assert reasons(qid) and "no worker that runs sandbox work" in reasons(qid)[0]
         with transaction(pipeline.sessions) as s:
-            s.add(WorkerHeartbeat(name=names[0], roles="shards,control", beat_at=later - dt.timedelta(seconds=5),
-                                  stopped_at=later - dt.timedelta(seconds=5)))
+            s.add(
+                WorkerHeartbeat(
+                    name=names[0],
+                    roles="shards,control",
+                    beat_at=later - dt.timedelta(seconds=5),
+                    stopped_at=later - dt.timedelta(seconds=5),
+                )
+            )
         [why] = reasons(qid)
         assert f"the last one, {names[0]}, stopped at" in why and "nothing is lost" in why
         assert "aggregation" in reasons(aid)[0]
@@ -321,9 +346,13 @@ def test_a_new_worker_cleans_up_after_owners_whose_heartbeat_is_gone(pipeline):
     sid = make_submission(pipeline, shards=((["i1", 0],), (["i1", 1],)))
     vid = make_submission(pipeline, state="validating", shards=(), worker=norow, heartbeat_at=stale)
     with transaction(pipeline.sessions) as s:
-        s.add_all([WorkerHeartbeat(name=gone, roles="shards,control", beat_at=stale),
-                   WorkerHeartbeat(name=live, roles="shards,control", beat_at=now),
-                   WorkerHeartbeat(name=busy, roles="shards,control", beat_at=stale)])
+        s.add_all(
+            [
+                WorkerHeartbeat(name=gone, roles="shards,control", beat_at=stale),
+                WorkerHeartbeat(name=live, roles="shards,control", beat_at=now),
+                WorkerHeartbeat(name=busy, roles="shards,control", beat_at=stale),
+            ]
+        )
         a, b = s.get(Submission, sid).shards
         a.state, a.worker, a.heartbeat_at = "running", gone, stale
         b.state, b.worker, b.heartbeat_at = "running", busy, now
@@ -331,7 +360,9 @@ def test_a_new_worker_cleans_up_after_owners_whose_heartbeat_is_gone(pipeline):
     try:
         result = pipeline.recover()
         assert set(result["gone"]) >= {gone, norow} and not {live, busy} & set(result["gone"])
-        assert {gone, norow, "w1@test"} <= set(pipeline.backend.swept) and not {live, busy} & set(pipeline.backend.swept)
+        assert {gone, norow, "w1@test"} <= set(pipeline.backend.swept) and not {live, busy} & set(
+            pipeline.backend.swept
+        )
         assert ("run_shard", a_id) in pipeline.enqueue.sent and ("validate", vid) in pipeline.enqueue.sent
         assert ("run_shard", b_id) not in pipeline.enqueue.sent
         with pipeline.sessions() as s:

@@ -48,8 +48,23 @@ class RedisServer:
 
     def start(self) -> RedisServer:
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")], start_new_session=True)
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
+                "--logfile",
+                str(self.dir / "redis.log"),
+            ],
+            start_new_session=True,
+        )
         end = time.monotonic() + 20
         while time.monotonic() < end:
             try:
@@ -148,8 +163,14 @@ class BeatProcess:
 
     def start(self) -> BeatProcess:
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "liberopro_platform", "beat"], env=self.env,
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(REPO))
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "liberopro_platform", "beat"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=str(REPO),
+            )
         return self
 
     def stop(self) -> None:
@@ -174,8 +195,9 @@ def workers(env, tmp_path):
     """Start workers by name (and queues); all are stopped at the end of the test."""
     started: list[WorkerProcess] = []
 
-    def start(name: str, queues: str = "shards,control", extra_env: dict[str, str] | None = None,
-              wait: bool = True) -> WorkerProcess:
+    def start(
+        name: str, queues: str = "shards,control", extra_env: dict[str, str] | None = None, wait: bool = True
+    ) -> WorkerProcess:
         w = WorkerProcess({**env, **(extra_env or {})}, tmp_path / f"{name}.log", name=name, queues=queues)
         started.append(w)
         return w.launch().wait_ready() if wait else w.launch()
@@ -205,11 +227,23 @@ def make_team_user(sessions):
 def episode_record(instance_id: str, episode: int) -> dict:
     from liberopro.results import EpisodeRecord
 
-    return EpisodeRecord(instance_id=instance_id, case="nominal", suite="libero_goal", task_index=0,
-                         task_name="open_the_middle_drawer_of_the_cabinet", episode_index=episode, init_state_id=episode,
-                         seed=episode, success=episode % 2 == 0, steps=3, horizon=300, termination_reason="horizon",
-                         instruction="open the middle drawer of the cabinet", episode_id=f"e{episode}",
-                         wall_s=0.1).model_dump(mode="json")
+    return EpisodeRecord(
+        instance_id=instance_id,
+        case="nominal",
+        suite="libero_goal",
+        task_index=0,
+        task_name="open_the_middle_drawer_of_the_cabinet",
+        episode_index=episode,
+        init_state_id=episode,
+        seed=episode,
+        success=episode % 2 == 0,
+        steps=3,
+        horizon=300,
+        termination_reason="horizon",
+        instruction="open the middle drawer of the cabinet",
+        episode_id=f"e{episode}",
+        wall_s=0.1,
+    ).model_dump(mode="json")
 
 
 def running_submission(sessions, shards: int = 2) -> tuple[str, list[int], str]:
@@ -220,9 +254,18 @@ def running_submission(sessions, shards: int = 2) -> tuple[str, list[int], str]:
 
     team_id, user_id, token = make_team_user(sessions)
     with transaction(sessions) as s:
-        sub = Submission(team_id=team_id, user_id=user_id, source="command", policy_command="unused",
-                         state="running", message="running: 0 of 2 episodes done", episodes_total=shards,
-                         policy_name="stored-episodes", spec_version="1.0", manifest_sha256="0" * 64)
+        sub = Submission(
+            team_id=team_id,
+            user_id=user_id,
+            source="command",
+            policy_command="unused",
+            state="running",
+            message="running: 0 of 2 episodes done",
+            episodes_total=shards,
+            policy_name="stored-episodes",
+            spec_version="1.0",
+            manifest_sha256="0" * 64,
+        )
         s.add(sub)
         s.flush()
         rows = [Shard(submission_id=sub.id, index=i, plan=[["nominal-0", i]], episodes_total=1) for i in range(shards)]
@@ -230,8 +273,17 @@ def running_submission(sessions, shards: int = 2) -> tuple[str, list[int], str]:
         s.flush()
         for sh in rows:
             rec = episode_record("nominal-0", sh.index)
-            s.add(Episode(submission_id=sub.id, shard_id=sh.id, instance_id="nominal-0", episode_index=sh.index,
-                          success=rec["success"], termination_reason="horizon", record=rec))
+            s.add(
+                Episode(
+                    submission_id=sub.id,
+                    shard_id=sh.id,
+                    instance_id="nominal-0",
+                    episode_index=sh.index,
+                    success=rec["success"],
+                    termination_reason="horizon",
+                    record=rec,
+                )
+            )
         return sub.id, [sh.id for sh in rows], token
 
 
@@ -312,8 +364,9 @@ def test_tasks_go_to_their_queue_and_the_broker_view_reads_them(enqueue, setting
     redis_server.start()
 
 
-def test_a_shard_message_lost_in_a_redis_restart_is_resent(env, settings, sessions, enqueue, redis_server, beat,
-                                                          workers):
+def test_a_shard_message_lost_in_a_redis_restart_is_resent(
+    env, settings, sessions, enqueue, redis_server, beat, workers
+):
     """The only worker is busy (a validation that times out) while two shards wait in Redis;
     Redis restarts without persistence and loses them; the beat sweep finds them missing and
     re-sends them, and the submission is published with no admin action."""
@@ -322,8 +375,12 @@ def test_a_shard_message_lost_in_a_redis_restart_is_resent(env, settings, sessio
     worker = workers("q-solo@test")
     busy = queued_submission(sessions, "echo busy; sleep 60")  # never serves: fails validation after 6 s
     enqueue.validate(busy)
-    wait_for("the worker validates the busy submission", lambda: state_of(sessions, busy).state == "validating", 30,
-             worker.tail)
+    wait_for(
+        "the worker validates the busy submission",
+        lambda: state_of(sessions, busy).state == "validating",
+        30,
+        worker.tail,
+    )
     sid, shard_ids, _ = running_submission(sessions)
     for i in shard_ids:
         enqueue.run_shard(i)
@@ -331,8 +388,12 @@ def test_a_shard_message_lost_in_a_redis_restart_is_resent(env, settings, sessio
     redis_server.restart()
     assert redis_server.client().llen(settings.shard_queue) == 0  # the messages are gone
     t0 = time.monotonic()
-    sub = wait_for("the submission is published", lambda: (s := state_of(sessions, sid)).state == "published" and s,
-                   90, lambda: worker.tail() + beat.log_path.read_text()[-3000:])
+    sub = wait_for(
+        "the submission is published",
+        lambda: (s := state_of(sessions, sid)).state == "published" and s,
+        90,
+        lambda: worker.tail() + beat.log_path.read_text()[-3000:],
+    )
     print(f"\nlost shards re-sent and published {time.monotonic() - t0:.1f} s after the Redis restart")
     events = [e.message for e in sub.events]
     assert sum("its task was not in the broker" in m for m in events) >= 1, events
@@ -342,8 +403,9 @@ def test_a_shard_message_lost_in_a_redis_restart_is_resent(env, settings, sessio
     assert worker.proc.poll() is None
 
 
-def test_with_the_only_worker_dead_status_says_so_and_a_new_worker_takes_over(env, settings, sessions, enqueue,
-                                                                              redis_server, beat, workers):
+def test_with_the_only_worker_dead_status_says_so_and_a_new_worker_takes_over(
+    env, settings, sessions, enqueue, redis_server, beat, workers
+):
     """The only worker is SIGKILLed; the shards wait. `status` says that no worker is alive and
     names the last one; the beat sweep stored the same reason (with no worker at all: beat
     sweeps in its own process). A worker started under a new name runs the shards, and
@@ -371,9 +433,11 @@ def test_with_the_only_worker_dead_status_says_so_and_a_new_worker_takes_over(en
         assert st["state"] == "running" and st["progress"]["shards_done"] == 0
         assert any(line.startswith("  NOT MOVING: no worker that runs sandbox work") for line in format_status(st))
         # The timer sweep ran meanwhile with no worker alive, and stored the reason.
-        sub = wait_for("the sweep stored the reason",
-                       lambda: (s := state_of(sessions, sid)).stuck_reason and "q-first@test" in s.stuck_reason and s,
-                       15)
+        sub = wait_for(
+            "the sweep stored the reason",
+            lambda: (s := state_of(sessions, sid)).stuck_reason and "q-first@test" in s.stuck_reason and s,
+            15,
+        )
         assert any(e.message.startswith("stuck: no worker that runs sandbox work") for e in sub.events)
         with sessions() as s:
             beat_row = next(r for r in s.query(WorkerHeartbeat) if r.roles == "beat")
@@ -384,8 +448,12 @@ def test_with_the_only_worker_dead_status_says_so_and_a_new_worker_takes_over(en
         control.wait_ready()
         fresh.wait_ready()
         assert "q-first@test" in recovered(fresh), fresh.tail()
-        sub = wait_for("published", lambda: (s := state_of(sessions, sid)).state == "published" and s, 60,
-                       lambda: fresh.tail() + control.tail())
+        sub = wait_for(
+            "published",
+            lambda: (s := state_of(sessions, sid)).state == "published" and s,
+            60,
+            lambda: fresh.tail() + control.tail(),
+        )
         ran = "Task liberopro.aggregate["
         assert ran in control.tail(20000) and ran not in fresh.tail(20000)
         st = api.get(f"/submissions/{sid}").json()
@@ -395,8 +463,9 @@ def test_with_the_only_worker_dead_status_says_so_and_a_new_worker_takes_over(en
 
 
 @pytest.mark.docker
-def test_a_worker_under_a_new_name_removes_sandboxes_of_gone_owners(env, sessions, docker_client, platform_images,
-                                                                    redis_server, workers):
+def test_a_worker_under_a_new_name_removes_sandboxes_of_gone_owners(
+    env, sessions, docker_client, platform_images, redis_server, workers
+):
     """Sandbox resources labelled with a worker whose heartbeat row is stale, or that has no
     row, are removed by a worker starting under a new name, and the shard the stale owner held
     is requeued and completed; the resources of a live owner stay, and so do those of another
@@ -412,13 +481,19 @@ def test_a_worker_under_a_new_name_removes_sandboxes_of_gone_owners(env, session
     ours = deployment_id(sessions)
     for owner in (ghost, norow, alive, foreign):
         # `foreign` is gone too, but belongs to another platform on the same engine: never touched
-        labels = {"org.liberopro.sandbox": "1", "org.liberopro.worker": owner, "org.liberopro.submission": tag,
-                  "org.liberopro.role": "shard", "org.liberopro.deployment": "other" if owner == foreign else ours}
+        labels = {
+            "org.liberopro.sandbox": "1",
+            "org.liberopro.worker": owner,
+            "org.liberopro.submission": tag,
+            "org.liberopro.role": "shard",
+            "org.liberopro.deployment": "other" if owner == foreign else ours,
+        }
         name = f"lp-{tag}-{owner.split('-')[0]}"
         net = docker_client.networks.create(name, driver="bridge", internal=True, labels=labels)
         vol = docker_client.volumes.create(name=f"{name}-shard", labels=labels)
-        cont = docker_client.containers.create(platform_images[EXAMPLE_IMAGE], name=f"{name}-policy", labels=labels,
-                                               network=net.name)
+        cont = docker_client.containers.create(
+            platform_images[EXAMPLE_IMAGE], name=f"{name}-policy", labels=labels, network=net.name
+        )
         created.append((owner, [cont.name, vol.name, net.name]))
     sid, (shard_id, other_id), _ = running_submission(sessions)
     stale = utcnow() - dt.timedelta(minutes=5)
@@ -429,15 +504,21 @@ def test_a_worker_under_a_new_name_removes_sandboxes_of_gone_owners(env, session
         s.get(Shard, other_id).state = "done"
     live = HeartbeatWriter(sessions, alive, ["shards", "control"], 1.0).start()
     try:
-        w = workers(f"fresh-{tag}@test", extra_env={"LIBEROPRO_BACKEND": "docker", "LIBEROPRO_SANDBOX_FIREWALL": "auto"})
+        w = workers(
+            f"fresh-{tag}@test", extra_env={"LIBEROPRO_BACKEND": "docker", "LIBEROPRO_SANDBOX_FIREWALL": "auto"}
+        )
         left = set(sandbox_leftovers(docker_client))
         for owner, names in created:
-            assert (set(names) & left == set()) if owner not in (alive, foreign) else set(names) <= left, \
-                (owner, left, w.tail())
+            assert (set(names) & left == set()) if owner not in (alive, foreign) else set(names) <= left, (
+                owner,
+                left,
+                w.tail(),
+            )
         sub = wait_for("published", lambda: (s := state_of(sessions, sid)).state == "published" and s, 60, w.tail)
         # requeued by the new worker's start, or by the beat sweep of this module if it came first
-        assert any(ghost in e.message and ("is gone" in e.message or "stopped reporting" in e.message)
-                   for e in sub.events), [e.message for e in sub.events]
+        assert any(
+            ghost in e.message and ("is gone" in e.message or "stopped reporting" in e.message) for e in sub.events
+        ), [e.message for e in sub.events]
         gone = recovered(w)
         assert {ghost, norow} <= gone and alive not in gone and foreign not in gone
     finally:
@@ -445,9 +526,11 @@ def test_a_worker_under_a_new_name_removes_sandboxes_of_gone_owners(env, session
         from docker.errors import NotFound
 
         for _, (cont, vol, net) in created:
-            for collection, name, kwargs in ((docker_client.containers, cont, {"force": True}),
-                                             (docker_client.volumes, vol, {"force": True}),
-                                             (docker_client.networks, net, {})):
+            for collection, name, kwargs in (
+                (docker_client.containers, cont, {"force": True}),
+                (docker_client.volumes, vol, {"force": True}),
+                (docker_client.networks, net, {}),
+            ):
                 try:
                     collection.get(name).remove(**kwargs)
                 except NotFound:  # removed by the worker (the expected case but for the live owner's)

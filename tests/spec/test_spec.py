@@ -156,6 +156,8 @@ def test_importing_the_package_loads_no_web_stack_until_serve_is_used():
     import subprocess
     import sys
 
-    code = ("import sys, submission_spec; assert not {'fastapi', 'uvicorn'} & set(sys.modules), 'web stack'; "
-            "from submission_spec import serve; assert 'fastapi' in sys.modules and callable(serve)")
+    code = (
+        "import sys, submission_spec; assert not {'fastapi', 'uvicorn'} & set(sys.modules), 'web stack'; "
+        "from submission_spec import serve; assert 'fastapi' in sys.modules and callable(serve)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

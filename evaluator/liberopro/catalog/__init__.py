@@ -41,8 +41,11 @@ if TYPE_CHECKING:
 
 #: Every shift by id, in id order (``D01``...``D20``, then ``S01``...``S22``: the order of the
 #: listing and of manifest generation).
-SPECS: dict[str, ShiftSpec] = dict(sorted(
-    (s.id, s) for module in (condition, environment, observation, execution, robot, language) for s in module.SPECS))
+SPECS: dict[str, ShiftSpec] = dict(
+    sorted(
+        (s.id, s) for module in (condition, environment, observation, execution, robot, language) for s in module.SPECS
+    )
+)
 
 
 def get_spec(shift_id: str) -> ShiftSpec:
@@ -95,6 +98,20 @@ def shift_problems(shifts: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]
     return problems
 
 
-__all__ = ["CATEGORIES", "PHASES", "RESOURCE_CHANNELS", "SPECS", "Category", "FallbackRule", "Phase",
-           "RuntimeParams", "ShiftKind", "ShiftParams", "ShiftSpec", "get_spec", "make_shift", "shift_class",
-           "shift_problems"]
+__all__ = [
+    "CATEGORIES",
+    "PHASES",
+    "RESOURCE_CHANNELS",
+    "SPECS",
+    "Category",
+    "FallbackRule",
+    "Phase",
+    "RuntimeParams",
+    "ShiftKind",
+    "ShiftParams",
+    "ShiftSpec",
+    "get_spec",
+    "make_shift",
+    "shift_class",
+    "shift_problems",
+]

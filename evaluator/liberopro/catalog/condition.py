@@ -19,8 +19,9 @@ RECEIVER_ROBOT_CLEARANCE_M = 0.02
 #: D03: least distance (m) from the robot to both swapped units at the swap.
 SWAP_ROBOT_CLEARANCE_M = 0.01
 
-_PARTNERS = TaskPermutation(task.swap_partners,
-                            "the task's candidates (same support, not the receiver, no look-alike) in random order")
+_PARTNERS = TaskPermutation(
+    task.swap_partners, "the task's candidates (same support, not the receiver, no look-alike) in random order"
+)
 
 
 # ------------------------------------------------------------------------------ S01 / D01
@@ -35,11 +36,16 @@ class ObjectPoseParams(ShiftParams):
 
 
 S01 = ShiftSpec(
-    id="S01", name="object pose", category="Condition",
+    id="S01",
+    name="object pose",
+    category="Condition",
     summary="target object moved 8-15 cm and turned up to 45 deg about z",
-    post_condition=("target moved >= the stated distance - 1 cm, rests at its height (+-1 cm) on its "
-                    "support after settling, interpenetrates nothing (> 3 mm)"),
-    Params=ObjectPoseParams, resources=("pose:target",),
+    post_condition=(
+        "target moved >= the stated distance - 1 cm, rests at its height (+-1 cm) on its "
+        "support after settling, interpenetrates nothing (> 3 mm)"
+    ),
+    Params=ObjectPoseParams,
+    resources=("pose:target",),
     entry_point="liberopro.shifts.s01_object_pose:ObjectPose",
 )
 
@@ -53,11 +59,16 @@ class RuntimeObjectPoseParams(RuntimeParams):
 
 
 D01 = ShiftSpec(
-    id="D01", name="object pose", category="Condition",
+    id="D01",
+    name="object pose",
+    category="Condition",
     summary="target moved 5-12 cm and turned, before contact",
-    post_condition=("target displaced by the stated distance (measured), resting at its height, "
-                    "touching neither the robot nor other objects at the moment of the move"),
-    Params=RuntimeObjectPoseParams, resources=("pose:target",),
+    post_condition=(
+        "target displaced by the stated distance (measured), resting at its height, "
+        "touching neither the robot nor other objects at the moment of the move"
+    ),
+    Params=RuntimeObjectPoseParams,
+    resources=("pose:target",),
     entry_point="liberopro.shifts.d01_object_pose:RuntimeObjectPose",
 )
 
@@ -77,13 +88,18 @@ class ReceiverPoseParams(ShiftParams):
 
 
 S02 = ShiftSpec(
-    id="S02", name="receiver pose", category="Condition",
+    id="S02",
+    name="receiver pose",
+    category="Condition",
     summary="receiver / goal object or fixture moved 8-15 cm, turned up to 30 deg",
-    post_condition=("receiver moved >= the realised distance (the stated one, or down to the stated minimum "
-                    "where it does not fit) - 1 cm, rests at its height (+-1 cm) after settling, "
-                    "interpenetrates nothing (> 3 mm); the target and every other object moved < 1 cm; a goal "
-                    "region named after the receiver moved with it"),
-    Params=ReceiverPoseParams, resources=("pose:receiver",),
+    post_condition=(
+        "receiver moved >= the realised distance (the stated one, or down to the stated minimum "
+        "where it does not fit) - 1 cm, rests at its height (+-1 cm) after settling, "
+        "interpenetrates nothing (> 3 mm); the target and every other object moved < 1 cm; a goal "
+        "region named after the receiver moved with it"
+    ),
+    Params=ReceiverPoseParams,
+    resources=("pose:receiver",),
     entry_point="liberopro.shifts.s02_receiver_pose:ReceiverPose",
 )
 
@@ -98,12 +114,17 @@ class RuntimeReceiverPoseParams(RuntimeParams):
 
 
 D02 = ShiftSpec(
-    id="D02", name="receiver pose", category="Condition",
+    id="D02",
+    name="receiver pose",
+    category="Condition",
     summary="receiver moved 5-12 cm while the target is carried",
-    post_condition=(f"receiver displaced by the stated distance (measured), at its height, nothing "
-                    f"interpenetrating; >= {RECEIVER_ROBOT_CLEARANCE_M * 100:.0f} cm from the robot and the carried "
-                    f"target at the moment of the move; the target itself not moved"),
-    Params=RuntimeReceiverPoseParams, resources=("pose:receiver",),
+    post_condition=(
+        f"receiver displaced by the stated distance (measured), at its height, nothing "
+        f"interpenetrating; >= {RECEIVER_ROBOT_CLEARANCE_M * 100:.0f} cm from the robot and the carried "
+        f"target at the moment of the move; the target itself not moved"
+    ),
+    Params=RuntimeReceiverPoseParams,
+    resources=("pose:receiver",),
     entry_point="liberopro.shifts.d02_receiver_pose:RuntimeReceiverPose",
 )
 
@@ -116,12 +137,17 @@ class RelativeLayoutParams(ShiftParams):
 
 
 S03 = ShiftSpec(
-    id="S03", name="relative layout", category="Condition",
+    id="S03",
+    name="relative layout",
+    category="Condition",
     summary="target swaps places with a non-target object",
-    post_condition=("after settling, the target's unit and the partner's each lie within 2 cm of the other's former "
-                    "place, within 1 cm of their own height, on the same support; no interpenetration (> 3 mm); no "
-                    "other object moved > 1 cm"),
-    Params=RelativeLayoutParams, resources=("pose:target", "pose:others"),
+    post_condition=(
+        "after settling, the target's unit and the partner's each lie within 2 cm of the other's former "
+        "place, within 1 cm of their own height, on the same support; no interpenetration (> 3 mm); no "
+        "other object moved > 1 cm"
+    ),
+    Params=RelativeLayoutParams,
+    resources=("pose:target", "pose:others"),
     entry_point="liberopro.shifts.s03_relative_layout:RelativeLayout",
 )
 
@@ -133,11 +159,16 @@ class RuntimeRelativeLayoutParams(RuntimeParams):
 
 
 D03 = ShiftSpec(
-    id="D03", name="relative layout", category="Condition",
+    id="D03",
+    name="relative layout",
+    category="Condition",
     summary="target swaps places with a non-target object, before contact",
-    post_condition=(f"at the moment of the swap each unit is at the other's former place (1 mm), nothing "
-                    f"interpenetrates, both >= {SWAP_ROBOT_CLEARANCE_M * 100:.0f} cm from the robot"),
-    Params=RuntimeRelativeLayoutParams, resources=("pose:target", "pose:others"),
+    post_condition=(
+        f"at the moment of the swap each unit is at the other's former place (1 mm), nothing "
+        f"interpenetrates, both >= {SWAP_ROBOT_CLEARANCE_M * 100:.0f} cm from the robot"
+    ),
+    Params=RuntimeRelativeLayoutParams,
+    resources=("pose:target", "pose:others"),
     entry_point="liberopro.shifts.d03_relative_layout:RuntimeRelativeLayout",
 )
 
@@ -160,12 +191,17 @@ class ApproachParams(ShiftParams):
 
 
 S04 = ShiftSpec(
-    id="S04", name="approach constraint", category="Condition",
+    id="S04",
+    name="approach constraint",
+    category="Condition",
     summary="a low blocker beside the target closes one approach side; a top grasp stays possible",
-    post_condition=("blocker stands on the target's support (+-3 mm) beside the stated side at the stated gap "
-                    "(+-5 mm), the space above the target free for 15 cm (top grasp); after "
-                    "re-settling nothing touches it and no object moved (> 3 mm)"),
-    Params=ApproachParams, resources=("space:beside-target",),
+    post_condition=(
+        "blocker stands on the target's support (+-3 mm) beside the stated side at the stated gap "
+        "(+-5 mm), the space above the target free for 15 cm (top grasp); after "
+        "re-settling nothing touches it and no object moved (> 3 mm)"
+    ),
+    Params=ApproachParams,
+    resources=("space:beside-target",),
     entry_point="liberopro.shifts.s04_approach_constraint:ApproachConstraint",
 )
 
@@ -182,12 +218,17 @@ class PathObstacleParams(ShiftParams):
 
 
 S05 = ShiftSpec(
-    id="S05", name="path obstacle", category="Condition",
+    id="S05",
+    name="path obstacle",
+    category="Condition",
     summary="an obstacle on the straight path between target and goal; going over or around stays possible",
-    post_condition=("obstacle stands on the table/floor (+-3 mm) across the target-goal segment (segment passes "
-                    "within 1 mm of its centre), <= 12 cm high with 35 cm free above it; a 10 cm lane beside it "
-                    "recorded; after re-settling nothing touches it and no object moved (> 3 mm)"),
-    Params=PathObstacleParams, resources=("space:path",),
+    post_condition=(
+        "obstacle stands on the table/floor (+-3 mm) across the target-goal segment (segment passes "
+        "within 1 mm of its centre), <= 12 cm high with 35 cm free above it; a 10 cm lane beside it "
+        "recorded; after re-settling nothing touches it and no object moved (> 3 mm)"
+    ),
+    Params=PathObstacleParams,
+    resources=("space:path",),
     entry_point="liberopro.shifts.s05_path_obstacle:PathObstacle",
 )
 
@@ -204,12 +245,17 @@ class RuntimePathObstacleParams(RuntimeParams):
 
 
 D05 = ShiftSpec(
-    id="D05", name="path obstacle", category="Condition",
+    id="D05",
+    name="path obstacle",
+    category="Condition",
     summary="an obstacle appears on the path ahead",
-    post_condition=("at the firing step the obstacle stands on the table/floor across the remaining target-goal "
-                    "segment (within 1 mm), >= 3 cm from the target and the gripper, >= 2 cm from the robot, "
-                    "<= 12 cm high with 35 cm free above; no contact"),
-    Params=RuntimePathObstacleParams, resources=("space:path",),
+    post_condition=(
+        "at the firing step the obstacle stands on the table/floor across the remaining target-goal "
+        "segment (within 1 mm), >= 3 cm from the target and the gripper, >= 2 cm from the robot, "
+        "<= 12 cm high with 35 cm free above; no contact"
+    ),
+    Params=RuntimePathObstacleParams,
+    resources=("space:path",),
     entry_point="liberopro.shifts.d05_path_obstacle:RuntimePathObstacle",
 )
 
@@ -225,12 +271,17 @@ class ObstructionParams(RuntimeParams):
 
 
 D04 = ShiftSpec(
-    id="D04", name="placement obstruction", category="Condition",
+    id="D04",
+    name="placement obstruction",
+    category="Condition",
     summary="a small object lands on part of the goal region",
-    post_condition=("at the firing step the block rests on the goal region's owner (+-3 mm) inside the region, "
-                    "covers 10-50% of its area, touches nothing, "
-                    ">= 2 cm from the robot and >= 1 cm from the target"),
-    Params=ObstructionParams, resources=("space:goal",),
+    post_condition=(
+        "at the firing step the block rests on the goal region's owner (+-3 mm) inside the region, "
+        "covers 10-50% of its area, touches nothing, "
+        ">= 2 cm from the robot and >= 1 cm from the target"
+    ),
+    Params=ObstructionParams,
+    resources=("space:goal",),
     entry_point="liberopro.shifts.d04_placement_obstruction:PlacementObstruction",
 )
 

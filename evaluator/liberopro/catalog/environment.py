@@ -85,8 +85,10 @@ class LookDraw(Draw):
         return self.sat[0] - tol <= s <= self.sat[1] + tol and self.val[0] - tol <= v <= self.val[1] + tol
 
     def describe(self):
-        return {"textures": "permutation of " + ", ".join(TEXTURE_NAMES) + " (first usable one applies)",
-                "rgb": f"uniform hue, saturation {list(self.sat)}, value {list(self.val)}"}
+        return {
+            "textures": "permutation of " + ", ".join(TEXTURE_NAMES) + " (first usable one applies)",
+            "rgb": f"uniform hue, saturation {list(self.sat)}, value {list(self.val)}",
+        }
 
 
 _SURFACE_LOOK = LookDraw(sat=(0.35, 0.75), val=(0.6, 1.0))
@@ -99,19 +101,29 @@ class InstanceParams(ShiftParams):
 
     object: Annotated[str, Field(min_length=1), TaskValue(task.target, "the target (BDDL name)")]
     from_type: Annotated[str, TaskValue(task.target_type, "the target's LIBERO object type")]
-    to_type: Annotated[str, TaskChoice(task.other_instances,
-                                       "same category, absent from the scene, size ratio 0.5-1.25 "
-                                       "(see shifts/_objects.py)")]
+    to_type: Annotated[
+        str,
+        TaskChoice(
+            task.other_instances, "same category, absent from the scene, size ratio 0.5-1.25 (see shifts/_objects.py)"
+        ),
+    ]
 
 
 S06 = ShiftSpec(
-    id="S06", name="object instance", category="Environment",
-    summary=("target replaced by another instance of its category; instruction names the new instance only "
-             "where the old wording would be false"),
-    post_condition=("the target's simulated body is the new type (LIBERO object type and measured size, +-5 mm), "
-                    "the init state fits the model (1 + nq + nv columns), the new instance rests after settling "
-                    "(speed < 2 cm/s, turned < 25 deg from its start), interpenetrates nothing (> 3 mm)"),
-    Params=InstanceParams, resources=("instance:target",),
+    id="S06",
+    name="object instance",
+    category="Environment",
+    summary=(
+        "target replaced by another instance of its category; instruction names the new instance only "
+        "where the old wording would be false"
+    ),
+    post_condition=(
+        "the target's simulated body is the new type (LIBERO object type and measured size, +-5 mm), "
+        "the init state fits the model (1 + nq + nv columns), the new instance rests after settling "
+        "(speed < 2 cm/s, turned < 25 deg from its start), interpenetrates nothing (> 3 mm)"
+    ),
+    Params=InstanceParams,
+    resources=("instance:target",),
     entry_point="liberopro.shifts.s06_object_instance:ObjectInstance",
 )
 
@@ -121,26 +133,36 @@ class ClutterParams(ShiftParams):
     """``objects``: LIBERO object types (2-4); ``path_clearance_m``: least distance between an
     object's footprint and the task path."""
 
-    objects: Annotated[list[str], Field(min_length=1, max_length=6),
-                       TaskSubset(task.clutter_pool, Integers(2, 4),
-                                  "2-4 types from shifts/_objects.CLUTTER_TYPES absent from the scene")]
+    objects: Annotated[
+        list[str],
+        Field(min_length=1, max_length=6),
+        TaskSubset(
+            task.clutter_pool, Integers(2, 4), "2-4 types from shifts/_objects.CLUTTER_TYPES absent from the scene"
+        ),
+    ]
     path_clearance_m: float = Field(default=0.06, ge=0.0, le=0.3)
 
 
 S07 = ShiftSpec(
-    id="S07", name="clutter", category="Environment",
+    id="S07",
+    name="clutter",
+    category="Environment",
     summary="2-4 unrelated objects in free table space, clear of the task path",
-    post_condition=("every clutter object stands on the table/floor (+-3 mm) inside the workspace box and reach, "
-                    ">= path clearance from the task path; after re-settling nothing touches it and no object "
-                    "moved (> 3 mm)"),
-    Params=ClutterParams, resources=("space:free",),
+    post_condition=(
+        "every clutter object stands on the table/floor (+-3 mm) inside the workspace box and reach, "
+        ">= path clearance from the task path; after re-settling nothing touches it and no object "
+        "moved (> 3 mm)"
+    ),
+    Params=ClutterParams,
+    resources=("space:free",),
     entry_point="liberopro.shifts.s07_clutter:Clutter",
 )
 
 
 # ------------------------------------------------------------------------------ S08 / D06
-_LOOKALIKE = TaskChoice(task.lookalikes, "same category, another type (shifts/_objects.py), absent from the "
-                                         "scene where possible")
+_LOOKALIKE = TaskChoice(
+    task.lookalikes, "same category, another type (shifts/_objects.py), absent from the scene where possible"
+)
 _TARGET_TYPE = TaskValue(task.target_type, "the target's LIBERO object type")
 
 
@@ -157,14 +179,20 @@ class LookalikeParams(ShiftParams):
 
 
 S08 = ShiftSpec(
-    id="S08", name="distractor", category="Environment",
-    summary=("a look-alike of the target (same category, other attribute) 5-15 cm from it; the instruction "
-             "stays unambiguous"),
-    post_condition=("look-alike of the target's category stands on the target's support (+-3 mm) at the stated "
-                    "edge-to-edge gap (+-5 mm, from its simulated pose, within 5-15 cm), wholly in the "
-                    "third-person view; no catalogue phrase of the delivered "
-                    "instruction fits it; after re-settling nothing touches it and no object moved (> 3 mm)"),
-    Params=LookalikeParams, resources=("space:near-target",),
+    id="S08",
+    name="distractor",
+    category="Environment",
+    summary=(
+        "a look-alike of the target (same category, other attribute) 5-15 cm from it; the instruction stays unambiguous"
+    ),
+    post_condition=(
+        "look-alike of the target's category stands on the target's support (+-3 mm) at the stated "
+        "edge-to-edge gap (+-5 mm, from its simulated pose, within 5-15 cm), wholly in the "
+        "third-person view; no catalogue phrase of the delivered "
+        "instruction fits it; after re-settling nothing touches it and no object moved (> 3 mm)"
+    ),
+    Params=LookalikeParams,
+    resources=("space:near-target",),
     entry_point="liberopro.shifts.s08_distractor:Distractor",
 )
 
@@ -182,12 +210,17 @@ class RuntimeLookalikeParams(RuntimeParams):
 
 
 D06 = ShiftSpec(
-    id="D06", name="distractor appears", category="Environment",
+    id="D06",
+    name="distractor appears",
+    category="Environment",
     summary="a look-alike appears near the target (not applicable where no free space exists)",
-    post_condition=("at the firing step the look-alike stands on the target's support (+-3 mm) at the stated "
-                    "edge-to-edge gap (+-5 mm, 5-15 cm), wholly in the third-person view, >= 2 cm from the robot, "
-                    "touching nothing; the instruction fits the target only"),
-    Params=RuntimeLookalikeParams, resources=("space:near-target",),
+    post_condition=(
+        "at the firing step the look-alike stands on the target's support (+-3 mm) at the stated "
+        "edge-to-edge gap (+-5 mm, 5-15 cm), wholly in the third-person view, >= 2 cm from the robot, "
+        "touching nothing; the instruction fits the target only"
+    ),
+    Params=RuntimeLookalikeParams,
+    resources=("space:near-target",),
     entry_point="liberopro.shifts.d06_distractor_appears:DistractorAppears",
 )
 
@@ -203,11 +236,16 @@ class OcclusionParams(ShiftParams):
 
 
 S09 = ShiftSpec(
-    id="S09", name="occlusion", category="Environment",
+    id="S09",
+    name="occlusion",
+    category="Environment",
     summary="a static occluder hides 20-50% of the target in the third-person view, not in the robot's path",
-    post_condition=("hidden fraction of the target's pixels (segmentation renders, agentview) within 0.05 of the "
-                    "stated one and in 0.2-0.5; occluder > 0.9 m from the robot base, without collisions"),
-    Params=OcclusionParams, resources=("view:occluder",),
+    post_condition=(
+        "hidden fraction of the target's pixels (segmentation renders, agentview) within 0.05 of the "
+        "stated one and in 0.2-0.5; occluder > 0.9 m from the robot base, without collisions"
+    ),
+    Params=OcclusionParams,
+    resources=("view:occluder",),
     entry_point="liberopro.shifts.s09_occlusion:Occlusion",
 )
 
@@ -223,12 +261,17 @@ class RuntimeOcclusionParams(RuntimeParams):
 
 
 D09 = ShiftSpec(
-    id="D09", name="occluder appears", category="Environment",
+    id="D09",
+    name="occluder appears",
+    category="Environment",
     summary="an occluder enters the third-person line of sight",
-    post_condition=("at the firing step the board hides the stated fraction (+-0.05, within 0.2-0.5) of the "
-                    "target's then visible pixels (segmentation renders, agentview); > 0.9 m from the robot base, "
-                    "without collisions"),
-    Params=RuntimeOcclusionParams, resources=("view:occluder",),
+    post_condition=(
+        "at the firing step the board hides the stated fraction (+-0.05, within 0.2-0.5) of the "
+        "target's then visible pixels (segmentation renders, agentview); > 0.9 m from the robot base, "
+        "without collisions"
+    ),
+    Params=RuntimeOcclusionParams,
+    resources=("view:occluder",),
     entry_point="liberopro.shifts.d09_occluder_appears:OccluderAppears",
 )
 
@@ -241,13 +284,18 @@ class ObjectAppearanceParams(ShiftParams):
 
 
 S10 = ShiftSpec(
-    id="S10", name="object appearance", category="Environment",
+    id="S10",
+    name="object appearance",
+    category="Environment",
     summary="target colour / texture changed",
-    post_condition=(f"in a segmented third-person render ({MEASURE_PX} px) the pixels of the target (and its "
-                    f"look-alikes) change by >= {MIN_TARGET_CHANGE:.0f} grey levels on average, >= "
-                    f"{MIN_REGION_CHANGED:.0%} of them by > {PIXEL_CHANGED:.0f}; <= {MAX_OTHERS_CHANGED:.0%} of the "
-                    f"other pixels change"),
-    Params=ObjectAppearanceParams, resources=("appearance:target",),
+    post_condition=(
+        f"in a segmented third-person render ({MEASURE_PX} px) the pixels of the target (and its "
+        f"look-alikes) change by >= {MIN_TARGET_CHANGE:.0f} grey levels on average, >= "
+        f"{MIN_REGION_CHANGED:.0%} of them by > {PIXEL_CHANGED:.0f}; <= {MAX_OTHERS_CHANGED:.0%} of the "
+        f"other pixels change"
+    ),
+    Params=ObjectAppearanceParams,
+    resources=("appearance:target",),
     entry_point="liberopro.shifts.s10_object_appearance:ObjectAppearance",
 )
 
@@ -259,13 +307,18 @@ class SupportAppearanceParams(ShiftParams):
 
 
 S11 = ShiftSpec(
-    id="S11", name="support appearance", category="Environment",
+    id="S11",
+    name="support appearance",
+    category="Environment",
     summary="table texture / material changed",
-    post_condition=(f"in a segmented third-person render ({MEASURE_PX} px) the support's pixels (>= "
-                    f"{MIN_SUPPORT_SHARE:.0%} of the view) change by >= {MIN_SUPPORT_CHANGE:.0f} grey levels on "
-                    f"average, >= {MIN_REGION_CHANGED:.0%} of them by > {PIXEL_CHANGED:.0f}; <= "
-                    f"{MAX_OTHERS_CHANGED:.0%} of the other pixels change"),
-    Params=SupportAppearanceParams, resources=("appearance:table",),
+    post_condition=(
+        f"in a segmented third-person render ({MEASURE_PX} px) the support's pixels (>= "
+        f"{MIN_SUPPORT_SHARE:.0%} of the view) change by >= {MIN_SUPPORT_CHANGE:.0f} grey levels on "
+        f"average, >= {MIN_REGION_CHANGED:.0%} of them by > {PIXEL_CHANGED:.0f}; <= "
+        f"{MAX_OTHERS_CHANGED:.0%} of the other pixels change"
+    ),
+    Params=SupportAppearanceParams,
+    resources=("appearance:table",),
     entry_point="liberopro.shifts.s11_support_appearance:SupportAppearance",
 )
 
@@ -278,13 +331,18 @@ class SceneAppearanceParams(ShiftParams):
 
 
 S13 = ShiftSpec(
-    id="S13", name="scene appearance", category="Environment",
+    id="S13",
+    name="scene appearance",
+    category="Environment",
     summary="floor and wall textures changed",
-    post_condition=(f"in a segmented third-person render ({MEASURE_PX} px) the floor and wall pixels (>= "
-                    f"{MIN_SCENE_SHARE:.0%} of the view) change by >= {MIN_SCENE_CHANGE:.0f} grey levels on "
-                    f"average, >= {MIN_REGION_CHANGED:.0%} of them by > {PIXEL_CHANGED:.0f}; <= "
-                    f"{MAX_OTHERS_CHANGED:.0%} of the other pixels change (reflections)"),
-    Params=SceneAppearanceParams, resources=("appearance:scene",),
+    post_condition=(
+        f"in a segmented third-person render ({MEASURE_PX} px) the floor and wall pixels (>= "
+        f"{MIN_SCENE_SHARE:.0%} of the view) change by >= {MIN_SCENE_CHANGE:.0f} grey levels on "
+        f"average, >= {MIN_REGION_CHANGED:.0%} of them by > {PIXEL_CHANGED:.0f}; <= "
+        f"{MAX_OTHERS_CHANGED:.0%} of the other pixels change (reflections)"
+    ),
+    Params=SceneAppearanceParams,
+    resources=("appearance:scene",),
     entry_point="liberopro.shifts.s13_scene_appearance:SceneAppearance",
 )
 
@@ -303,14 +361,18 @@ class LightingParams(ShiftParams):
 
 
 S12 = ShiftSpec(
-    id="S12", name="lighting", category="Environment",
+    id="S12",
+    name="lighting",
+    category="Environment",
     summary="light intensity x0.3-1.8, direction and colour changed",
     post_condition="light values in the model are the stated ones and the third-person image changes visibly",
-    Params=LightingParams, resources=("lights",),
+    Params=LightingParams,
+    resources=("lights",),
     entry_point="liberopro.shifts.s12_lighting:Lighting",
     differs_from_definition={
         "intensity_scale": "the definition's x0.3-1.8 without the near-unit band (0.8, 1.25): dimmer or brighter, "
-                           "never a scale too close to 1 to be a shift"},
+        "never a scale too close to 1 to be a shift"
+    },
 )
 
 
@@ -329,11 +391,16 @@ class CameraMotionParams(RuntimeParams):
 
 
 D07 = ShiftSpec(
-    id="D07", name="camera motion", category="Environment",
+    id="D07",
+    name="camera motion",
+    category="Environment",
     summary="third-person camera bumped 3-8 cm, 5-10 deg; stays",
-    post_condition=("at the bump, the camera's world pose moved by the stated distance and angle (measured from "
-                    "cam_xpos/cam_xmat); the target keeps >= 20% of its pixels in view"),
-    Params=CameraMotionParams, resources=("camera:agentview",),
+    post_condition=(
+        "at the bump, the camera's world pose moved by the stated distance and angle (measured from "
+        "cam_xpos/cam_xmat); the target keeps >= 20% of its pixels in view"
+    ),
+    Params=CameraMotionParams,
+    resources=("camera:agentview",),
     entry_point="liberopro.shifts.d07_camera_motion:CameraMotion",
 )
 
@@ -356,11 +423,16 @@ class LightingChangeParams(RuntimeParams):
 
 
 D08 = ShiftSpec(
-    id="D08", name="lighting change", category="Environment",
+    id="D08",
+    name="lighting change",
+    category="Environment",
     summary="lights dim to x0.3, or flicker for a window",
-    post_condition=(f"at the trigger the light fields are x scale and the third-person view loses >= "
-                    f"{MIN_DARKENING:.0%} of its brightness; flicker: dim delivered frames darker than full ones"),
-    Params=LightingChangeParams, resources=("lights",),
+    post_condition=(
+        f"at the trigger the light fields are x scale and the third-person view loses >= "
+        f"{MIN_DARKENING:.0%} of its brightness; flicker: dim delivered frames darker than full ones"
+    ),
+    Params=LightingChangeParams,
+    resources=("lights",),
     entry_point="liberopro.shifts.d08_lighting_change:LightingChange",
 )
 

@@ -29,11 +29,16 @@ class LatencyParams(ShiftParams):
 
 
 S19 = ShiftSpec(
-    id="S19", name="action latency", category="Execution",
+    id="S19",
+    name="action latency",
+    category="Execution",
     summary="every action executes 1-3 control steps late",
-    post_condition=("executed actions: the first delay_steps are holds, every later one equals the command "
-                    "given delay_steps commands before"),
-    Params=LatencyParams, resources=("actions:timing",),
+    post_condition=(
+        "executed actions: the first delay_steps are holds, every later one equals the command "
+        "given delay_steps commands before"
+    ),
+    Params=LatencyParams,
+    resources=("actions:timing",),
     entry_point="liberopro.shifts.s19_action_latency:ActionLatency",
     notes={"control_period_s": 0.05},
 )
@@ -49,11 +54,16 @@ class DelayBurstParams(RuntimeParams):
 
 
 D14 = ShiftSpec(
-    id="D14", name="action delay burst", category="Execution",
+    id="D14",
+    name="action delay burst",
+    category="Execution",
     summary="actions execute 2-5 steps late for a window",
-    post_condition=("executed actions in the window: delay_steps holds, then each command delay_steps "
-                    "commands late; queued commands dropped at release"),
-    Params=DelayBurstParams, resources=("actions:timing",),
+    post_condition=(
+        "executed actions in the window: delay_steps holds, then each command delay_steps "
+        "commands late; queued commands dropped at release"
+    ),
+    Params=DelayBurstParams,
+    resources=("actions:timing",),
     entry_point="liberopro.shifts.d14_action_delay_burst:ActionDelayBurst",
 )
 
@@ -71,11 +81,16 @@ class ActionNoiseParams(ShiftParams):
 
 
 S20 = ShiftSpec(
-    id="S20", name="action noise", category="Execution",
+    id="S20",
+    name="action noise",
+    category="Execution",
     summary="Gaussian noise on executed arm actions (sigma 0.05-0.2 of the action range)",
-    post_condition=("sigma of executed minus commanded arm numbers (censored-normal MLE) matches the stated "
-                    "sigma_frac x 2; gripper untouched"),
-    Params=ActionNoiseParams, resources=("actions:noise",),
+    post_condition=(
+        "sigma of executed minus commanded arm numbers (censored-normal MLE) matches the stated "
+        "sigma_frac x 2; gripper untouched"
+    ),
+    Params=ActionNoiseParams,
+    resources=("actions:noise",),
     entry_point="liberopro.shifts.s20_action_noise:ActionNoise",
     notes={"sigma_action_units": "sigma_frac x 2 (range of [-1, 1])", "dims": "6 arm numbers; gripper untouched"},
 )
@@ -96,11 +111,15 @@ class ActionNoiseBurstParams(RuntimeParams):
 
 
 D16 = ShiftSpec(
-    id="D16", name="action noise burst", category="Execution",
+    id="D16",
+    name="action noise burst",
+    category="Execution",
     summary="noise on executed actions for a window",
-    post_condition=("sigma of executed minus commanded arm numbers in the window matches the stated one; gripper "
-                    "untouched"),
-    Params=ActionNoiseBurstParams, resources=("actions:noise",),
+    post_condition=(
+        "sigma of executed minus commanded arm numbers in the window matches the stated one; gripper untouched"
+    ),
+    Params=ActionNoiseBurstParams,
+    resources=("actions:noise",),
     entry_point="liberopro.shifts.d16_action_noise_burst:ActionNoiseBurst",
     notes={"sigma_action_units": "sigma_frac x 2"},
 )
@@ -114,10 +133,13 @@ class GainParams(ShiftParams):
 
 
 S21 = ShiftSpec(
-    id="S21", name="actuation gain", category="Execution",
+    id="S21",
+    name="actuation gain",
+    category="Execution",
     summary="executed arm delta scaled x0.5-0.8 or x1.2-1.5",
     post_condition="executed arm numbers = clip(gain x commanded, -1, 1); gripper untouched; saturation recorded",
-    Params=GainParams, resources=("actions:gain",),
+    Params=GainParams,
+    resources=("actions:gain",),
     entry_point="liberopro.shifts.s21_actuation_gain:ActuationGain",
     notes={"dims": "6 arm numbers; gripper untouched", "clipping": "to [-1, 1], recorded"},
 )
@@ -134,10 +156,13 @@ class DropParams(RuntimeParams):
 
 
 D15 = ShiftSpec(
-    id="D15", name="action drop", category="Execution",
+    id="D15",
+    name="action drop",
+    category="Execution",
     summary="30-70% of commands replaced by hold for a window",
     post_condition="dropped steps executed a hold, others the command; realised drop fraction = stated (rounded)",
-    Params=DropParams, resources=("actions:drop",),
+    Params=DropParams,
+    resources=("actions:drop",),
     entry_point="liberopro.shifts.d15_action_drop:ActionDrop",
 )
 
@@ -152,10 +177,13 @@ class ControlRateParams(RuntimeParams):
 
 
 D17 = ShiftSpec(
-    id="D17", name="control-rate change", category="Execution",
+    id="D17",
+    name="control-rate change",
+    category="Execution",
     summary="each action held for 2-3 control periods for a window",
     post_condition="executed actions in the window are piecewise constant in blocks of hold_periods steps",
-    Params=ControlRateParams, resources=("actions:rate",),
+    Params=ControlRateParams,
+    resources=("actions:rate",),
     entry_point="liberopro.shifts.d17_control_rate:ControlRateChange",
 )
 

@@ -23,10 +23,13 @@ class ParaphraseParams(ShiftParams):
 
 
 S22 = ShiftSpec(
-    id="S22", name="instruction paraphrase", category="Language",
+    id="S22",
+    name="instruction paraphrase",
+    category="Language",
     summary="a curated same-meaning rewording (at least 3 per task, no model at run time)",
     post_condition="the instruction the policy receives is the paraphrase at every step",
-    Params=ParaphraseParams, resources=("instruction",),
+    Params=ParaphraseParams,
+    resources=("instruction",),
     entry_point="liberopro.shifts.s22_instruction_paraphrase:InstructionParaphrase",
 )
 
@@ -41,11 +44,13 @@ class RestatementParams(RuntimeParams):
 
 
 D20 = ShiftSpec(
-    id="D20", name="instruction restatement", category="Language",
+    id="D20",
+    name="instruction restatement",
+    category="Language",
     summary="the instruction is replaced by a same-meaning paraphrase",
-    post_condition=("every instruction delivered from the trigger on is the paraphrase, different from the one "
-                    "before"),
-    Params=RestatementParams, resources=("instruction",),
+    post_condition=("every instruction delivered from the trigger on is the paraphrase, different from the one before"),
+    Params=RestatementParams,
+    resources=("instruction",),
     entry_point="liberopro.shifts.d20_instruction_restatement:InstructionRestatement",
 )
 

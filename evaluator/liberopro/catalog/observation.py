@@ -24,11 +24,16 @@ class SensorNoiseParams(ShiftParams):
 
 
 S14 = ShiftSpec(
-    id="S14", name="sensor noise", category="Observation",
+    id="S14",
+    name="sensor noise",
+    category="Observation",
     summary="pixel noise (Gaussian sigma 5-25 of 255) on both cameras",
-    post_condition=("noise sigma measured on every delivered camera image against the clean frame "
-                    "(values >= 3 sigma from the clipping limits), median over steps within 5% / 0.5 grey levels"),
-    Params=SensorNoiseParams, resources=("pixels:noise",),
+    post_condition=(
+        "noise sigma measured on every delivered camera image against the clean frame "
+        "(values >= 3 sigma from the clipping limits), median over steps within 5% / 0.5 grey levels"
+    ),
+    Params=SensorNoiseParams,
+    resources=("pixels:noise",),
     entry_point="liberopro.shifts.s14_sensor_noise:SensorNoise",
     notes={"unit": "grey levels (0-255)", "cameras": "every camera the policy receives"},
 )
@@ -44,10 +49,13 @@ class NoiseBurstParams(RuntimeParams):
 
 
 D13 = ShiftSpec(
-    id="D13", name="sensor noise burst", category="Observation",
+    id="D13",
+    name="sensor noise burst",
+    category="Observation",
     summary="pixel noise for a window",
     post_condition="noise sigma measured on every delivered camera image in the window matches the stated sigma",
-    Params=NoiseBurstParams, resources=("pixels:noise",),
+    Params=NoiseBurstParams,
+    resources=("pixels:noise",),
     entry_point="liberopro.shifts.d13_sensor_noise_burst:SensorNoiseBurst",
 )
 
@@ -67,11 +75,16 @@ class CameraParams(ShiftParams):
 
 
 S15 = ShiftSpec(
-    id="S15", name="camera calibration", category="Observation",
+    id="S15",
+    name="camera calibration",
+    category="Observation",
     summary="third-person camera moved 3-10 cm and turned 5-15 deg",
-    post_condition=("camera world pose moved by the stated distance and angle (measured from "
-                    "cam_xpos/cam_xmat); the target keeps >= 20% of its pixels in view"),
-    Params=CameraParams, resources=("camera:agentview",),
+    post_condition=(
+        "camera world pose moved by the stated distance and angle (measured from "
+        "cam_xpos/cam_xmat); the target keeps >= 20% of its pixels in view"
+    ),
+    Params=CameraParams,
+    resources=("camera:agentview",),
     entry_point="liberopro.shifts.s15_camera_calibration:CameraCalibration",
 )
 
@@ -87,9 +100,11 @@ class DegradationParams(ShiftParams):
     mode: Annotated[Mode, Choice(MODES)]
     jpeg_quality: Annotated[int | None, When("mode", "jpeg", Integers(10, 30))] = Field(default=None, ge=1, le=100)
     downsample_factor: Annotated[int | None, When("mode", "downsample", Integers(2, 4))] = Field(
-        default=None, ge=2, le=16)
+        default=None, ge=2, le=16
+    )
     blur_sigma_px: Annotated[float | None, When("mode", "blur", Uniform(1.5, 3.0, 3))] = Field(
-        default=None, gt=0, le=20)
+        default=None, gt=0, le=20
+    )
 
     @model_validator(mode="after")
     def _one_magnitude(self) -> DegradationParams:
@@ -103,12 +118,17 @@ class DegradationParams(ShiftParams):
 
 
 S16 = ShiftSpec(
-    id="S16", name="image degradation", category="Observation",
+    id="S16",
+    name="image degradation",
+    category="Observation",
     summary="JPEG quality 10-30, or resolution loss (down x2-4, up again), or blur",
-    post_condition=("measured on every delivered camera image against the clean frame: jpeg: a JPEG fixed "
-                    "point at the stated quality that differs from the clean frame; downsample / blur: "
-                    "high-frequency energy ratio <= 0.5 / 0.9 (median over steps)"),
-    Params=DegradationParams, resources=("pixels:degradation",),
+    post_condition=(
+        "measured on every delivered camera image against the clean frame: jpeg: a JPEG fixed "
+        "point at the stated quality that differs from the clean frame; downsample / blur: "
+        "high-frequency energy ratio <= 0.5 / 0.9 (median over steps)"
+    ),
+    Params=DegradationParams,
+    resources=("pixels:degradation",),
     entry_point="liberopro.shifts.s16_image_degradation:ImageDegradation",
     notes={"scaling": "blur_sigma_px is for 256 px renders, scaled with the render size"},
 )
@@ -124,10 +144,13 @@ class FreezeParams(RuntimeParams):
 
 
 D10 = ShiftSpec(
-    id="D10", name="observation freeze", category="Observation",
+    id="D10",
+    name="observation freeze",
+    category="Observation",
     summary="the policy gets the same stale frame for 10-30 steps",
     post_condition="every frame delivered inside the window equals the frame captured at the trigger",
-    Params=FreezeParams, resources=("stream:timing",),
+    Params=FreezeParams,
+    resources=("stream:timing",),
     entry_point="liberopro.shifts.d10_observation_freeze:ObservationFreeze",
 )
 
@@ -142,10 +165,13 @@ class DropoutParams(RuntimeParams):
 
 
 D11 = ShiftSpec(
-    id="D11", name="camera dropout", category="Observation",
+    id="D11",
+    name="camera dropout",
+    category="Observation",
     summary="one camera stream is blank for 10-30 steps",
     post_condition="every delivered image of the dropped camera in the window is all zeros; other cameras untouched",
-    Params=DropoutParams, resources=("stream:dropout",),
+    Params=DropoutParams,
+    resources=("stream:dropout",),
     entry_point="liberopro.shifts.d11_camera_dropout:CameraDropout",
 )
 
@@ -160,10 +186,13 @@ class ObsLatencyParams(RuntimeParams):
 
 
 D12 = ShiftSpec(
-    id="D12", name="observation latency", category="Observation",
+    id="D12",
+    name="observation latency",
+    category="Observation",
     summary="observations arrive 3-8 steps late for a window",
     post_condition="every frame delivered in the window is the frame captured delay_steps steps earlier",
-    Params=ObsLatencyParams, resources=("stream:timing",),
+    Params=ObsLatencyParams,
+    resources=("stream:timing",),
     entry_point="liberopro.shifts.d12_observation_latency:ObservationLatency",
 )
 

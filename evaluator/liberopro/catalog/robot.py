@@ -32,10 +32,12 @@ class RobotStateParams(ShiftParams):
     """``joints``: arm joint indices (0 = base yaw ... 6 = flange rotation), distinct;
     ``offsets_rad``: the offset added to each, radians, same order."""
 
-    joints: Annotated[tuple[int, ...], Field(min_length=1, max_length=N_ARM_JOINTS),
-                      DistinctSorted(N_ARM_JOINTS, Integers(2, 3))]
-    offsets_rad: Annotated[tuple[float, ...], Field(min_length=1, max_length=N_ARM_JOINTS),
-                           PerItem("joints", SignedUniform(0.1, 0.3))]
+    joints: Annotated[
+        tuple[int, ...], Field(min_length=1, max_length=N_ARM_JOINTS), DistinctSorted(N_ARM_JOINTS, Integers(2, 3))
+    ]
+    offsets_rad: Annotated[
+        tuple[float, ...], Field(min_length=1, max_length=N_ARM_JOINTS), PerItem("joints", SignedUniform(0.1, 0.3))
+    ]
 
     @model_validator(mode="after")
     def _consistent(self) -> RobotStateParams:
@@ -55,11 +57,16 @@ class RobotStateParams(ShiftParams):
 
 
 S17 = ShiftSpec(
-    id="S17", name="robot state", category="Robot",
+    id="S17",
+    name="robot state",
+    category="Robot",
     summary="initial joint configuration offset (0.1-0.3 rad on some joints), collision-free",
-    post_condition=("after settling the arm joints differ from the stored init by the stated offsets "
-                    "(0.03 rad), the robot touches nothing new, the end effector is in the workspace"),
-    Params=RobotStateParams, resources=("robot:joints",),
+    post_condition=(
+        "after settling the arm joints differ from the stored init by the stated offsets "
+        "(0.03 rad), the robot touches nothing new, the end effector is in the workspace"
+    ),
+    Params=RobotStateParams,
+    resources=("robot:joints",),
     entry_point="liberopro.shifts.s17_robot_state:RobotState",
 )
 
@@ -79,11 +86,16 @@ class ProprioBiasParams(ShiftParams):
 
 
 S18 = ShiftSpec(
-    id="S18", name="proprioception bias", category="Robot",
+    id="S18",
+    name="proprioception bias",
+    category="Robot",
     summary="constant offset on the reported end-effector pose (2-5 cm, 5-10 deg)",
-    post_condition=("delivered minus true eef_pos is the stated vector, delivered eef_quat is the true one "
-                    "turned by the stated angle/axis, eef_axis_angle matches eef_quat (1e-6, every step)"),
-    Params=ProprioBiasParams, resources=("proprio",),
+    post_condition=(
+        "delivered minus true eef_pos is the stated vector, delivered eef_quat is the true one "
+        "turned by the stated angle/axis, eef_axis_angle matches eef_quat (1e-6, every step)"
+    ),
+    Params=ProprioBiasParams,
+    resources=("proprio",),
     entry_point="liberopro.shifts.s18_proprioception_bias:ProprioceptionBias",
     notes={"fields": ["eef_pos", "eef_quat", "eef_axis_angle"]},
 )
@@ -101,11 +113,16 @@ class GraspLossParams(RuntimeParams):
 
 
 D18 = ShiftSpec(
-    id="D18", name="grasp loss", category="Robot",
+    id="D18",
+    name="grasp loss",
+    category="Robot",
     summary="gripper forced open for a few steps: the object drops, then control returns",
-    post_condition=("no gripper finger touches what it held at the trigger once the window ends "
-                    "(window extended by at most release_timeout_steps until it does)"),
-    Params=GraspLossParams, resources=("robot:gripper",),
+    post_condition=(
+        "no gripper finger touches what it held at the trigger once the window ends "
+        "(window extended by at most release_timeout_steps until it does)"
+    ),
+    Params=GraspLossParams,
+    resources=("robot:gripper",),
     entry_point="liberopro.shifts.d18_grasp_loss:GraspLoss",
 )
 
@@ -123,10 +140,13 @@ class DisplacementParams(RuntimeParams):
 
 
 D19 = ShiftSpec(
-    id="D19", name="robot displacement", category="Robot",
+    id="D19",
+    name="robot displacement",
+    category="Robot",
     summary="end effector pushed 3-8 cm by a bounded intervention",
     post_condition="end effector displaced horizontally by >= 80% of the stated distance within max_steps",
-    Params=DisplacementParams, resources=("robot:control",),
+    Params=DisplacementParams,
+    resources=("robot:control",),
     entry_point="liberopro.shifts.d19_robot_displacement:RobotDisplacement",
 )
 

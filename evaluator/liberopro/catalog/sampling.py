@@ -123,7 +123,7 @@ class Direction(Draw):
         return 0.0 if v >= 360 else v
 
     def intervals(self):
-        return [(0.0, 360 - 10.0 ** -self.digits)]
+        return [(0.0, 360 - 10.0**-self.digits)]
 
     def describe(self):
         return "[0, 360)"
@@ -294,8 +294,12 @@ class DistinctSorted(Draw):
         return self.size.intervals()
 
     def contains(self, value, ctx):
-        return (self.size.contains(len(value), ctx) and len(set(value)) == len(value)
-                and all(0 <= v < self.n for v in value) and list(value) == sorted(value))
+        return (
+            self.size.contains(len(value), ctx)
+            and len(set(value)) == len(value)
+            and all(0 <= v < self.n for v in value)
+            and list(value) == sorted(value)
+        )
 
     def describe(self):
         return f"{self.size.lo}-{self.size.hi} distinct of 0-{self.n - 1}"
@@ -460,8 +464,11 @@ class TaskSubset(Draw):
 
     def contains(self, value, ctx):
         pool = _options(self.fn, ctx)
-        return (len(set(value)) == len(value) and all(v in pool for v in value)
-                and (self.size.contains(len(value), ctx) or len(value) == len(pool) < self.size.lo))
+        return (
+            len(set(value)) == len(value)
+            and all(v in pool for v in value)
+            and (self.size.contains(len(value), ctx) or len(value) == len(pool) < self.size.lo)
+        )
 
     def describe(self):
         return self.text
@@ -481,8 +488,9 @@ def draws(model: type[BaseModel]) -> dict[str, Draw]:
     return {name: d for name, info in model.model_fields.items() if (d := draw_of(info)) is not None}
 
 
-def sample_fields(model: type[BaseModel], rng: np.random.Generator, ref: TaskRef | None = None,
-                  sem: TaskSemantics | None = None) -> dict[str, Any]:
+def sample_fields(
+    model: type[BaseModel], rng: np.random.Generator, ref: TaskRef | None = None, sem: TaskSemantics | None = None
+) -> dict[str, Any]:
     """Draw every field that declares a distribution, in field order; fields without one (and
     conditional draws whose condition does not hold) are left out, so they take their defaults.
 

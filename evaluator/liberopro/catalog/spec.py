@@ -37,8 +37,21 @@ PHASES: tuple[Phase, ...] = ("approach", "grasp", "transport", "placement")
 #: ``stream``), proprioception (``proprio``), the robot (``robot``), the actions (``actions``) and
 #: the instruction (``instruction``). Two shifts of a composition may not own one resource at
 #: one moment (:mod:`liberopro.compositions`).
-RESOURCE_CHANNELS: tuple[str, ...] = ("space", "instance", "view", "appearance", "lights", "camera", "pose",
-                                      "pixels", "stream", "proprio", "robot", "actions", "instruction")
+RESOURCE_CHANNELS: tuple[str, ...] = (
+    "space",
+    "instance",
+    "view",
+    "appearance",
+    "lights",
+    "camera",
+    "pose",
+    "pixels",
+    "stream",
+    "proprio",
+    "robot",
+    "actions",
+    "instruction",
+)
 
 
 class ShiftParams(BaseModel):
@@ -186,8 +199,9 @@ class ShiftSpec:
         return getattr(self.Params, "fallback", None) if self.kind == "runtime" else None
 
     # ------------------------------------------------------------------ parameters
-    def sample_params(self, rng: np.random.Generator, ref: TaskRef | None = None,
-                      sem: TaskSemantics | None = None) -> ShiftParams:
+    def sample_params(
+        self, rng: np.random.Generator, ref: TaskRef | None = None, sem: TaskSemantics | None = None
+    ) -> ShiftParams:
         """Draw parameters from the declared distributions (``rng``: the instance's generator).
 
         ``ref``/``sem`` are needed by task-dependent draws only (``ValueError`` without them)."""

@@ -15,8 +15,9 @@ from liberopro.report.runs import ReportError, find_runs, group_policies, load_r
 __all__ = ["ReportError", "write_report"]
 
 
-def write_report(run_dirs: list[Path], out_dir: Path, title: str = "LIBERO-Pro2.0 report",
-                 charts: bool = True) -> dict[str, Path]:
+def write_report(
+    run_dirs: list[Path], out_dir: Path, title: str = "LIBERO-Pro2.0 report", charts: bool = True
+) -> dict[str, Path]:
     """Read the run directories (each, or every run directory below it), group them per policy
     and write ``out_dir/report.md``, ``out_dir/report.html`` and ``out_dir/figures/*.svg``
     (tables only, no figures, when ``charts`` is False: drawing them is most of the time).

@@ -35,8 +35,12 @@ def render_markdown(doc: Document, figures: dict[str, str]) -> str:
             elif isinstance(b, Heading):
                 out += [f"### {b.text}", ""]
             elif isinstance(b, Table):
-                out += [f"*{b.caption}*", "", "| " + " | ".join(_md_cell(h) for h in b.headers) + " |",
-                        "|" + "|".join("---" for _ in b.headers) + "|"]
+                out += [
+                    f"*{b.caption}*",
+                    "",
+                    "| " + " | ".join(_md_cell(h) for h in b.headers) + " |",
+                    "|" + "|".join("---" for _ in b.headers) + "|",
+                ]
                 out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in b.rows]
                 out.append("")
             elif isinstance(b, Figure):
@@ -59,9 +63,11 @@ def inline_svg(svg: bytes | str, prefix: str, label: str) -> str:
     ids = set(_IDS.findall(text))
     if ids:
         names = "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))
-        text = re.sub(rf'(\bid="|href="#|url\(#)({names})(?=["\)])', lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", text)
+        text = re.sub(
+            rf'(\bid="|href="#|url\(#)({names})(?=["\)])', lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", text
+        )
     start = text.index("<svg")
-    return text[:start] + f'<svg role="img" aria-label="{html.escape(label)}"' + text[start + 4:]
+    return text[:start] + f'<svg role="img" aria-label="{html.escape(label)}"' + text[start + 4 :]
 
 
 _CSS = """
@@ -99,12 +105,23 @@ def _inline(text: str) -> str:
 def render_html(doc: Document, svgs: dict[str, bytes]) -> str:
     """The document as one HTML page; ``svgs`` maps a figure id to its rendered SVG."""
     e = html.escape
-    parts = ['<!DOCTYPE html>', '<html lang="en">', '<head>', '<meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{e(doc.title)}</title>", f"<style>{_CSS % {'vars': css_variables()}}</style>", "</head>",
-             "<body>", "<main>", f"<h1>{e(doc.title)}</h1>"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{e(doc.title)}</title>",
+        f"<style>{_CSS % {'vars': css_variables()}}</style>",
+        "</head>",
+        "<body>",
+        "<main>",
+        f"<h1>{e(doc.title)}</h1>",
+    ]
     parts += [f"<p>{_inline(p)}</p>" for p in doc.intro]
-    parts += ['<nav aria-label="Contents"><ol>'] + [f'<li><a href="#{s.id}">{e(s.title)}</a></li>' for s in doc.sections]
+    parts += ['<nav aria-label="Contents"><ol>'] + [
+        f'<li><a href="#{s.id}">{e(s.title)}</a></li>' for s in doc.sections
+    ]
     parts.append("</ol></nav>")
     for sec in doc.sections:
         parts.append(f'<section aria-labelledby="{sec.id}"><h2 id="{sec.id}">{e(sec.title)}</h2>')
@@ -116,14 +133,23 @@ def render_html(doc: Document, svgs: dict[str, bytes]) -> str:
                 parts.append(f'<h3 id="{b.id}">{e(b.text)}</h3>')
             elif isinstance(b, Table):
                 head = "".join(f'<th scope="col">{e(h)}</th>' for h in b.headers)
-                body = "".join("<tr>" + f'<th scope="row">{e(row[0])}</th>' + "".join(f"<td>{e(c)}</td>" for c in row[1:])
-                               + "</tr>" for row in b.rows)
-                parts.append(f'<div class="table-wrap" role="region" aria-label="{e(b.caption)}" tabindex="0">'
-                             f'<table id="{b.id}"><caption>{e(b.caption)}</caption><thead><tr>{head}</tr></thead>'
-                             f"<tbody>{body}</tbody></table></div>")
+                body = "".join(
+                    "<tr>"
+                    + f'<th scope="row">{e(row[0])}</th>'
+                    + "".join(f"<td>{e(c)}</td>" for c in row[1:])
+                    + "</tr>"
+                    for row in b.rows
+                )
+                parts.append(
+                    f'<div class="table-wrap" role="region" aria-label="{e(b.caption)}" tabindex="0">'
+                    f'<table id="{b.id}"><caption>{e(b.caption)}</caption><thead><tr>{head}</tr></thead>'
+                    f"<tbody>{body}</tbody></table></div>"
+                )
             elif isinstance(b, Figure):
-                parts.append(f'<figure id="{b.id}">{inline_svg(svgs[b.id], b.id, b.chart.alt)}'
-                             f"<figcaption>{e(b.chart.title)}</figcaption></figure>")
+                parts.append(
+                    f'<figure id="{b.id}">{inline_svg(svgs[b.id], b.id, b.chart.alt)}'
+                    f"<figcaption>{e(b.chart.title)}</figcaption></figure>"
+                )
         parts.append("</section>")
     parts += ["</main>", "</body>", "</html>"]
     return "\n".join(parts) + "\n"

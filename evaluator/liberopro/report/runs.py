@@ -146,31 +146,55 @@ def read_summary(summary: Summary | dict[str, Any]) -> SummaryView:
     its JSON as a dict). Raises ``pydantic.ValidationError`` for a value of the wrong type."""
     summary = _load(summary)
     head = summary.headline
-    cases = [CaseRow(
-        case=c.case, shift_ids=list(c.shift_ids), shift_names=list(c.shift_names), categories=list(c.categories),
-        kind=c.kind or "nominal", observations=c.observations or "live", recovery=c.recovery or "none",
-        rate=wilson_rate(c), invalid=c.invalid_episodes, invalid_reasons=list(c.invalid_reasons),
-        not_fired=c.runtime_not_fired,
-        drop=_paired(c.drop_from_nominal.value, c.drop_from_nominal.ci95, c.drop_from_nominal.pairs)
-        if c.drop_from_nominal else None,
-    ) for c in summary.cases]
+    cases = [
+        CaseRow(
+            case=c.case,
+            shift_ids=list(c.shift_ids),
+            shift_names=list(c.shift_names),
+            categories=list(c.categories),
+            kind=c.kind or "nominal",
+            observations=c.observations or "live",
+            recovery=c.recovery or "none",
+            rate=wilson_rate(c),
+            invalid=c.invalid_episodes,
+            invalid_reasons=list(c.invalid_reasons),
+            not_fired=c.runtime_not_fired,
+            drop=_paired(c.drop_from_nominal.value, c.drop_from_nominal.ci95, c.drop_from_nominal.pairs)
+            if c.drop_from_nominal
+            else None,
+        )
+        for c in summary.cases
+    ]
     comps = []
     for c in head.compositions:
         n = c.paired_episodes
-        comps.append(CompositionRow(
-            case=c.case, shift_ids=c.case.split("+"), weakest=c.weakest_constituent,
-            composition_paired=_paired_rate(c.paired_rates.get("composition"), n),
-            weakest_paired=_paired_rate(c.weakest_single, n),
-            gap=_paired(c.weakest_single_gap, c.gap_ci95, n), paired_tasks=c.paired_tasks))
+        comps.append(
+            CompositionRow(
+                case=c.case,
+                shift_ids=c.case.split("+"),
+                weakest=c.weakest_constituent,
+                composition_paired=_paired_rate(c.paired_rates.get("composition"), n),
+                weakest_paired=_paired_rate(c.weakest_single, n),
+                gap=_paired(c.weakest_single_gap, c.gap_ci95, n),
+                paired_tasks=c.paired_tasks,
+            )
+        )
     lmf = head.live_minus_frozen
     frozen = {f.case: _paired(f.gap, f.ci95, f.paired_episodes) for f in lmf.cases if f.gap is not None}
-    recovery = {p: (_paired(g.mean_gain, g.ci95, g.paired_episodes), g.cases)
-                for p, g in head.recovery_gain.items() if g.mean_gain is not None}
+    recovery = {
+        p: (_paired(g.mean_gain, g.ci95, g.paired_episodes), g.cases)
+        for p, g in head.recovery_gain.items()
+        if g.mean_gain is not None
+    }
     ep = summary.episodes
     return SummaryView(
-        metrics=metrics_of(summary), cases=cases, compositions=comps, frozen=frozen,  # type: ignore[arg-type]
+        metrics=metrics_of(summary),
+        cases=cases,
+        compositions=comps,
+        frozen=frozen,  # type: ignore[arg-type]
         frozen_mean=_paired(lmf.mean_gap, lmf.mean_gap_ci95, lmf.mean_gap_paired_episodes),
-        frozen_mean_cases=len(frozen), recovery=recovery,  # type: ignore[arg-type]
+        frozen_mean_cases=len(frozen),
+        recovery=recovery,  # type: ignore[arg-type]
         episodes={"total": ep.total, "valid": ep.valid, "invalid": ep.invalid, "successes": ep.successes},
         termination_reasons=dict(summary.termination_reasons),
     )
@@ -218,11 +242,18 @@ def read_header(summary: Summary | dict[str, Any]) -> RunHeader:
         return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
 
     return RunHeader(
-        policy_name=str(meta.get("policy_name") or "unnamed policy"), identity_kind=kind, identity=ident,
-        metadata=dict(meta), own_replan=_int(meta.get("replan_steps")), replan_override=_int(settings.replan_steps),
-        manifest_sha256=summary.manifest_sha256 or None, evaluator_version=summary.evaluator_version,
-        stack=dict(summary.stack), max_steps=_int(settings.max_steps),
-        render_size=_int(settings.render_size), finished=summary.finished,
+        policy_name=str(meta.get("policy_name") or "unnamed policy"),
+        identity_kind=kind,
+        identity=ident,
+        metadata=dict(meta),
+        own_replan=_int(meta.get("replan_steps")),
+        replan_override=_int(settings.replan_steps),
+        manifest_sha256=summary.manifest_sha256 or None,
+        evaluator_version=summary.evaluator_version,
+        stack=dict(summary.stack),
+        max_steps=_int(settings.max_steps),
+        render_size=_int(settings.render_size),
+        finished=summary.finished,
     )
 
 
@@ -252,12 +283,16 @@ def find_runs(paths: list[Path]) -> list[Path]:
             found.append(p)
             continue
         if not p.exists():
-            raise ReportError(f"{p} does not exist (give what `liberopro evaluate --out DIR` wrote, or a "
-                              "directory of such directories)")
+            raise ReportError(
+                f"{p} does not exist (give what `liberopro evaluate --out DIR` wrote, or a "
+                "directory of such directories)"
+            )
         below = sorted(s.parent for s in p.rglob("summary.json")) if p.is_dir() else []
         if not below:
-            raise ReportError(f"{p} is not a run directory: it holds no summary.json (give what "
-                              "`liberopro evaluate --out DIR` wrote, or a directory of such directories)")
+            raise ReportError(
+                f"{p} is not a run directory: it holds no summary.json (give what "
+                "`liberopro evaluate --out DIR` wrote, or a directory of such directories)"
+            )
         found += below
     out, seen = [], set()
     for p in found:
@@ -282,8 +317,10 @@ def load_run(path: Path) -> Run:
         summary = Summary.load(summary)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ReportError(f"{path / 'summary.json'} is not a summary of this evaluator "
-                          f"({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
+        raise ReportError(
+            f"{path / 'summary.json'} is not a summary of this evaluator "
+            f"({'.'.join(map(str, first['loc']))}: {first['msg']})"
+        ) from None
     episodes = path / "episodes.jsonl"
     if not episodes.is_file():
         raise ReportError(f"{episodes} is missing: the report pairs episodes, so it needs the run's episodes.jsonl")
@@ -295,8 +332,10 @@ def load_run(path: Path) -> Run:
             records.append(EpisodeRecord.model_validate_json(line))
         except ValidationError as exc:
             first = exc.errors()[0]
-            raise ReportError(f"{episodes}:{n} is not an episode record of this evaluator "
-                              f"({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
+            raise ReportError(
+                f"{episodes}:{n} is not an episode record of this evaluator "
+                f"({'.'.join(map(str, first['loc']))}: {first['msg']})"
+            ) from None
     return Run(path=path, summary=summary, header=read_header(summary), records=records)
 
 
@@ -356,8 +395,10 @@ def _combine(runs: list[Run]) -> tuple[list[EpisodeRecord], Summary, list[str]]:
         for r in run.records:
             key = (r.row_key, r.pair_key)
             if key in seen_here:
-                raise ReportError(f"{run.path / 'episodes.jsonl'} holds episode {r.row_key} on {r.task_key} (init state "
-                                  f"{r.init_state_id}, seed {r.seed}) twice: it is not one run's output")
+                raise ReportError(
+                    f"{run.path / 'episodes.jsonl'} holds episode {r.row_key} on {r.task_key} (init state "
+                    f"{r.init_state_id}, seed {r.seed}) twice: it is not one run's output"
+                )
             seen_here.add(key)
             if key in owner:
                 pair = (str(run.path), str(owner[key].path))
@@ -366,8 +407,11 @@ def _combine(runs: list[Run]) -> tuple[list[EpisodeRecord], Summary, list[str]]:
             owner[key] = run
             records.append(r)
     header = {**runs[0].summary.header.to_json(), "combined_runs": [str(r.path) for r in runs]}
-    notes = [f"{n} episode(s) of {later} were already in {first} (same case, task, init state and seed): counted once, "
-             f"from {first}" for (later, first), n in repeated.items()]
+    notes = [
+        f"{n} episode(s) of {later} were already in {first} (same case, task, init state and seed): counted once, "
+        f"from {first}"
+        for (later, first), n in repeated.items()
+    ]
     return records, summarize(records, header), notes
 
 
@@ -388,8 +432,14 @@ def group_policies(runs: list[Run]) -> list[Policy]:
             by_replan.setdefault(run.header.replan, []).append(run)
         for replan in sorted(by_replan, key=lambda k: (k is None, k or 0)):
             records, summary, notes = _combine(by_replan[replan])
-            policy.conditions[replan] = Condition(replan=replan, runs=by_replan[replan], records=records,
-                                                  view=read_summary(summary), summary=summary, notes=notes)
+            policy.conditions[replan] = Condition(
+                replan=replan,
+                runs=by_replan[replan],
+                records=records,
+                view=read_summary(summary),
+                summary=summary,
+                notes=notes,
+            )
         policies.append(policy)
     return policies
 
@@ -400,5 +450,18 @@ def _short_identity(kind: str, ident: str) -> str:
     return ident if len(ident) <= 40 else ident[:37] + "..."
 
 
-__all__ = ["CaseRow", "CompositionRow", "Condition", "Policy", "ReportError", "Run", "RunHeader", "SummaryView",
-           "find_runs", "group_policies", "load_run", "read_header", "read_summary"]
+__all__ = [
+    "CaseRow",
+    "CompositionRow",
+    "Condition",
+    "Policy",
+    "ReportError",
+    "Run",
+    "RunHeader",
+    "SummaryView",
+    "find_runs",
+    "group_policies",
+    "load_run",
+    "read_header",
+    "read_summary",
+]

@@ -81,8 +81,9 @@ class Instance(BaseModel):
     @model_validator(mode="after")
     def _known_task(self) -> Instance:
         if self.schema_version != INSTANCE_SCHEMA_VERSION:
-            raise ValueError(f"instance schema version {self.schema_version}; this reader reads version "
-                             f"{INSTANCE_SCHEMA_VERSION}")
+            raise ValueError(
+                f"instance schema version {self.schema_version}; this reader reads version {INSTANCE_SCHEMA_VERSION}"
+            )
         TaskRef(self.suite, self.task_index)  # ValueError naming the unknown suite or index
         return self
 
@@ -143,8 +144,10 @@ class Manifest(BaseModel):
     def _consistent(self) -> Manifest:
         h = self.header
         if h.kind != MANIFEST_KIND or h.schema_version != MANIFEST_SCHEMA_VERSION:
-            raise ValueError(f"kind {h.kind!r} schema {h.schema_version}; this reader reads {MANIFEST_KIND!r} "
-                             f"schema {MANIFEST_SCHEMA_VERSION}")
+            raise ValueError(
+                f"kind {h.kind!r} schema {h.schema_version}; this reader reads {MANIFEST_KIND!r} "
+                f"schema {MANIFEST_SCHEMA_VERSION}"
+            )
         if len(self.instances) != h.instances:
             raise ValueError(f"the header says {h.instances} instances, the file has {len(self.instances)}")
         dupes = [i for i, n in Counter(i.instance_id for i in self.instances).items() if n > 1]
@@ -182,16 +185,29 @@ def content_hash(instances: list[Instance]) -> str:
     return h.hexdigest()
 
 
-def make_header(split: Split, seed: int, instances: list[Instance], *, episodes: int, dropped: int = 0,
-                stack: dict[str, Any] | None = None, created: str | None = None) -> ManifestHeader:
+def make_header(
+    split: Split,
+    seed: int,
+    instances: list[Instance],
+    *,
+    episodes: int,
+    dropped: int = 0,
+    stack: dict[str, Any] | None = None,
+    created: str | None = None,
+) -> ManifestHeader:
     """The header of a manifest holding ``instances``: counts, seed commitment and content hash
     computed here; ``created`` defaults to now (UTC, ISO 8601, seconds)."""
     return ManifestHeader(
-        split=split, seed_sha256=seed_commitment(seed), episodes_per_instance=episodes, stack=stack or {},
-        created=created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), instances=len(instances),
+        split=split,
+        seed_sha256=seed_commitment(seed),
+        episodes_per_instance=episodes,
+        stack=stack or {},
+        created=created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        instances=len(instances),
         per_shift=dict(sorted(Counter(i.case for i in instances).items())),
         per_suite=dict(sorted(Counter(i.suite for i in instances).items())),
-        dropped=dropped, content_hash=content_hash(instances),
+        dropped=dropped,
+        content_hash=content_hash(instances),
     )
 
 
@@ -229,8 +245,9 @@ def read_manifest(path: Path) -> Manifest:
         raise ManifestError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     numbered = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     if not numbered:
-        raise ManifestError(f"{path} is empty: a manifest starts with a header line "
-                            "(write one with `liberopro instances generate`)")
+        raise ManifestError(
+            f"{path} is empty: a manifest starts with a header line (write one with `liberopro instances generate`)"
+        )
     header = _read_header(path, *numbered[0])
     problems: list[str] = []
     instances: list[Instance] = []
@@ -243,8 +260,9 @@ def read_manifest(path: Path) -> Manifest:
             problems.append(f"{path}:{n}: {describe_errors(exc)}")
             continue
         if inst.instance_id in first_line:
-            problems.append(f"{path}:{n}: instance {inst.instance_id} appears twice (first on line "
-                            f"{first_line[inst.instance_id]})")
+            problems.append(
+                f"{path}:{n}: instance {inst.instance_id} appears twice (first on line {first_line[inst.instance_id]})"
+            )
             continue
         first_line[inst.instance_id] = n
         instances.append(inst)
@@ -252,8 +270,9 @@ def read_manifest(path: Path) -> Manifest:
     if problems:
         raise ManifestError(listing(path, problems))
     try:
-        return Manifest(header=header, instances=instances, path=str(path),
-                        sha256=hashlib.sha256(data).hexdigest(), lines=lines)
+        return Manifest(
+            header=header, instances=instances, path=str(path), sha256=hashlib.sha256(data).hexdigest(), lines=lines
+        )
     except ValidationError as exc:
         raise ManifestError(f"{path}: {describe_errors(exc)}") from exc
 
@@ -264,16 +283,21 @@ def _read_header(path: Path, n: int, line: str) -> ManifestHeader:
     except json.JSONDecodeError as exc:
         raise ManifestError(f"{path}:{n}: the header line is not JSON ({exc.msg} at column {exc.colno})") from exc
     if isinstance(raw, dict) and "instance_id" in raw and "kind" not in raw:
-        raise ManifestError(f"{path}:{n}: an instance where the manifest header belongs: this file has no header "
-                            "line (not written by `liberopro instances generate`, or by a version before headers); "
-                            "regenerate it, or write it with liberopro.schema.manifest.write_manifest")
+        raise ManifestError(
+            f"{path}:{n}: an instance where the manifest header belongs: this file has no header "
+            "line (not written by `liberopro instances generate`, or by a version before headers); "
+            "regenerate it, or write it with liberopro.schema.manifest.write_manifest"
+        )
     if not isinstance(raw, dict) or raw.get("kind") != MANIFEST_KIND:
         kind = raw.get("kind") if isinstance(raw, dict) else type(raw).__name__
-        raise ManifestError(f"{path}:{n}: not a LIBERO-Pro2.0 instance manifest (kind {kind!r}, expected "
-                            f"{MANIFEST_KIND!r})")
+        raise ManifestError(
+            f"{path}:{n}: not a LIBERO-Pro2.0 instance manifest (kind {kind!r}, expected {MANIFEST_KIND!r})"
+        )
     if raw.get("schema_version") != MANIFEST_SCHEMA_VERSION:
-        raise ManifestError(f"{path}:{n}: manifest schema version {raw.get('schema_version')!r}; this reader reads "
-                            f"version {MANIFEST_SCHEMA_VERSION}: regenerate the manifest with this evaluator")
+        raise ManifestError(
+            f"{path}:{n}: manifest schema version {raw.get('schema_version')!r}; this reader reads "
+            f"version {MANIFEST_SCHEMA_VERSION}: regenerate the manifest with this evaluator"
+        )
     try:
         return ManifestHeader.model_validate(raw)
     except ValidationError as exc:

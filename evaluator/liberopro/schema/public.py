@@ -24,8 +24,14 @@ from liberopro.schema.results import CaseSummary, MeanRate, SuccessRate, Summary
 from liberopro.schema.results import PairedDifference as SummaryPairedDifference
 
 KINDS: tuple[str, ...] = ("static", "runtime")
-SHORT: dict[str, str] = {"Condition": "Cond.", "Environment": "Env.", "Observation": "Obs.", "Execution": "Exec.",
-                         "Robot": "Robot", "Language": "Lang."}
+SHORT: dict[str, str] = {
+    "Condition": "Cond.",
+    "Environment": "Env.",
+    "Observation": "Obs.",
+    "Execution": "Exec.",
+    "Robot": "Robot",
+    "Language": "Lang.",
+}
 
 SUBMISSION_PAGE = "/leaderboard/submissions/{id}"
 SUBMISSION_API = "/api/leaderboard/submissions/{id}"
@@ -36,8 +42,10 @@ class Rate(BaseModel):
 
     value: float | None = Field(..., description="Success rate in [0, 1]; null when no episode was run.")
     ci95: tuple[float, float] | None = Field(
-        ..., description="95% interval [low, high]: Wilson for one case, percentile bootstrap over tasks "
-        "and episodes for a mean over cases.")
+        ...,
+        description="95% interval [low, high]: Wilson for one case, percentile bootstrap over tasks "
+        "and episodes for a mean over cases.",
+    )
     episodes: int = Field(..., description="Valid episodes behind the rate.")
     method: Literal["wilson", "bootstrap"]
     cases: int | None = Field(None, description="Cases averaged (means over cases only).")
@@ -69,18 +77,51 @@ class Column(BaseModel):
 
 def _columns() -> list[Column]:
     cols = [
-        Column(key="overall", label="Overall", short="Overall", group="headline", method="bootstrap",
-               description="Mean success rate over every single-shift case, static and runtime (the ranking score)."),
-        Column(key="nominal", label="Nominal", short="Nominal", group="headline", method="wilson",
-               description="Success rate on the evaluation tasks without any shift."),
-        Column(key="static_mean", label="Static mean", short="Static mean", group="headline", method="bootstrap",
-               description="Mean success rate over the static single-shift cases."),
-        Column(key="runtime_mean", label="Runtime mean", short="Runtime mean", group="headline", method="bootstrap",
-               description="Mean success rate over the runtime single-shift cases."),
+        Column(
+            key="overall",
+            label="Overall",
+            short="Overall",
+            group="headline",
+            method="bootstrap",
+            description="Mean success rate over every single-shift case, static and runtime (the ranking score).",
+        ),
+        Column(
+            key="nominal",
+            label="Nominal",
+            short="Nominal",
+            group="headline",
+            method="wilson",
+            description="Success rate on the evaluation tasks without any shift.",
+        ),
+        Column(
+            key="static_mean",
+            label="Static mean",
+            short="Static mean",
+            group="headline",
+            method="bootstrap",
+            description="Mean success rate over the static single-shift cases.",
+        ),
+        Column(
+            key="runtime_mean",
+            label="Runtime mean",
+            short="Runtime mean",
+            group="headline",
+            method="bootstrap",
+            description="Mean success rate over the runtime single-shift cases.",
+        ),
     ]
     for kind in KINDS:
-        cols += [Column(key=f"{kind}.{cat}", label=cat, short=SHORT[cat], group=kind, method="bootstrap",
-                        description=f"Mean success rate over the {kind} {cat} cases.") for cat in CATEGORIES]
+        cols += [
+            Column(
+                key=f"{kind}.{cat}",
+                label=cat,
+                short=SHORT[cat],
+                group=kind,
+                method="bootstrap",
+                description=f"Mean success rate over the {kind} {cat} cases.",
+            )
+            for cat in CATEGORIES
+        ]
     return cols
 
 
@@ -103,7 +144,9 @@ class CaseRate(BaseModel):
     rate: Rate
     invalid_episodes: int = Field(0, description="Episodes whose shift could not be realised (in no rate).")
     drop_from_nominal: PairedDifference | None = Field(
-        None, description="SR(nominal) - SR(case) over the same tasks, init states and seeds (positive: the shift costs).")
+        None,
+        description="SR(nominal) - SR(case) over the same tasks, init states and seeds (positive: the shift costs).",
+    )
 
     @property
     def standard(self) -> bool:
@@ -129,9 +172,13 @@ class Composition(BaseModel):
 
     case: str
     success_rate: float | None
-    constituents: dict[str, float | None] = Field(..., description="Each constituent's SR over its own tasks (context).")
+    constituents: dict[str, float | None] = Field(
+        ..., description="Each constituent's SR over its own tasks (context)."
+    )
     weakest_constituent: str | None = None
-    weakest_single: float | None = Field(None, description="The weakest constituent's SR over the composition's episodes.")
+    weakest_single: float | None = Field(
+        None, description="The weakest constituent's SR over the composition's episodes."
+    )
     weakest_single_gap: float | None
     gap_ci95: tuple[float, float] | None = None
     paired_episodes: int = 0
@@ -178,7 +225,9 @@ class SubmissionMeta(BaseModel):
     evaluator_version: str
     results_schema_version: int | None = None
     stack: dict[str, str | None] = Field(..., description="Simulator stack versions the evaluator ran on.")
-    manifest_sha256: str = Field(..., description="Hash of the (hidden) evaluation manifest: equal hashes, same instances.")
+    manifest_sha256: str = Field(
+        ..., description="Hash of the (hidden) evaluation manifest: equal hashes, same instances."
+    )
     published_at: dt.datetime
     episodes: EpisodeCounts
     instances: int | None = Field(None, description="Number of evaluation instances run.")
@@ -221,8 +270,14 @@ def wilson_rate(raw: SuccessRate | CaseSummary | None) -> Rate:
     cases) as a :class:`Rate` (``per_task`` dropped)."""
     if raw is None or raw.success_rate is None:
         return MISSING_WILSON.model_copy(update={"episodes": raw.episodes if raw is not None else 0})
-    return Rate(value=raw.success_rate, ci95=_interval(raw.ci95), episodes=raw.episodes,
-                method="wilson", tasks=raw.tasks, successes=raw.successes)
+    return Rate(
+        value=raw.success_rate,
+        ci95=_interval(raw.ci95),
+        episodes=raw.episodes,
+        method="wilson",
+        tasks=raw.tasks,
+        successes=raw.successes,
+    )
 
 
 def bootstrap_rate(raw: MeanRate | None) -> Rate:
@@ -254,9 +309,16 @@ def metrics_of(summary: Summary | dict[str, Any] | None) -> dict[str, Rate]:
 
 def _case(raw: CaseSummary) -> CaseRate:
     return CaseRate(
-        case=raw.case, shift_ids=raw.shift_ids, shift_names=raw.shift_names, categories=raw.categories,
-        kind=raw.kind or "nominal", observations=raw.observations or "live", recovery=raw.recovery or "none",
-        rate=wilson_rate(raw), invalid_episodes=raw.invalid_episodes, drop_from_nominal=_paired(raw.drop_from_nominal),
+        case=raw.case,
+        shift_ids=raw.shift_ids,
+        shift_names=raw.shift_names,
+        categories=raw.categories,
+        kind=raw.kind or "nominal",
+        observations=raw.observations or "live",
+        recovery=raw.recovery or "none",
+        rate=wilson_rate(raw),
+        invalid_episodes=raw.invalid_episodes,
+        drop_from_nominal=_paired(raw.drop_from_nominal),
     )
 
 
@@ -272,35 +334,57 @@ def public_result(row: Any) -> PublicResult:
     summary = _summary(row.summary)
     head, settings, episodes = summary.headline, summary.settings, summary.episodes
     meta = SubmissionMeta(
-        submission_id=row.submission_id, team=row.team_name, policy_name=row.policy_name,
-        image_digest=row.image_digest, spec_version=row.spec_version, evaluator_version=row.evaluator_version,
+        submission_id=row.submission_id,
+        team=row.team_name,
+        policy_name=row.policy_name,
+        image_digest=row.image_digest,
+        spec_version=row.spec_version,
+        evaluator_version=row.evaluator_version,
         results_schema_version=summary.schema_version if "schema_version" in summary.model_fields_set else None,
         stack={str(k): (None if v is None else str(v)) for k, v in (row.stack or {}).items()},
-        manifest_sha256=row.manifest_sha256, published_at=row.published_at,
-        episodes=EpisodeCounts(total=episodes.total, valid=episodes.valid, invalid=episodes.invalid,
-                               successes=episodes.successes),
+        manifest_sha256=row.manifest_sha256,
+        published_at=row.published_at,
+        episodes=EpisodeCounts(
+            total=episodes.total, valid=episodes.valid, invalid=episodes.invalid, successes=episodes.successes
+        ),
         instances=summary.instances,
         episodes_per_instance=settings.episodes_per_instance,
         max_steps=settings.max_steps,
-        page_url=SUBMISSION_PAGE.format(id=row.submission_id), api_url=SUBMISSION_API.format(id=row.submission_id),
+        page_url=SUBMISSION_PAGE.format(id=row.submission_id),
+        api_url=SUBMISSION_API.format(id=row.submission_id),
     )
     lmf = head.live_minus_frozen
     diagnostics = Diagnostics(
-        live_minus_frozen=[FrozenGap(case=f.case, live=f.live, frozen=f.frozen, gap=f.gap, ci95=_interval(f.ci95))
-                           for f in lmf.cases],
+        live_minus_frozen=[
+            FrozenGap(case=f.case, live=f.live, frozen=f.frozen, gap=f.gap, ci95=_interval(f.ci95)) for f in lmf.cases
+        ],
         live_minus_frozen_mean_gap=lmf.mean_gap,
         live_minus_frozen_mean_gap_ci95=_interval(lmf.mean_gap_ci95),
-        recovery_gain={p: RecoveryGain(mean_gain=g.mean_gain, cases=g.cases, ci95=_interval(g.ci95))
-                       for p, g in head.recovery_gain.items() if g.mean_gain is not None},
+        recovery_gain={
+            p: RecoveryGain(mean_gain=g.mean_gain, cases=g.cases, ci95=_interval(g.ci95))
+            for p, g in head.recovery_gain.items()
+            if g.mean_gain is not None
+        },
     )
-    compositions = [Composition(case=c.case, success_rate=c.success_rate, constituents=c.constituents,
-                                weakest_constituent=c.weakest_constituent, weakest_single=c.weakest_single,
-                                weakest_single_gap=c.weakest_single_gap, gap_ci95=_interval(c.gap_ci95),
-                                paired_episodes=c.paired_episodes)
-                    for c in head.compositions]
+    compositions = [
+        Composition(
+            case=c.case,
+            success_rate=c.success_rate,
+            constituents=c.constituents,
+            weakest_constituent=c.weakest_constituent,
+            weakest_single=c.weakest_single,
+            weakest_single_gap=c.weakest_single_gap,
+            gap_ci95=_interval(c.gap_ci95),
+            paired_episodes=c.paired_episodes,
+        )
+        for c in head.compositions
+    ]
     return PublicResult(
-        meta=meta, metrics=metrics_of(summary), cases=[_case(c) for c in summary.cases],
-        compositions=compositions, diagnostics=diagnostics,
+        meta=meta,
+        metrics=metrics_of(summary),
+        cases=[_case(c) for c in summary.cases],
+        compositions=compositions,
+        diagnostics=diagnostics,
         termination_reasons=dict(summary.termination_reasons),
     )
 

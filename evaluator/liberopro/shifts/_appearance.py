@@ -60,8 +60,9 @@ def visual_geoms(scene, roots: set[int]) -> list[int]:
     """Geoms of the given root bodies that the cameras draw (not group 0, LIBERO's collision
     group, which robosuite hides; not transparent)."""
     m = scene.model
-    return [g for g in range(m.ngeom)
-            if scene.entity_of_geom(g) in roots and m.geom_group[g] != 0 and m.geom_rgba[g][3] > 0]
+    return [
+        g for g in range(m.ngeom) if scene.entity_of_geom(g) in roots and m.geom_group[g] != 0 and m.geom_rgba[g][3] > 0
+    ]
 
 
 def apply_look(scene, geoms: Sequence[int], look: Look) -> dict:
@@ -136,8 +137,11 @@ def mirror_geoms(scene) -> list[int]:
     """Planes and boxes whose material reflects (MuJoCo renders reflections on those only)."""
     m = scene.model
     kinds = (int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_BOX))
-    return [g for g in range(m.ngeom)
-            if m.geom_type[g] in kinds and m.geom_matid[g] >= 0 and m.mat_reflectance[m.geom_matid[g]] > 0]
+    return [
+        g
+        for g in range(m.ngeom)
+        if m.geom_type[g] in kinds and m.geom_matid[g] >= 0 and m.mat_reflectance[m.geom_matid[g]] > 0
+    ]
 
 
 def _dilate(mask: np.ndarray) -> np.ndarray:
@@ -147,7 +151,7 @@ def _dilate(mask: np.ndarray) -> np.ndarray:
     out = np.zeros_like(mask)
     for dy in (0, 1, 2):
         for dx in (0, 1, 2):
-            out |= pad[dy:dy + h, dx:dx + w]
+            out |= pad[dy : dy + h, dx : dx + w]
     return out
 
 
@@ -159,10 +163,14 @@ def change_problem(measured: dict, region: str, min_mean: float, min_share: floa
     r, o = measured[region], measured["others"]
     share = r["pixels"] / MEASURE_PX**2
     if r["pixels"] == 0 or share < min_share:
-        return f"the {region} covers {share:.1%} of the third-person view (needs {max(min_share, 1 / MEASURE_PX**2):.1%})"
+        return (
+            f"the {region} covers {share:.1%} of the third-person view (needs {max(min_share, 1 / MEASURE_PX**2):.1%})"
+        )
     if r["mean_change"] < min_mean or r["changed_fraction"] < MIN_REGION_CHANGED:
-        return (f"the {region}'s pixels changed by {r['mean_change']} grey levels on average, "
-                f"{r['changed_fraction']:.0%} of them visibly (needs {min_mean} and {MIN_REGION_CHANGED:.0%})")
+        return (
+            f"the {region}'s pixels changed by {r['mean_change']} grey levels on average, "
+            f"{r['changed_fraction']:.0%} of them visibly (needs {min_mean} and {MIN_REGION_CHANGED:.0%})"
+        )
     if o["changed_fraction"] > MAX_OTHERS_CHANGED:
         return f"{o['changed_fraction']:.1%} of the other pixels changed too (at most {MAX_OTHERS_CHANGED:.0%})"
     return None
@@ -173,8 +181,11 @@ def _stats(change: np.ndarray, mask: np.ndarray) -> dict:
     if n == 0:
         return {"pixels": 0, "mean_change": 0.0, "changed_fraction": 0.0}
     vals = change[mask]
-    return {"pixels": n, "mean_change": round(float(vals.mean()), 2),
-            "changed_fraction": round(float((vals > PIXEL_CHANGED).mean()), 4)}
+    return {
+        "pixels": n,
+        "mean_change": round(float(vals.mean()), 2),
+        "changed_fraction": round(float((vals > PIXEL_CHANGED).mean()), 4),
+    }
 
 
 def ground_below(scene, name: str) -> int:

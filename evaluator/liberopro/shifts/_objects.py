@@ -52,53 +52,68 @@ def _t(name: str, category: str, *phrases: str) -> ObjectType:
     return ObjectType(name, category, phrases, 90.0 if name in _ROLLED else 0.0)
 
 
-_ROLLED = {"alphabet_soup", "red_alphabet_soup", "tomato_sauce", "yellow_tomato_sauce", "ketchup", "blue_ketchup",
-           "green_ketchup", "salad_dressing", "red_salad_dressing", "milk", "yellow_milk", "orange_juice",
-           "red_orange_juice"}
+_ROLLED = {
+    "alphabet_soup",
+    "red_alphabet_soup",
+    "tomato_sauce",
+    "yellow_tomato_sauce",
+    "ketchup",
+    "blue_ketchup",
+    "green_ketchup",
+    "salad_dressing",
+    "red_salad_dressing",
+    "milk",
+    "yellow_milk",
+    "orange_juice",
+    "red_orange_juice",
+}
 
 
-CATALOGUE: dict[str, ObjectType] = {t.name: t for t in (
-    _t("akita_black_bowl", "bowl", "black bowl", "bowl"),
-    _t("white_bowl", "bowl", "white bowl", "bowl"),
-    _t("yellow_bowl", "bowl", "yellow bowl", "bowl"),
-    _t("red_akita_black_bowl", "bowl", "red bowl", "bowl"),
-    _t("porcelain_mug", "mug", "white mug", "mug"),
-    _t("red_coffee_mug", "mug", "red mug", "red coffee mug", "mug"),
-    _t("white_yellow_mug", "mug", "yellow and white mug", "mug"),
-    _t("black_book", "book", "black book", "book"),
-    _t("red_yellow_book", "book", "red book", "book"),
-    _t("moka_pot", "moka pot", "silver moka pot", "moka pot", "moka pots"),
-    _t("yellow_moka_pot", "moka pot", "yellow moka pot", "moka pot", "moka pots"),
-    _t("plate", "plate", "white plate", "plate"),
-    _t("yellow_plate", "plate", "yellow plate", "plate"),
-    _t("wine_bottle", "wine bottle", "black wine bottle", "wine bottle", "black bottle", "bottle"),
-    _t("white_bottle", "wine bottle", "green wine bottle", "wine bottle", "green bottle", "bottle"),
-    _t("glazed_rim_porcelain_ramekin", "ramekin", "white ramekin", "ramekin"),
-    _t("red_ramekin", "ramekin", "red ramekin", "ramekin"),
-    _t("alphabet_soup", "can", "alphabet soup", "alphabet soup can", "can"),
-    _t("tomato_sauce", "can", "tomato sauce", "tomato sauce can", "can"),
-    _t("red_alphabet_soup", "can", "red alphabet soup", "alphabet soup", "alphabet soup can", "can"),
-    _t("yellow_tomato_sauce", "can", "yellow tomato sauce", "tomato sauce", "tomato sauce can", "can"),
-    _t("ketchup", "sauce bottle", "ketchup", "ketchup bottle", "bottle"),
-    _t("bbq_sauce", "sauce bottle", "bbq sauce", "bbq sauce bottle", "bottle"),
-    _t("salad_dressing", "sauce bottle", "salad dressing", "salad dressing bottle", "bottle"),
-    _t("blue_ketchup", "sauce bottle", "blue ketchup", "ketchup", "bottle"),
-    _t("green_ketchup", "sauce bottle", "green ketchup", "ketchup", "bottle"),
-    _t("green_bbq_sauce", "sauce bottle", "green bbq sauce", "bbq sauce", "bottle"),
-    _t("red_salad_dressing", "sauce bottle", "red salad dressing", "salad dressing", "bottle"),
-    _t("cream_cheese", "box", "cream cheese", "cream cheese box", "box"),
-    _t("butter", "box", "butter", "butter box", "box"),
-    _t("chocolate_pudding", "box", "chocolate pudding", "chocolate pudding box", "box"),
-    _t("popcorn", "box", "popcorn", "popcorn box", "box"),
-    _t("cookies", "box", "cookie box", "cookies", "box"),
-    _t("red_cream_cheese", "box", "red cream cheese box", "cream cheese", "cream cheese box", "box"),
-    _t("green_butter", "box", "green butter", "butter", "butter box", "box"),
-    _t("green_chocolate_pudding", "box", "green chocolate pudding", "chocolate pudding", "box"),
-    _t("milk", "carton", "milk", "milk carton", "carton"),
-    _t("orange_juice", "carton", "orange juice", "orange juice carton", "carton"),
-    _t("yellow_milk", "carton", "yellow milk carton", "milk", "carton"),
-    _t("red_orange_juice", "carton", "red orange juice carton", "orange juice", "carton"),
-)}
+CATALOGUE: dict[str, ObjectType] = {
+    t.name: t
+    for t in (
+        _t("akita_black_bowl", "bowl", "black bowl", "bowl"),
+        _t("white_bowl", "bowl", "white bowl", "bowl"),
+        _t("yellow_bowl", "bowl", "yellow bowl", "bowl"),
+        _t("red_akita_black_bowl", "bowl", "red bowl", "bowl"),
+        _t("porcelain_mug", "mug", "white mug", "mug"),
+        _t("red_coffee_mug", "mug", "red mug", "red coffee mug", "mug"),
+        _t("white_yellow_mug", "mug", "yellow and white mug", "mug"),
+        _t("black_book", "book", "black book", "book"),
+        _t("red_yellow_book", "book", "red book", "book"),
+        _t("moka_pot", "moka pot", "silver moka pot", "moka pot", "moka pots"),
+        _t("yellow_moka_pot", "moka pot", "yellow moka pot", "moka pot", "moka pots"),
+        _t("plate", "plate", "white plate", "plate"),
+        _t("yellow_plate", "plate", "yellow plate", "plate"),
+        _t("wine_bottle", "wine bottle", "black wine bottle", "wine bottle", "black bottle", "bottle"),
+        _t("white_bottle", "wine bottle", "green wine bottle", "wine bottle", "green bottle", "bottle"),
+        _t("glazed_rim_porcelain_ramekin", "ramekin", "white ramekin", "ramekin"),
+        _t("red_ramekin", "ramekin", "red ramekin", "ramekin"),
+        _t("alphabet_soup", "can", "alphabet soup", "alphabet soup can", "can"),
+        _t("tomato_sauce", "can", "tomato sauce", "tomato sauce can", "can"),
+        _t("red_alphabet_soup", "can", "red alphabet soup", "alphabet soup", "alphabet soup can", "can"),
+        _t("yellow_tomato_sauce", "can", "yellow tomato sauce", "tomato sauce", "tomato sauce can", "can"),
+        _t("ketchup", "sauce bottle", "ketchup", "ketchup bottle", "bottle"),
+        _t("bbq_sauce", "sauce bottle", "bbq sauce", "bbq sauce bottle", "bottle"),
+        _t("salad_dressing", "sauce bottle", "salad dressing", "salad dressing bottle", "bottle"),
+        _t("blue_ketchup", "sauce bottle", "blue ketchup", "ketchup", "bottle"),
+        _t("green_ketchup", "sauce bottle", "green ketchup", "ketchup", "bottle"),
+        _t("green_bbq_sauce", "sauce bottle", "green bbq sauce", "bbq sauce", "bottle"),
+        _t("red_salad_dressing", "sauce bottle", "red salad dressing", "salad dressing", "bottle"),
+        _t("cream_cheese", "box", "cream cheese", "cream cheese box", "box"),
+        _t("butter", "box", "butter", "butter box", "box"),
+        _t("chocolate_pudding", "box", "chocolate pudding", "chocolate pudding box", "box"),
+        _t("popcorn", "box", "popcorn", "popcorn box", "box"),
+        _t("cookies", "box", "cookie box", "cookies", "box"),
+        _t("red_cream_cheese", "box", "red cream cheese box", "cream cheese", "cream cheese box", "box"),
+        _t("green_butter", "box", "green butter", "butter", "butter box", "box"),
+        _t("green_chocolate_pudding", "box", "green chocolate pudding", "chocolate pudding", "box"),
+        _t("milk", "carton", "milk", "milk carton", "carton"),
+        _t("orange_juice", "carton", "orange juice", "orange juice carton", "carton"),
+        _t("yellow_milk", "carton", "yellow milk carton", "milk", "carton"),
+        _t("red_orange_juice", "carton", "red orange juice carton", "orange juice", "carton"),
+    )
+}
 
 #: Bounding box (x, y, z extents, m) of each type at LIBERO's identity orientation, measured on
 #: static copies (geom bounding boxes, collision and visual geoms; mujoco 2.3.7).
@@ -148,9 +163,22 @@ SIZE_M: dict[str, tuple[float, float, float]] = {
 #: Unrelated objects for clutter (S07): small everyday objects (at most about 15 cm across),
 #: drawn from categories absent from the scene.
 CLUTTER_TYPES: tuple[str, ...] = (
-    "red_coffee_mug", "white_yellow_mug", "black_book", "red_yellow_book", "glazed_rim_porcelain_ramekin",
-    "red_ramekin", "alphabet_soup", "tomato_sauce", "ketchup", "bbq_sauce", "cream_cheese", "butter",
-    "chocolate_pudding", "popcorn", "milk", "orange_juice",
+    "red_coffee_mug",
+    "white_yellow_mug",
+    "black_book",
+    "red_yellow_book",
+    "glazed_rim_porcelain_ramekin",
+    "red_ramekin",
+    "alphabet_soup",
+    "tomato_sauce",
+    "ketchup",
+    "bbq_sauce",
+    "cream_cheese",
+    "butter",
+    "chocolate_pudding",
+    "popcorn",
+    "milk",
+    "orange_juice",
 )
 
 _ALL_PHRASES = sorted({p for t in CATALOGUE.values() for p in t.phrases}, key=len, reverse=True)
@@ -170,8 +198,11 @@ def noun_phrases(text: str) -> list[tuple[int, int, str]]:
     found, i, low = [], 0, text.lower()
     while i < len(low):
         for p in _ALL_PHRASES:
-            if low.startswith(p, i) and (i == 0 or not low[i - 1].isalnum()) and (
-                    i + len(p) == len(low) or not low[i + len(p)].isalnum()):
+            if (
+                low.startswith(p, i)
+                and (i == 0 or not low[i - 1].isalnum())
+                and (i + len(p) == len(low) or not low[i + len(p)].isalnum())
+            ):
                 found.append((i, i + len(p), p))
                 i += len(p)
                 break
@@ -187,7 +218,7 @@ def target_phrase(text: str, target_type: str) -> tuple[int, int, str] | None:
 
 
 def _replace(text: str, span: tuple[int, int, str], new: str) -> str:
-    return text[: span[0]] + new + text[span[1]:]
+    return text[: span[0]] + new + text[span[1] :]
 
 
 def instance_instruction(text: str, old_type: str, new_type: str) -> str | None:
@@ -232,9 +263,13 @@ def lookalikes(ref: TaskRef, target: str, text: str) -> list[str]:
     if ttype not in CATALOGUE:
         return []
     present = set(types.values())
-    cands = [t.name for t in CATALOGUE.values()
-             if t.category == CATALOGUE[ttype].category and t.name != ttype
-             and lookalike_instruction(text, ttype, t.name) is not None]
+    cands = [
+        t.name
+        for t in CATALOGUE.values()
+        if t.category == CATALOGUE[ttype].category
+        and t.name != ttype
+        and lookalike_instruction(text, ttype, t.name) is not None
+    ]
     return sorted(cands, key=lambda n: (n in present, n))
 
 
@@ -286,11 +321,11 @@ def clutter_pool(ref: TaskRef) -> list[str]:
     present = {CATALOGUE[o].category for o in scene_types(ref).values() if o in CATALOGUE}
     text = task_info(ref).instruction
     named = {p for _, _, p in noun_phrases(text)}
-    return [t for t in CLUTTER_TYPES
-            if CATALOGUE[t].category not in present and not (set(CATALOGUE[t].phrases) & named)]
+    return [
+        t for t in CLUTTER_TYPES if CATALOGUE[t].category not in present and not (set(CATALOGUE[t].phrases) & named)
+    ]
 
 
 def phrase_of(text: str) -> list[str]:
     """The catalogue noun phrases of ``text`` (for records and tests)."""
     return [p for _, _, p in noun_phrases(text)]
-

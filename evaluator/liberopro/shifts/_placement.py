@@ -44,12 +44,14 @@ def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton product of (w, x, y, z) quaternions."""
     w1, x1, y1, z1 = a
     w2, x2, y2, z2 = b
-    return np.array([
-        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-    ])
+    return np.array(
+        [
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ]
+    )
 
 
 def quat_conj(q: np.ndarray) -> np.ndarray:
@@ -212,8 +214,10 @@ def referring_ok(scene, sem: TaskSemantics) -> str | None:
     for rival in ref.rivals:
         theirs = np.linalg.norm(scene.object_pose(rival)[0][:2] - point)
         if theirs <= mine + 0.02:
-            return (f"after the move the instruction's '{ref.relation} {' and '.join(ref.anchors)}' would "
-                    f"fit {rival} ({theirs:.3f} m) as well as the target ({mine:.3f} m)")
+            return (
+                f"after the move the instruction's '{ref.relation} {' and '.join(ref.anchors)}' would "
+                f"fit {rival} ({theirs:.3f} m) as well as the target ({mine:.3f} m)"
+            )
     return None
 
 
@@ -265,8 +269,9 @@ def clearance_problem(scene, group_bodies: set[int], others: Iterable[int], clea
         model.geom_margin[geoms] = saved
         mujoco.mj_forward(model, data)
     if close:
-        return "within {:.0f} mm of {}".format(clearance_m * 1000, ", ".join(
-            f"{n} ({d * 1000:.1f} mm)" for n, d in sorted(close.items())))
+        return "within {:.0f} mm of {}".format(
+            clearance_m * 1000, ", ".join(f"{n} ({d * 1000:.1f} mm)" for n, d in sorted(close.items()))
+        )
     return None
 
 
@@ -338,10 +343,21 @@ def _bad_contacts(scene, group_bodies: set[int], allow_robot: bool, tol: float =
     return [f"{n} ({d * 1000:.1f} mm)" for n, d in sorted(worst.items())]
 
 
-def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float, yaw_deg: float, *,
-             entity: str | None = None, exclude: Sequence[str] = (), keep_lookalike_order: bool = False,
-             sites: Sequence[str] = (), clearance_m: float = 0.0, min_distance_m: float | None = None,
-             contact_tol_m: float = PENETRATION_TOL_M) -> Relocation:
+def relocate(
+    scene,
+    sem: TaskSemantics,
+    distance_m: float,
+    direction_deg: float,
+    yaw_deg: float,
+    *,
+    entity: str | None = None,
+    exclude: Sequence[str] = (),
+    keep_lookalike_order: bool = False,
+    sites: Sequence[str] = (),
+    clearance_m: float = 0.0,
+    min_distance_m: float | None = None,
+    contact_tol_m: float = PENETRATION_TOL_M,
+) -> Relocation:
     """Move ``entity``'s group (default: the target's) by ``distance_m`` horizontally, turned by
     ``yaw_deg`` about the entity's vertical axis, trying the drawn direction first and then its
     neighbours (:data:`DIRECTION_STEPS_DEG`).
@@ -403,8 +419,11 @@ def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float,
                 set_site_world(scene, sid, np.array([*moved(pos[:2], new_centre), pos[2]]), quat_mul(qyaw, quat))
             scene.inner.sim.forward()
         bad = _bad_contacts(scene, bodies, allow_robot=False, tol=contact_tol_m)
-        why = (f"collides with {', '.join(bad)}" if bad else None) or workspace_problem(
-            scene, group, start_xy) or referring_ok(scene, sem)
+        why = (
+            (f"collides with {', '.join(bad)}" if bad else None)
+            or workspace_problem(scene, group, start_xy)
+            or referring_ok(scene, sem)
+        )
         if why is None and keep_lookalike_order:
             why = lookalike_order_problem(scene, group, start_xy)
         if why is None and clearance_m > 0:
@@ -421,7 +440,10 @@ def relocate(scene, sem: TaskSemantics, distance_m: float, direction_deg: float,
                 yaw_deg=yaw_deg,
                 candidates_tried=i,
                 entity=entity,
-                sites={n: [round(float(v), 5) for v in site_world(scene, sid)[0]] for n, sid in zip(sites, site_ids, strict=True)},
+                sites={
+                    n: [round(float(v), 5) for v in site_world(scene, sid)[0]]
+                    for n, sid in zip(sites, site_ids, strict=True)
+                },
             )
         reasons.append(f"{direction:.0f} deg{f' at {dist:.2f} m' if len(distances) > 1 else ''}: {why}")
         for n in group:  # put it back before the next candidate

@@ -99,8 +99,16 @@ def ray(scene, start: np.ndarray, direction: np.ndarray, exclude: int = -1) -> t
     """(distance, geom id) of the first geom hit from ``start`` along ``direction`` (any geom
     group, static included), or (-1, -1)."""
     gid = np.array([-1], dtype=np.int32)
-    dist = mujoco.mj_ray(scene.model, scene.data, np.asarray(start, dtype=float), np.asarray(direction, dtype=float),
-                         None, 1, exclude, gid)
+    dist = mujoco.mj_ray(
+        scene.model,
+        scene.data,
+        np.asarray(start, dtype=float),
+        np.asarray(direction, dtype=float),
+        None,
+        1,
+        exclude,
+        gid,
+    )
     return float(dist), int(gid[0])
 
 
@@ -127,8 +135,9 @@ def is_support(scene, root: int) -> bool:
     return root == 0 or (is_ground(scene, root) and root not in scene.props.values())
 
 
-def footprint_points(centre_xy: np.ndarray, half_xy: tuple[float, float], yaw_deg: float,
-                     step: float = RAY_STEP_M) -> np.ndarray:
+def footprint_points(
+    centre_xy: np.ndarray, half_xy: tuple[float, float], yaw_deg: float, step: float = RAY_STEP_M
+) -> np.ndarray:
     """Grid of world xy points over a rectangle of half-extents ``half_xy`` centred at
     ``centre_xy`` and turned ``yaw_deg`` (edges included)."""
     nx, ny = (max(2, int(math.ceil(2 * h / step)) + 1) for h in half_xy)
@@ -152,10 +161,19 @@ class SpotCheck:
         return not self.blockers
 
 
-def check_spot(scene, centre_xy: np.ndarray, half_xy: tuple[float, float], yaw_deg: float, height: float,
-               level_z: float, clearance: float = 0.01, support: int | None = None,
-               ignore: set[int] = frozenset(), exhaustive: bool = False,
-               below_tol: float = SURFACE_TOL_M) -> SpotCheck:
+def check_spot(
+    scene,
+    centre_xy: np.ndarray,
+    half_xy: tuple[float, float],
+    yaw_deg: float,
+    height: float,
+    level_z: float,
+    clearance: float = 0.01,
+    support: int | None = None,
+    ignore: set[int] = frozenset(),
+    exhaustive: bool = False,
+    below_tol: float = SURFACE_TOL_M,
+) -> SpotCheck:
     """Whether a prop of footprint ``half_xy`` (turned ``yaw_deg``) and ``height`` can stand at
     ``centre_xy`` on a surface at height ``level_z``: rays from ``clearance`` above the prop's
     top straight down over its footprint inflated by ``clearance`` must meet only the support
@@ -245,13 +263,23 @@ def prop_shape(scene, name: str) -> PropShape:
     scene.model.body_pos[bid], scene.model.body_quat[bid] = pos0, quat0
     mujoco.mj_kinematics(scene.model, scene.data)
     centre = (lo + hi) / 2 - origin
-    return PropShape(half_xy=(float((hi - lo)[0] / 2), float((hi - lo)[1] / 2)),
-                     offset_xy=(float(centre[0]), float(centre[1])),
-                     bottom=float(origin[2] - lo[2]), height=float(hi[2] - lo[2]))
+    return PropShape(
+        half_xy=(float((hi - lo)[0] / 2), float((hi - lo)[1] / 2)),
+        offset_xy=(float(centre[0]), float(centre[1])),
+        bottom=float(origin[2] - lo[2]),
+        height=float(hi[2] - lo[2]),
+    )
 
 
-def place_prop(scene, name: str, centre_xy: np.ndarray, yaw_deg: float, surface_z: float,
-               shape: PropShape | None = None, base_quat: np.ndarray | None = None) -> np.ndarray:
+def place_prop(
+    scene,
+    name: str,
+    centre_xy: np.ndarray,
+    yaw_deg: float,
+    surface_z: float,
+    shape: PropShape | None = None,
+    base_quat: np.ndarray | None = None,
+) -> np.ndarray:
     """Stand prop ``name`` with its footprint centred at ``centre_xy``, turned ``yaw_deg`` about
     z from ``base_quat`` (default: its upright pose, :func:`prop_base_quat`), its bottom
     :data:`LIFT_M` above ``surface_z``. Returns the body position. Call ``scene.refresh()``
@@ -273,8 +301,13 @@ def prop_record(scene, name: str) -> dict:
     """Where a prop is (body position, yaw) and its measured world bounding box."""
     bid = prop_body(scene, name)
     lo, hi = geoms_aabb(scene, body_geoms(scene, bid))
-    return {"prop": name, "pos": np.round(scene.data.xpos[bid], 4).tolist(), "yaw_deg": round(prop_yaw(scene, name), 2),
-            "aabb_min": np.round(lo, 4).tolist(), "aabb_max": np.round(hi, 4).tolist()}
+    return {
+        "prop": name,
+        "pos": np.round(scene.data.xpos[bid], 4).tolist(),
+        "yaw_deg": round(prop_yaw(scene, name), 2),
+        "aabb_min": np.round(lo, 4).tolist(),
+        "aabb_max": np.round(hi, 4).tolist(),
+    }
 
 
 def prop_yaw(scene, name: str) -> float:
@@ -308,8 +341,11 @@ def object_positions(scene) -> dict[str, np.ndarray]:
 def moved_objects(scene, before: dict[str, np.ndarray], tol: float = 0.003) -> dict[str, float]:
     """Objects that moved more than ``tol`` since ``before`` (name -> metres)."""
     now = object_positions(scene)
-    return {n: round(float(np.linalg.norm(now[n] - before[n])), 4) for n in before
-            if np.linalg.norm(now[n] - before[n]) > tol}
+    return {
+        n: round(float(np.linalg.norm(now[n] - before[n])), 4)
+        for n in before
+        if np.linalg.norm(now[n] - before[n]) > tol
+    }
 
 
 # --------------------------------------------------------------------------- task geometry
@@ -423,16 +459,24 @@ def fixture_joint_configs(scene) -> list[dict[int, float]]:
     value), so that a prop never stands in a drawer's or a door's travel."""
     m = scene.model
     fixture_roots = {scene.root_body(n) for n in scene.fixture_names()}
-    joints = [j for j in range(m.njnt) if m.jnt_type[j] in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
-              and m.body_rootid[m.jnt_bodyid[j]] in fixture_roots and m.jnt_limited[j]]
+    joints = [
+        j
+        for j in range(m.njnt)
+        if m.jnt_type[j] in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
+        and m.body_rootid[m.jnt_bodyid[j]] in fixture_roots
+        and m.jnt_limited[j]
+    ]
     if not joints:
         return []
-    return [{int(m.jnt_qposadr[j]): float(m.jnt_range[j][0] + f * (m.jnt_range[j][1] - m.jnt_range[j][0]))
-             for j in joints} for f in (0.0, 0.5, 1.0)]
+    return [
+        {int(m.jnt_qposadr[j]): float(m.jnt_range[j][0] + f * (m.jnt_range[j][1] - m.jnt_range[j][0])) for j in joints}
+        for f in (0.0, 0.5, 1.0)
+    ]
 
 
-def check_spot_swept(scene, centre_xy, half_xy, yaw_deg, height, level_z, clearance=0.01, support=None,
-                     ignore=frozenset()) -> SpotCheck:
+def check_spot_swept(
+    scene, centre_xy, half_xy, yaw_deg, height, level_z, clearance=0.01, support=None, ignore=frozenset()
+) -> SpotCheck:
     """:func:`check_spot` in the current state and with every fixture joint at its limits and
     middle (:func:`fixture_joint_configs`); the state is restored. Blockers are merged."""
     first = check_spot(scene, centre_xy, half_xy, yaw_deg, height, level_z, clearance, support, ignore)
@@ -492,8 +536,16 @@ def footprint_gap(scene, name: str, shape: PropShape, stack: Stack, u: np.ndarra
     return near - half_extent_along(stack.lo, stack.hi, stack.centre_xy, u)
 
 
-def place_beside(scene, name: str, stack: Stack, gaps: list[float], direction_deg: float, yaw_deg: float,
-                 clearance: float, min_robot_m: float | None = None) -> dict:
+def place_beside(
+    scene,
+    name: str,
+    stack: Stack,
+    gaps: list[float],
+    direction_deg: float,
+    yaw_deg: float,
+    clearance: float,
+    min_robot_m: float | None = None,
+) -> dict:
     """Stand prop ``name`` on the stack's support, the first of ``gaps`` that fits from the
     stack's box (edge to edge), in world direction ``direction_deg`` (then its neighbours,
     :data:`DIRECTION_STEPS_DEG`),
@@ -509,8 +561,16 @@ def place_beside(scene, name: str, stack: Stack, gaps: list[float], direction_de
             u = unit(direction)
             dist = half_extent_along(stack.lo, stack.hi, stack.centre_xy, u) + gap + footprint_reach(shape, yaw_deg, u)
             xy = stack.centre_xy + u * dist
-            spot = check_spot_swept(scene, xy, shape.half_xy, yaw_deg, shape.height, stack.base_z,
-                                    clearance=clearance, support=stack.base_support)
+            spot = check_spot_swept(
+                scene,
+                xy,
+                shape.half_xy,
+                yaw_deg,
+                shape.height,
+                stack.base_z,
+                clearance=clearance,
+                support=stack.base_support,
+            )
             where = f"{direction:.0f} deg at {gap:.3f} m"
             if not spot.free:
                 reasons.append(f"{where}: {', '.join(spot.blockers)}")
@@ -525,8 +585,13 @@ def place_beside(scene, name: str, stack: Stack, gaps: list[float], direction_de
                 park_one(scene, name)
                 continue
             scene.refresh()
-            return {"direction_deg": round(direction, 1), "gap_m": round(gap, 4), "candidates_tried": tried,
-                    "shape": shape, "u": u}
+            return {
+                "direction_deg": round(direction, 1),
+                "gap_m": round(gap, 4),
+                "candidates_tried": tried,
+                "shape": shape,
+                "u": u,
+            }
     raise ValueError("no free spot beside the target: " + "; ".join(reasons))
 
 

@@ -73,8 +73,9 @@ def add_pixel_noise(img: np.ndarray, sigma: float, rng: np.random.Generator) -> 
     return np.clip(np.rint(img.astype(np.float32) + noise), 0, 255).astype(np.uint8)
 
 
-def estimate_noise_sigma(delivered: np.ndarray, clean: np.ndarray, stated: float,
-                         min_values: int = 100) -> tuple[float | None, int]:
+def estimate_noise_sigma(
+    delivered: np.ndarray, clean: np.ndarray, stated: float, min_values: int = 100
+) -> tuple[float | None, int]:
     """Noise level of ``delivered`` against ``clean`` (grey levels): the RMS of their difference
     over the values whose clean level lies at least 3 stated sigmas from both clipping limits
     (there clipping is negligible, and the selection does not depend on the noise), with the
@@ -134,16 +135,18 @@ class NoiseLevel:
             if m["median_sigma"] is None:
                 raise ShiftInvalid(shift_id, f"{cam}: too few mid-grey pixels to measure the noise at any step")
             if abs(m["median_sigma"] - self.sigma) > max(SIGMA_REL_TOL * self.sigma, SIGMA_ABS_TOL):
-                raise ShiftInvalid(shift_id, f"{cam}: measured noise sigma {m['median_sigma']} grey levels, "
-                                             f"stated {self.sigma}")
+                raise ShiftInvalid(
+                    shift_id, f"{cam}: measured noise sigma {m['median_sigma']} grey levels, stated {self.sigma}"
+                )
         return out
 
 
 # --------------------------------------------------------------------------- image degradation
 def jpeg(img: np.ndarray, quality: int) -> np.ndarray:
     """Encode and decode as baseline JPEG at ``quality`` (OpenCV/libjpeg, 4:2:0 chroma)."""
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(np.ascontiguousarray(img), cv2.COLOR_RGB2BGR),
-                           [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    ok, buf = cv2.imencode(
+        ".jpg", cv2.cvtColor(np.ascontiguousarray(img), cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, int(quality)]
+    )
     if not ok:
         raise RuntimeError("JPEG encoding failed")
     return cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
@@ -152,8 +155,9 @@ def jpeg(img: np.ndarray, quality: int) -> np.ndarray:
 def down_up(img: np.ndarray, factor: int) -> np.ndarray:
     """Resolution loss: shrink by ``factor`` (area averaging), enlarge back (bilinear)."""
     h, w = img.shape[:2]
-    small = cv2.resize(np.ascontiguousarray(img), (max(1, round(w / factor)), max(1, round(h / factor))),
-                       interpolation=cv2.INTER_AREA)
+    small = cv2.resize(
+        np.ascontiguousarray(img), (max(1, round(w / factor)), max(1, round(h / factor))), interpolation=cv2.INTER_AREA
+    )
     return cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
 
 

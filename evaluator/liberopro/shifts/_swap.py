@@ -54,11 +54,27 @@ MAX_FOOTPRINT_RATIO = 2.0
 #: comparable (the frypan of LIBERO-10 task 2, the wine bottle for the bowl of task 3) without
 #: a simulator; the realisation measures the scene itself.
 FOOTPRINT_M: dict[str, float] = {
-    "akita_black_bowl": 0.095, "alphabet_soup": 0.056, "basket": 0.163, "bbq_sauce": 0.037,
-    "black_book": 0.056, "butter": 0.055, "chefmate_8_frypan": 0.22, "chocolate_pudding": 0.061,
-    "cookies": 0.072, "cream_cheese": 0.059, "glazed_rim_porcelain_ramekin": 0.079, "ketchup": 0.045,
-    "milk": 0.053, "moka_pot": 0.085, "orange_juice": 0.053, "plate": 0.123, "porcelain_mug": 0.091,
-    "red_coffee_mug": 0.089, "salad_dressing": 0.043, "tomato_sauce": 0.056, "white_yellow_mug": 0.101,
+    "akita_black_bowl": 0.095,
+    "alphabet_soup": 0.056,
+    "basket": 0.163,
+    "bbq_sauce": 0.037,
+    "black_book": 0.056,
+    "butter": 0.055,
+    "chefmate_8_frypan": 0.22,
+    "chocolate_pudding": 0.061,
+    "cookies": 0.072,
+    "cream_cheese": 0.059,
+    "glazed_rim_porcelain_ramekin": 0.079,
+    "ketchup": 0.045,
+    "milk": 0.053,
+    "moka_pot": 0.085,
+    "orange_juice": 0.053,
+    "plate": 0.123,
+    "porcelain_mug": 0.091,
+    "red_coffee_mug": 0.089,
+    "salad_dressing": 0.043,
+    "tomato_sauce": 0.056,
+    "white_yellow_mug": 0.101,
     "wine_bottle": 0.039,
 }
 #: Post-condition after settling: each unit's bottom ends within this horizontal distance of
@@ -156,8 +172,9 @@ def swap_candidates(ref: TaskRef, sem: TaskSemantics) -> tuple[list[str], dict[s
 # ----------------------------------------------------------------------------- simulator side
 def _collision_geoms(scene, roots: set[int]) -> list[int]:
     m = scene.model
-    return [g for g in range(m.ngeom)
-            if scene.entity_of_geom(g) in roots and (m.geom_contype[g] or m.geom_conaffinity[g])]
+    return [
+        g for g in range(m.ngeom) if scene.entity_of_geom(g) in roots and (m.geom_contype[g] or m.geom_conaffinity[g])
+    ]
 
 
 def _world_aabb(scene, geoms: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -229,8 +246,11 @@ def _hull_area(points: np.ndarray) -> float:
     def half(seq):
         out: list = []
         for p in seq:
-            while len(out) >= 2 and ((out[-1][0] - out[-2][0]) * (p[1] - out[-2][1])
-                                     - (out[-1][1] - out[-2][1]) * (p[0] - out[-2][0])) <= 0:
+            while (
+                len(out) >= 2
+                and ((out[-1][0] - out[-2][0]) * (p[1] - out[-2][1]) - (out[-1][1] - out[-2][1]) * (p[0] - out[-2][0]))
+                <= 0
+            ):
                 out.pop()
             out.append(p)
         return out
@@ -315,8 +335,10 @@ def swap(scene, sem: TaskSemantics, partners: Sequence[str], clearance_m: float 
             rejected[partner] = "shares a unit with the target"
             continue
         if resting_on(scene, partner) != base_body:
-            rejected[partner] = (f"rests on {scene.entity_name(resting_on(scene, partner))}, the target on "
-                                 f"{scene.entity_name(base_body)}")
+            rejected[partner] = (
+                f"rests on {scene.entity_name(resting_on(scene, partner))}, the target on "
+                f"{scene.entity_name(base_body)}"
+            )
             continue
         p_size = footprint(scene, p_unit)
         ratio = max(t_size, p_size) / max(min(t_size, p_size), 1e-6)
@@ -334,8 +356,9 @@ def swap(scene, sem: TaskSemantics, partners: Sequence[str], clearance_m: float 
         t_bodies = {scene.root_body(n) for n in t_unit}
         p_bodies = {scene.root_body(n) for n in p_unit}
         # At the new places nothing may even touch (a teleported object 1 mm into another kicks it away).
-        bad = (_bad_contacts(scene, t_bodies | p_bodies, allow_robot=False, tol=0.0)
-               + _cross_penetration(scene, t_bodies, p_bodies, tol=0.0))
+        bad = _bad_contacts(scene, t_bodies | p_bodies, allow_robot=False, tol=0.0) + _cross_penetration(
+            scene, t_bodies, p_bodies, tol=0.0
+        )
         why = (f"collides with {', '.join(bad)}" if bad else None) or referring_ok(scene, sem)
         if why is None and clearance_m > 0:
             why = clearance_problem(scene, t_bodies | p_bodies, {scene.robot_root()}, clearance_m)
@@ -357,8 +380,11 @@ def swap(scene, sem: TaskSemantics, partners: Sequence[str], clearance_m: float 
             set_entity_pose(scene, n, *start[n])
         scene.inner.sim.forward()
     scene.refresh()
-    raise ValueError("no partner to swap with: " + "; ".join(f"{p}: {r}" for p, r in rejected.items())
-                     if rejected else "no partner to swap with")
+    raise ValueError(
+        "no partner to swap with: " + "; ".join(f"{p}: {r}" for p, r in rejected.items())
+        if rejected
+        else "no partner to swap with"
+    )
 
 
 def check_swapped(scene, sw: Swap) -> dict:
@@ -374,9 +400,12 @@ def check_swapped(scene, sw: Swap) -> dict:
         off = float(np.linalg.norm(now[:2] - np.array(sw.start[other][:2])))
         dz = float(now[2] - sw.start[me][2])
         support = resting_on(scene, me)
-        measured[me] = {"off_place_m": round(off, 4), "height_change_m": round(dz, 4),
-                        "moved_m": round(float(np.linalg.norm(now[:2] - np.array(sw.start[me][:2]))), 4),
-                        "support": scene.entity_name(support) if support > 0 else None}
+        measured[me] = {
+            "off_place_m": round(off, 4),
+            "height_change_m": round(dz, 4),
+            "moved_m": round(float(np.linalg.norm(now[:2] - np.array(sw.start[me][:2]))), 4),
+            "support": scene.entity_name(support) if support > 0 else None,
+        }
         if off > PLACE_TOL_M:
             raise ValueError(f"{me} ended {off:.3f} m from {other}'s former place (tolerance {PLACE_TOL_M} m)")
         if abs(dz) > HEIGHT_TOL_M:

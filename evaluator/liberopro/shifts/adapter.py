@@ -81,8 +81,10 @@ class ShiftStack:
     def bind(self, scene: LiberoScene, sem: TaskSemantics, seed: int) -> None:
         """One context per shift: the scene, the task's semantics and the shift's own generator,
         seeded from (episode seed, shift id, index in the instance) (:func:`stable_seed`)."""
-        contexts = [EpisodeContext(scene=scene, sem=sem, rng=np.random.default_rng(stable_seed(seed, s.id, i)))
-                    for i, s in enumerate(self.shifts)]
+        contexts = [
+            EpisodeContext(scene=scene, sem=sem, rng=np.random.default_rng(stable_seed(seed, s.id, i)))
+            for i, s in enumerate(self.shifts)
+        ]
         pairs = sorted(zip(self.shifts, contexts, strict=True), key=lambda sc: sc[0].kind != "static")
         self.layers = [ShiftLayer(s, ctx) for s, ctx in pairs]
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from liberopro.sim import LiberoScene, RawFrame, SceneVariant
     from liberopro.tasks import TaskRef
 
+
 class ShiftInvalid(Exception):
     """A shift could not be realised as specified on this episode (``reason`` says why)."""
 
@@ -106,7 +107,11 @@ class Shift:
             raise TypeError(f"{cls.__name__}: spec {spec.id} is {spec.kind}, the class is not")
         cls.id, cls.name, cls.category, cls.kind = spec.id, spec.name, spec.category, spec.kind
         cls.summary, cls.post_condition, cls.Params, cls.triggers = (
-            spec.summary, spec.post_condition, spec.Params, spec.triggers)
+            spec.summary,
+            spec.post_condition,
+            spec.Params,
+            spec.triggers,
+        )
 
     def __init__(self, params: ShiftParams) -> None:
         if not isinstance(params, self.Params):
@@ -161,7 +166,9 @@ class Shift:
     def on_episode_end(self, ctx: EpisodeContext) -> None:
         """Called once after the last step (also at the horizon): finish measurements."""
 
-    def maybe_fire(self, ctx: EpisodeContext, step: int, reached: dict[Phase, int]) -> Literal["phase", "fallback"] | None:
+    def maybe_fire(
+        self, ctx: EpisodeContext, step: int, reached: dict[Phase, int]
+    ) -> Literal["phase", "fallback"] | None:
         """Fire now if due (runtime shifts, :meth:`RuntimeShift.maybe_fire`); a static shift never
         fires: None."""
         return None
@@ -202,7 +209,9 @@ class RuntimeShift(Shift):
             return "fallback"
         return None
 
-    def maybe_fire(self, ctx: EpisodeContext, step: int, reached: dict[Phase, int]) -> Literal["phase", "fallback"] | None:
+    def maybe_fire(
+        self, ctx: EpisodeContext, step: int, reached: dict[Phase, int]
+    ) -> Literal["phase", "fallback"] | None:
         """Fire at ``step`` if due, and own the record of it: the first step at which the trigger
         phase is in ``reached`` (phase -> first step reached, :class:`liberopro.phases.PhaseTracker`)
         or ``step >= fallback_step``, whichever comes first, and only once. Sets
@@ -237,5 +246,16 @@ class RuntimeShift(Shift):
         return rec
 
 
-__all__ = ["CATEGORIES", "Category", "EpisodeContext", "RuntimeParams", "RuntimeShift", "Shift", "ShiftInvalid",
-           "ShiftKind", "ShiftParams", "stable_seed", "uniform"]
+__all__ = [
+    "CATEGORIES",
+    "Category",
+    "EpisodeContext",
+    "RuntimeParams",
+    "RuntimeShift",
+    "Shift",
+    "ShiftInvalid",
+    "ShiftKind",
+    "ShiftParams",
+    "stable_seed",
+    "uniform",
+]

@@ -43,8 +43,9 @@ class RuntimeReceiverPose(RuntimeShift):
         p, scene, sem = self.params, ctx.scene, ctx.sem
         target_before = entity_pose(scene, sem.target)[0]
         sites_before = site_positions(ctx)
-        reloc = move_receiver(ctx, self.id, p.distance_m, p.direction_deg, p.yaw_deg, p.min_distance_m,
-                              clearance_m=CLEARANCE_M)
+        reloc = move_receiver(
+            ctx, self.id, p.distance_m, p.direction_deg, p.yaw_deg, p.min_distance_m, clearance_m=CLEARANCE_M
+        )
         before = np.array(reloc.start[reloc.entity])
         after = entity_pose(scene, reloc.entity)[0]
         target_after = entity_pose(scene, sem.target)[0]
@@ -60,5 +61,8 @@ class RuntimeReceiverPose(RuntimeShift):
             measured[f"{name}_moved_m"] = round(float(np.linalg.norm(pos[:2] - sites_before[name][:2])), 4)
         self.applied = {"receiver": reloc.entity, **reloc.as_record(), "post_condition": measured}
         if abs(measured["moved_m"] - reloc.distance_m) > 1e-3 or measured["target_moved_m"] > 1e-6:
-            raise ShiftInvalid(self.id, f"receiver moved {measured['moved_m']} m (stated {reloc.distance_m:.3f} m), "
-                                        f"target moved {measured['target_moved_m']} m")
+            raise ShiftInvalid(
+                self.id,
+                f"receiver moved {measured['moved_m']} m (stated {reloc.distance_m:.3f} m), "
+                f"target moved {measured['target_moved_m']} m",
+            )

@@ -49,7 +49,9 @@ class RuntimeRelativeLayout(RuntimeShift):
         target_now = scene.object_pose(sem.target)[0]
         measured = {
             "off_place_m": off,
-            "swap_distance_m": round(float(np.linalg.norm(np.array(sw.start[t_bottom][:2]) - sw.start[p_bottom][:2])), 4),
+            "swap_distance_m": round(
+                float(np.linalg.norm(np.array(sw.start[t_bottom][:2]) - sw.start[p_bottom][:2])), 4
+            ),
             "eef_to_target_before_m": round(float(np.linalg.norm(eef - np.array(sw.start[sem.target]))), 4),
             "eef_to_target_after_m": round(float(np.linalg.norm(eef - target_now)), 4),
         }

@@ -106,24 +106,29 @@ class PlacementObstruction(RuntimeShift):
         us = np.arange(-rhalf[0] + inset, rhalf[0] - inset + 1e-9, 0.01)
         vs = np.arange(-rhalf[1] + inset, rhalf[1] - inset + 1e-9, 0.01)
         if len(us) == 0 or len(vs) == 0:
-            raise ShiftInvalid(self.id, f"the goal region ({2 * rhalf[0]:.3f} x {2 * rhalf[1]:.3f} m) is too small "
-                                        f"for a {side:.3f} m block")
+            raise ShiftInvalid(
+                self.id,
+                f"the goal region ({2 * rhalf[0]:.3f} x {2 * rhalf[1]:.3f} m) is too small for a {side:.3f} m block",
+            )
         cands = [centre + u * ax + v * ay for u in us for v in vs]
         tgt = (t_lo[:2] + t_hi[:2]) / 2
         cands.sort(key=lambda xy: -float(np.linalg.norm(xy - tgt)))
         reasons: dict[str, int] = {}
         for xy in cands:
             # the block rests on the highest point of the owner's surface under its footprint
-            hits = [surface_below(scene, q, top_z=rtop + 0.15)
-                    for q in footprint_points(xy, (half[0] + CLEARANCE_M, half[1] + CLEARANCE_M), ryaw, RAY_STEP_M)]
+            hits = [
+                surface_below(scene, q, top_z=rtop + 0.15)
+                for q in footprint_points(xy, (half[0] + CLEARANCE_M, half[1] + CLEARANCE_M), ryaw, RAY_STEP_M)
+            ]
             roots = {r for _, r in hits}
             if roots != {owner}:
                 key = "surface of " + ", ".join(sorted(scene.entity_name(r) if r >= 0 else "nothing" for r in roots))
                 reasons[key] = reasons.get(key, 0) + 1
                 continue
             level = max(z for z, _ in hits)
-            spot = check_spot(scene, xy, half[:2], ryaw, p.height_m, level, clearance=CLEARANCE_M, support=owner,
-                              below_tol=UNEVEN_M)
+            spot = check_spot(
+                scene, xy, half[:2], ryaw, p.height_m, level, clearance=CLEARANCE_M, support=owner, below_tol=UNEVEN_M
+            )
             if not spot.free:
                 for b in spot.blockers:
                     reasons[b] = reasons.get(b, 0) + 1
@@ -138,14 +143,23 @@ class PlacementObstruction(RuntimeShift):
                 continue
             scene.refresh()
             covered = side * side / area
-            post = {"covered_fraction": round(covered, 4), "free_area_m2": round(area - side * side, 5),
-                    "target_footprint_m2": round(target_area, 5), "target_gap_m": round(gap, 4),
-                    "robot_clearance_m": round(clear, 4), "region_owner": scene.entity_name(owner),
-                    "bottom_above_surface_m": round(float(o_lo[2] - level), 4),
-                    "touching": prop_contacts(scene, [PROP])}
-            self.applied = {"region": ctx.sem.receiver_region, "region_size_m": np.round(2 * rhalf, 4).tolist(),
-                            "block_m": [round(side, 4), round(side, 4), p.height_m], **prop_record(scene, PROP),
-                            "post_condition": post}
+            post = {
+                "covered_fraction": round(covered, 4),
+                "free_area_m2": round(area - side * side, 5),
+                "target_footprint_m2": round(target_area, 5),
+                "target_gap_m": round(gap, 4),
+                "robot_clearance_m": round(clear, 4),
+                "region_owner": scene.entity_name(owner),
+                "bottom_above_surface_m": round(float(o_lo[2] - level), 4),
+                "touching": prop_contacts(scene, [PROP]),
+            }
+            self.applied = {
+                "region": ctx.sem.receiver_region,
+                "region_size_m": np.round(2 * rhalf, 4).tolist(),
+                "block_m": [round(side, 4), round(side, 4), p.height_m],
+                **prop_record(scene, PROP),
+                "post_condition": post,
+            }
             if not 0.1 <= covered <= 0.5:
                 raise ShiftInvalid(self.id, f"the block covers {covered:.2f} of the region, not 10-50%")
             if abs(post["bottom_above_surface_m"]) > 0.003 or post["touching"]:

@@ -112,15 +112,22 @@ class RuntimePathObstacle(RuntimeShift):
             "off_path_m": round(segment_distance(pos[:2], a, b), 4),
             "bottom_above_surface_m": round(float(pos[2] - used[2] - level), 4),
             "height_m": round(top - level, 4),
-            "ahead_of_target_m": None if math.isinf(ahead) else round(ahead, 4), "robot_clearance_m": round(clear, 4),
+            "ahead_of_target_m": None if math.isinf(ahead) else round(ahead, 4),
+            "robot_clearance_m": round(clear, 4),
             "over_free": over_free(scene, pos[:2], top),
             "around_free_sides": lanes_free(scene, pos[:2], along, used, level),
             "touching": prop_contacts(scene, [PROP]),
         }
-        self.applied = {"fraction": round(f, 3), "path_from": np.round(a, 4).tolist(), "path_to": np.round(b, 4).tolist(),
-                        "remaining_path_m": round(float(np.linalg.norm(b - a)), 4),
-                        "size_m": [round(2 * h, 4) for h in used], "yaw_deg_path": round(math.degrees(
-                            math.atan2(along[1], along[0])), 2), **prop_record(scene, PROP), "post_condition": post}
+        self.applied = {
+            "fraction": round(f, 3),
+            "path_from": np.round(a, 4).tolist(),
+            "path_to": np.round(b, 4).tolist(),
+            "remaining_path_m": round(float(np.linalg.norm(b - a)), 4),
+            "size_m": [round(2 * h, 4) for h in used],
+            "yaw_deg_path": round(math.degrees(math.atan2(along[1], along[0])), 2),
+            **prop_record(scene, PROP),
+            "post_condition": post,
+        }
         if post["off_path_m"] > 0.001 or abs(post["bottom_above_surface_m"]) > 0.003:
             raise ShiftInvalid(self.id, f"obstacle off the path or off the table: {post}")
         if post["height_m"] > 0.125 or not post["over_free"]:

@@ -57,18 +57,32 @@ class DistractorAppears(RuntimeShift):
         scene, p = ctx.scene, self.params
         stack = target_stack(scene, ctx.sem)
         try:
-            placed = place_beside(scene, PROP, stack, gap_candidates(p.gap_m), p.direction_deg, p.yaw_deg,
-                                  CLEARANCE_M, min_robot_m=ROBOT_CLEARANCE_M)
+            placed = place_beside(
+                scene,
+                PROP,
+                stack,
+                gap_candidates(p.gap_m),
+                p.direction_deg,
+                p.yaw_deg,
+                CLEARANCE_M,
+                min_robot_m=ROBOT_CLEARANCE_M,
+            )
         except ValueError as exc:
             raise ShiftInvalid(self.id, f"no free space for a look-alike when it should appear: {exc}") from exc
         post = lookalike_post(scene, PROP, stack, placed, object_positions(scene))
         post["robot_clearance_m"] = round(robot_clearance(scene, [PROP]), 4)
-        post["eef_to_target_m"] = round(float(((scene.eef_pos() - scene.body_pos(scene.root_body(ctx.sem.target)))
-                                               ** 2).sum() ** 0.5), 4)
-        self.applied = {"lookalike": p.lookalike, "instruction": self.instruction(scene.task.instruction, 0),
-                        "gap_m": placed["gap_m"], "direction_deg": placed["direction_deg"],
-                        "candidates_tried": placed["candidates_tried"], **prop_record(scene, PROP),
-                        "post_condition": post}
+        post["eef_to_target_m"] = round(
+            float(((scene.eef_pos() - scene.body_pos(scene.root_body(ctx.sem.target))) ** 2).sum() ** 0.5), 4
+        )
+        self.applied = {
+            "lookalike": p.lookalike,
+            "instruction": self.instruction(scene.task.instruction, 0),
+            "gap_m": placed["gap_m"],
+            "direction_deg": placed["direction_deg"],
+            "candidates_tried": placed["candidates_tried"],
+            **prop_record(scene, PROP),
+            "post_condition": post,
+        }
         check_lookalike_post(self.id, post, placed["gap_m"])
         if post["robot_clearance_m"] < ROBOT_CLEARANCE_M:
             raise ShiftInvalid(self.id, f"look-alike appeared {post['robot_clearance_m']} m from the robot")

@@ -35,8 +35,12 @@ class CameraMotion(RuntimeShift):
         cam_pos, cam_quat = ctx.scene.model_field("cam_pos"), ctx.scene.model_field("cam_quat")
         pos0, quat0 = cam_pos[cid].copy(), cam_quat[cid].copy()
         reasons = []
-        for mirrored, (sgn_shift, sgn_axis) in (("none", (1, 1)), ("turn", (1, -1)), ("shift", (-1, 1)),
-                                                 ("both", (-1, -1))):
+        for mirrored, (sgn_shift, sgn_axis) in (
+            ("none", (1, 1)),
+            ("turn", (1, -1)),
+            ("shift", (-1, 1)),
+            ("both", (-1, -1)),
+        ):
             try:
                 measured = move_camera(ctx, CAMERA, sgn_shift * shift, p.turn_deg, sgn_axis * axis)
                 break
@@ -48,5 +52,8 @@ class CameraMotion(RuntimeShift):
             raise ShiftInvalid(self.id, "; ".join(reasons))
         self.applied = {"mirrored": mirrored, "post_condition": measured}
         if abs(measured["moved_m"] - p.shift_m) > 1e-4 or abs(measured["turned_deg"] - p.turn_deg) > 0.05:
-            raise ShiftInvalid(self.id, f"camera moved {measured['moved_m']} m / {measured['turned_deg']} deg, "
-                                        f"stated {p.shift_m} m / {p.turn_deg} deg")
+            raise ShiftInvalid(
+                self.id,
+                f"camera moved {measured['moved_m']} m / {measured['turned_deg']} deg, "
+                f"stated {p.shift_m} m / {p.turn_deg} deg",
+            )

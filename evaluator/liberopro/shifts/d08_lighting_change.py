@@ -32,8 +32,14 @@ from liberopro.catalog import SPECS
 from liberopro.catalog.environment import MIN_DARKENING
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
-LIGHT_FIELDS = ("light_diffuse", "light_specular", "light_ambient",
-                "vis.headlight.diffuse", "vis.headlight.ambient", "vis.headlight.specular")
+LIGHT_FIELDS = (
+    "light_diffuse",
+    "light_specular",
+    "light_ambient",
+    "vis.headlight.diffuse",
+    "vis.headlight.ambient",
+    "vis.headlight.specular",
+)
 #: The third-person view must lose at least this fraction of its mean brightness when dimmed.
 MEASURE_PX = 128
 
@@ -92,8 +98,13 @@ class LightingChange(RuntimeShift):
             image = frame.images.get("agentview")
             if image is None and frame.images:
                 image = next(iter(frame.images.values()))
-            self.applied["frames"].append({"step": step, "level": self.level_at(step),
-                                           "brightness": round(float(image.mean()), 2) if image is not None else None})
+            self.applied["frames"].append(
+                {
+                    "step": step,
+                    "level": self.level_at(step),
+                    "brightness": round(float(image.mean()), 2) if image is not None else None,
+                }
+            )
         nxt = self.level_at(step + 1)
         if nxt != self._level:
             self._set(ctx, nxt)

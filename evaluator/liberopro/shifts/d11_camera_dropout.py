@@ -58,6 +58,9 @@ class CameraDropout(WindowShift):
         n = len(self.active_steps)
         post = {"blank_frames": self._blank, "window_frames": n, "other_camera_frames_changed": self._others_changed}
         if self._blank != n or self._others_changed:
-            raise ShiftInvalid(self.id, f"{self._blank} of {n} frames of {self._camera} were blank, "
-                                        f"{self._others_changed} other-camera frames changed")
+            raise ShiftInvalid(
+                self.id,
+                f"{self._blank} of {n} frames of {self._camera} were blank, "
+                f"{self._others_changed} other-camera frames changed",
+            )
         return post

@@ -31,9 +31,12 @@ from liberopro.shifts.base import EpisodeContext, ShiftInvalid
 
 
 def frames_equal(a, b) -> bool:
-    return (a.images.keys() == b.images.keys() and a.proprio.keys() == b.proprio.keys()
-            and all(np.array_equal(a.images[k], b.images[k]) for k in a.images)
-            and all(np.array_equal(a.proprio[k], b.proprio[k]) for k in a.proprio))
+    return (
+        a.images.keys() == b.images.keys()
+        and a.proprio.keys() == b.proprio.keys()
+        and all(np.array_equal(a.images[k], b.images[k]) for k in a.images)
+        and all(np.array_equal(a.proprio[k], b.proprio[k]) for k in a.proprio)
+    )
 
 
 class ObservationLatency(WindowShift):
@@ -63,5 +66,7 @@ class ObservationLatency(WindowShift):
     def measure(self, ctx: EpisodeContext) -> dict:
         post = {"delivered_lags": {str(k): v for k, v in sorted(self._lags.items())}, "wrong_steps": self._wrong[:20]}
         if self._wrong:
-            raise ShiftInvalid(self.id, f"frames at steps {self._wrong[:5]} were not {self.params.delay_steps} steps old")
+            raise ShiftInvalid(
+                self.id, f"frames at steps {self._wrong[:5]} were not {self.params.delay_steps} steps old"
+            )
         return post

@@ -60,8 +60,14 @@ class ActionDrop(WindowShift):
         wrong = [s for s, _, ok in self._log if not ok]
         complete = n == self.params.duration_steps
         realised = dropped / n
-        post = {"executed_steps": n, "dropped_steps": dropped, "realised_fraction": round(realised, 4),
-                "stated_fraction": self.params.drop_fraction, "complete_window": complete, "wrong_steps": wrong}
+        post = {
+            "executed_steps": n,
+            "dropped_steps": dropped,
+            "realised_fraction": round(realised, 4),
+            "stated_fraction": self.params.drop_fraction,
+            "complete_window": complete,
+            "wrong_steps": wrong,
+        }
         if wrong:
             raise ShiftInvalid(self.id, f"steps {wrong[:5]} did not execute as planned")
         if complete and abs(realised - self.params.drop_fraction) > 0.5 / n + 1e-9:

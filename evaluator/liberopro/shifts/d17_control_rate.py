@@ -56,8 +56,13 @@ class ControlRateChange(WindowShift):
         m = self.params.hold_periods
         short = [b for b in blocks[:-1] if sizes[b] != m]
         wrong = [s for s, _, ok in self._log if not ok]
-        post = {"blocks": len(blocks), "block_sizes": [sizes[b] for b in blocks], "block_starts": blocks,
-                "interrupted_blocks": short, "wrong_steps": wrong}
+        post = {
+            "blocks": len(blocks),
+            "block_sizes": [sizes[b] for b in blocks],
+            "block_starts": blocks,
+            "interrupted_blocks": short,
+            "wrong_steps": wrong,
+        }
         if wrong:
             raise ShiftInvalid(self.id, f"steps {wrong[:5]} did not execute the command latched for their block")
         return post

@@ -127,14 +127,18 @@ class GraspLoss(RuntimeShift):
             if self._is_part(n):
                 continue
             drops[n] = round(float(ctx.scene.body_pos(self._tracker.actor(n).body)[2]) - self._z0[n], 4)
-        self.applied.update({
-            "window_steps": [self._start, self._start + k] if k is not None else [self._start, None],
-            "open_steps_realised": k,
-            "opening_at_release_m": round(self._opening(ctx), 4),
-            "post_condition": {"in_gripper_after": still, "released": not still, "dropped_m": drops},
-        })
+        self.applied.update(
+            {
+                "window_steps": [self._start, self._start + k] if k is not None else [self._start, None],
+                "open_steps_realised": k,
+                "opening_at_release_m": round(self._opening(ctx), 4),
+                "post_condition": {"in_gripper_after": still, "released": not still, "dropped_m": drops},
+            }
+        )
         if self._backoff_start is not None:
             self.applied["backoff_m"] = round(float(np.linalg.norm(ctx.scene.eef_pos() - self._backoff_start)), 4)
         if still and raise_invalid:
-            raise ShiftInvalid(self.id, f"{', '.join(still)} still touches the gripper {k} steps after it was forced "
-                                        "open: nothing was dropped")
+            raise ShiftInvalid(
+                self.id,
+                f"{', '.join(still)} still touches the gripper {k} steps after it was forced open: nothing was dropped",
+            )

@@ -54,11 +54,16 @@ class RobotDisplacement(RuntimeShift):
 
     def _finish(self, ctx: EpisodeContext, moved: float) -> None:
         self._done = True
-        self.applied.update({
-            "push_steps": self._steps,
-            "end_eef_m": np.round(ctx.scene.eef_pos(), 4).tolist(),
-            "post_condition": {"displaced_m": round(moved, 4)},
-        })
+        self.applied.update(
+            {
+                "push_steps": self._steps,
+                "end_eef_m": np.round(ctx.scene.eef_pos(), 4).tolist(),
+                "post_condition": {"displaced_m": round(moved, 4)},
+            }
+        )
         if moved < 0.8 * self.params.distance_m:
-            raise ShiftInvalid(self.id, f"end effector moved {moved:.3f} m of the stated "
-                                        f"{self.params.distance_m:.3f} m in {self._steps} steps (blocked)")
+            raise ShiftInvalid(
+                self.id,
+                f"end effector moved {moved:.3f} m of the stated "
+                f"{self.params.distance_m:.3f} m in {self._steps} steps (blocked)",
+            )

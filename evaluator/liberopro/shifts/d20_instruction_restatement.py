@@ -69,20 +69,32 @@ class InstructionRestatement(RuntimeShift):
             return text
         if self._text is None:
             self._text = self._restatement(self._before if self._before is not None else text)
-            self.applied.update(instruction_before=self._before, restated_as=self._text,
-                                changed_from_drawn=self._text != self.params.text)
+            self.applied.update(
+                instruction_before=self._before,
+                restated_as=self._text,
+                changed_from_drawn=self._text != self.params.text,
+            )
         self._delivered.append(step)
         return self._text
 
     def on_episode_end(self, ctx: EpisodeContext) -> None:
         if self.fired_at is None:
-            raise ShiftInvalid(self.id, f"the episode ended after {self._last_step + 1} steps, before the "
-                                        f"{self.trigger} phase or the fallback step {self.params.fallback_step}: "
-                                        "the instruction was never restated")
-        self.applied["post_condition"] = {"delivered_at_steps": self._delivered[:50], "deliveries": len(self._delivered),
-                                          "differs_from_before": self._text is not None and self._text != self._before}
+            raise ShiftInvalid(
+                self.id,
+                f"the episode ended after {self._last_step + 1} steps, before the "
+                f"{self.trigger} phase or the fallback step {self.params.fallback_step}: "
+                "the instruction was never restated",
+            )
+        self.applied["post_condition"] = {
+            "delivered_at_steps": self._delivered[:50],
+            "deliveries": len(self._delivered),
+            "differs_from_before": self._text is not None and self._text != self._before,
+        }
         if not self._delivered:
-            raise ShiftInvalid(self.id, f"fired at step {self.fired_at} but the policy was not asked again before "
-                                        "the episode ended: the restatement never reached it")
+            raise ShiftInvalid(
+                self.id,
+                f"fired at step {self.fired_at} but the policy was not asked again before "
+                "the episode ended: the restatement never reached it",
+            )
         if self._text == self._before:
             raise ShiftInvalid(self.id, "the restatement equals the instruction delivered before it")

@@ -63,17 +63,35 @@ def receiver_entity(sem: TaskSemantics) -> tuple[str, tuple[str, ...]] | str:
     return sem.receiver, ()
 
 
-def move_receiver(ctx: EpisodeContext, shift_id: str, distance_m: float, direction_deg: float, yaw_deg: float,
-                  min_distance_m: float, clearance_m: float = 0.0):
+def move_receiver(
+    ctx: EpisodeContext,
+    shift_id: str,
+    distance_m: float,
+    direction_deg: float,
+    yaw_deg: float,
+    min_distance_m: float,
+    clearance_m: float = 0.0,
+):
     """Relocate the receiver (shared by S02 and D02); raises :class:`ShiftInvalid`."""
     found = receiver_entity(ctx.sem)
     if isinstance(found, str):
         raise ShiftInvalid(shift_id, found)
     entity, sites = found
     try:
-        return relocate(ctx.scene, ctx.sem, distance_m, direction_deg, yaw_deg, entity=entity,
-                        exclude=(ctx.sem.target,), keep_lookalike_order=True, sites=sites, clearance_m=clearance_m,
-                        min_distance_m=min(min_distance_m, distance_m), contact_tol_m=0.0)
+        return relocate(
+            ctx.scene,
+            ctx.sem,
+            distance_m,
+            direction_deg,
+            yaw_deg,
+            entity=entity,
+            exclude=(ctx.sem.target,),
+            keep_lookalike_order=True,
+            sites=sites,
+            clearance_m=clearance_m,
+            min_distance_m=min(min_distance_m, distance_m),
+            contact_tol_m=0.0,
+        )
     except ValueError as exc:
         raise ShiftInvalid(shift_id, str(exc)) from exc
 
@@ -116,5 +134,6 @@ class ReceiverPose(Shift):
             measured[f"{name}_moved_m"] = round(float(np.linalg.norm(pos[:2] - self._sites_start[name][:2])), 4)
         self.applied["post_condition"] = measured
         if pushed:
-            raise ShiftInvalid(self.id, "moving the receiver displaced " + ", ".join(
-                f"{n} by {moved[n]:.3f} m" for n in pushed))
+            raise ShiftInvalid(
+                self.id, "moving the receiver displaced " + ", ".join(f"{n} by {moved[n]:.3f} m" for n in pushed)
+            )

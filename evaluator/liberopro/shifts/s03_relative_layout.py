@@ -36,9 +36,12 @@ def no_partner_reason(ref, sem) -> str | None:
         return None
     if rejected:
         return "no partner of comparable footprint (ratio <= {}): {}".format(
-            MAX_FOOTPRINT_RATIO, "; ".join(f"{o}: {r}" for o, r in rejected.items()))
-    return ("no object rests on the target's support that is not the receiver or a look-alike of the target "
-            "(BDDL initial state)")
+            MAX_FOOTPRINT_RATIO, "; ".join(f"{o}: {r}" for o, r in rejected.items())
+        )
+    return (
+        "no object rests on the target's support that is not the receiver or a look-alike of the target "
+        "(BDDL initial state)"
+    )
 
 
 class RelativeLayout(Shift):

@@ -44,8 +44,17 @@ from liberopro.sim import PropSpec, SceneVariant
 PROP = "liberopro_prop_s04_blocker"
 #: Blocker layouts tried on a side, in order: (fraction of the stack's side it spans, slide along
 #: the side as a fraction of the stack's half-width). It always spans at least 60% of the side.
-LAYOUTS = ((1.0, 0.0), (1.0, 0.25), (1.0, -0.25), (0.8, 0.0), (0.8, 0.4), (0.8, -0.4), (0.6, 0.0),
-           (0.6, 0.5), (0.6, -0.5))
+LAYOUTS = (
+    (1.0, 0.0),
+    (1.0, 0.25),
+    (1.0, -0.25),
+    (0.8, 0.0),
+    (0.8, 0.4),
+    (0.8, -0.4),
+    (0.6, 0.0),
+    (0.6, 0.5),
+    (0.6, -0.5),
+)
 #: A top grasp needs this much free space above the target (m).
 TOP_CLEARANCE_M = 0.15
 
@@ -84,15 +93,25 @@ class ApproachConstraint(Shift):
             u = side_direction(scene, centre, side)
             perp = np.array([-u[1], u[0]])
             ext_u = half_extent_along(stack.lo, stack.hi, centre, u)
-            ext_perp = max(half_extent_along(stack.lo, stack.hi, centre, perp),
-                           half_extent_along(stack.lo, stack.hi, centre, -perp))
+            ext_perp = max(
+                half_extent_along(stack.lo, stack.hi, centre, perp),
+                half_extent_along(stack.lo, stack.hi, centre, -perp),
+            )
             yaw = math.degrees(math.atan2(u[1], u[0]))
             blockers: set[str] = set()
             for cover, slide in LAYOUTS:
                 half = (p.thickness_m / 2, cover * ext_perp + p.overhang_m, p.height_m / 2)
                 xy = centre + u * (ext_u + p.gap_m + p.thickness_m / 2) + perp * slide * ext_perp
-                spot = check_spot_swept(scene, xy, half[:2], yaw, p.height_m, stack.base_z,
-                                        clearance=min(0.008, 0.8 * p.gap_m), support=stack.base_support)
+                spot = check_spot_swept(
+                    scene,
+                    xy,
+                    half[:2],
+                    yaw,
+                    p.height_m,
+                    stack.base_z,
+                    clearance=min(0.008, 0.8 * p.gap_m),
+                    support=stack.base_support,
+                )
                 if not spot.free:
                     blockers |= set(spot.blockers)
                     continue
@@ -101,9 +120,15 @@ class ApproachConstraint(Shift):
                 scene.refresh()
                 self._stack, self._u, self._roots = stack, u, roots
                 self._before = object_positions(scene)
-                self.applied = {"side": side, "sides_tried": len(reasons) + 1, "stack": stack.names,
-                                "covers_side": round(cover, 2), "slid_m": round(slide * ext_perp, 4),
-                                "size_m": [round(2 * h, 4) for h in half], **prop_record(scene, PROP)}
+                self.applied = {
+                    "side": side,
+                    "sides_tried": len(reasons) + 1,
+                    "stack": stack.names,
+                    "covers_side": round(cover, 2),
+                    "slid_m": round(slide * ext_perp, 4),
+                    "size_m": [round(2 * h, 4) for h in half],
+                    **prop_record(scene, PROP),
+                }
                 return True
             reasons.append(f"{side}: {', '.join(sorted(blockers))}")
         raise ShiftInvalid(self.id, "no free side beside the target: " + "; ".join(reasons))
@@ -116,8 +141,11 @@ class ApproachConstraint(Shift):
         centre = stack.centre_xy
         body = scene.data.xpos[scene.props[PROP]]
         # near face of the blocker (its centre along u minus half its thickness) to the stack's box
-        near_face = float(np.dot(body[:2] - centre, self._u)) - float(scene.model.geom_size[
-            [g for g in range(scene.model.ngeom) if scene.model.geom_bodyid[g] == scene.props[PROP]][0]][0])
+        near_face = float(np.dot(body[:2] - centre, self._u)) - float(
+            scene.model.geom_size[
+                [g for g in range(scene.model.ngeom) if scene.model.geom_bodyid[g] == scene.props[PROP]][0]
+            ][0]
+        )
         gap = near_face - half_extent_along(stack.lo, stack.hi, centre, self._u)
         surface, _ = surface_below(scene, body[:2], top_z=float(lo[2]) + 0.005, ignore={scene.props[PROP]})
         # free space above the target: rays up from just above its top
@@ -131,9 +159,12 @@ class ApproachConstraint(Shift):
         touching = prop_contacts(scene, [PROP])
         moved = moved_objects(scene, self._before)
         post = {
-            "gap_m": round(gap, 4), "bottom_above_surface_m": round(float(lo[2] - surface), 4),
-            "top_minus_target_top_m": round(float(hi[2] - stack.hi[2]), 4), "blocked_above": sorted(set(blocked_above)),
-            "touching": touching, "objects_moved_m": moved,
+            "gap_m": round(gap, 4),
+            "bottom_above_surface_m": round(float(lo[2] - surface), 4),
+            "top_minus_target_top_m": round(float(hi[2] - stack.hi[2]), 4),
+            "blocked_above": sorted(set(blocked_above)),
+            "touching": touching,
+            "objects_moved_m": moved,
         }
         self.applied["post_condition"] = post
         if abs(gap - p.gap_m) > 0.005:

@@ -82,14 +82,25 @@ def over_free(scene, xy: np.ndarray, top_z: float) -> bool:
     for dx in (-0.02, 0.0, 0.02):
         for dy in (-0.02, 0.0, 0.02):
             dist, gid = ray(scene, np.array([xy[0] + dx, xy[1] + dy, top_z + 0.002]), np.array([0, 0, 1.0]))
-            if gid >= 0 and dist < OVER_CLEARANCE_M and scene.entity_of_geom(gid) not in (
-                    scene.robot_root(), *scene.props.values()):
+            if (
+                gid >= 0
+                and dist < OVER_CLEARANCE_M
+                and scene.entity_of_geom(gid) not in (scene.robot_root(), *scene.props.values())
+            ):
                 return False
     return True
 
 
-def place_on_path(scene, prop: str, a: np.ndarray, b: np.ndarray, fractions: list[float], half: tuple[float, float, float],
-                  clearance: float, ignore: set[int] = frozenset()) -> tuple[np.ndarray, float, tuple, list[str]]:
+def place_on_path(
+    scene,
+    prop: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    fractions: list[float],
+    half: tuple[float, float, float],
+    clearance: float,
+    ignore: set[int] = frozenset(),
+) -> tuple[np.ndarray, float, tuple, list[str]]:
     """Stand the obstacle ``prop`` on segment ``a`` -> ``b`` at the first free fraction, with the
     stated size first, then thinner (:data:`THIN_M`), then narrower (:data:`NARROW_M`). Returns (xy, fraction, half
     extents used, reasons of the refused candidates); raises ``ValueError`` with them when none
@@ -98,8 +109,11 @@ def place_on_path(scene, prop: str, a: np.ndarray, b: np.ndarray, fractions: lis
     yaw = math.degrees(math.atan2(along[1], along[0]))
     level, _ = ground_level(scene)
     reasons = []
-    sizes = [(t / 2, w / 2) for w in [2 * half[1]] + [w for w in NARROW_M if w < 2 * half[1]]
-             for t in [2 * half[0]] + [t for t in THIN_M if t < 2 * half[0]]]
+    sizes = [
+        (t / 2, w / 2)
+        for w in [2 * half[1]] + [w for w in NARROW_M if w < 2 * half[1]]
+        for t in [2 * half[0]] + [t for t in THIN_M if t < 2 * half[0]]
+    ]
     for hx, hy in sizes:
         size = (hx, hy, half[2])
         thickness = 2 * hx
@@ -140,9 +154,14 @@ class PathObstacle(Shift):
             raise ShiftInvalid(self.id, str(exc)) from exc
         self._a, self._b, self._half = a, b, half
         self._before = object_positions(scene)
-        self.applied = {"fraction": round(f, 3), "fractions_tried": len(reasons) + 1,
-                        "path_from": np.round(a, 4).tolist(), "path_to": np.round(b, 4).tolist(),
-                        "size_m": [round(2 * h, 4) for h in half], **prop_record(scene, PROP)}
+        self.applied = {
+            "fraction": round(f, 3),
+            "fractions_tried": len(reasons) + 1,
+            "path_from": np.round(a, 4).tolist(),
+            "path_to": np.round(b, 4).tolist(),
+            "size_m": [round(2 * h, 4) for h in half],
+            **prop_record(scene, PROP),
+        }
         return True
 
     def verify(self, ctx: EpisodeContext) -> None:

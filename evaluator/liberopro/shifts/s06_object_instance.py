@@ -63,8 +63,10 @@ class ObjectInstance(Shift):
         if ttype not in CATALOGUE:
             return f"no catalogued instances of the target's type {ttype!r}"
         if not instances(ref, sem.target, task_info(ref).instruction):
-            return (f"every other instance of the category '{CATALOGUE[ttype].category}' is already in the scene "
-                    f"or too different in size")
+            return (
+                f"every other instance of the category '{CATALOGUE[ttype].category}' is already in the scene "
+                f"or too different in size"
+            )
         return None
 
     @classmethod
@@ -85,8 +87,10 @@ class ObjectInstance(Shift):
         except ValueError as exc:
             raise ShiftInvalid(self.id, str(exc)) from exc
         if list(scene.inner.objects_dict) != variants.object_order(scene.task.bddl_path):
-            raise ShiftInvalid(self.id, "the variant declares the objects in another order than the task "
-                                        "(the init states' qpos would not fit)")
+            raise ShiftInvalid(
+                self.id,
+                "the variant declares the objects in another order than the task (the init states' qpos would not fit)",
+            )
         root = scene.root_body(p.object)
         pos, quat = scene.object_pose(p.object)
         # the stored pose stands the old type upright; stand the new one upright instead
@@ -105,10 +109,14 @@ class ObjectInstance(Shift):
             scene.refresh()
         self._start_quat = quat
         self.applied = {
-            "object": p.object, "from_type": p.from_type, "to_type": p.to_type,
+            "object": p.object,
+            "from_type": p.from_type,
+            "to_type": p.to_type,
             "instruction": self.instruction(scene.task.instruction, 0),
-            "nq": int(scene.model.nq), "nv": int(scene.model.nv),
-            "init_state_columns": int(scene.task.init_states().shape[1]), "lifted_m": round(lift, 4),
+            "nq": int(scene.model.nq),
+            "nv": int(scene.model.nv),
+            "init_state_columns": int(scene.task.init_states().shape[1]),
+            "lifted_m": round(lift, 4),
             "stood_upright": turned,
         }
 
@@ -129,16 +137,24 @@ class ObjectInstance(Shift):
                 if dist < -PENETRATION_TOL_M and not is_ground(scene, other):
                     bad[scene.entity_name(other)] = round(dist * 1000, 1)
         self.applied["post_condition"] = {
-            "body_extent_m": [round(v, 4) for v in extent], "catalogue_extent_m": list(expected),
-            "size_error_m": round(size_err, 4), "speed_m_s": round(speed, 4), "tilt_deg": round(tilt, 2),
-            "support": scene.entity_name(scene.support_below(p.object)), "penetrations_mm": bad,
+            "body_extent_m": [round(v, 4) for v in extent],
+            "catalogue_extent_m": list(expected),
+            "size_error_m": round(size_err, 4),
+            "speed_m_s": round(speed, 4),
+            "tilt_deg": round(tilt, 2),
+            "support": scene.entity_name(scene.support_below(p.object)),
+            "penetrations_mm": bad,
         }
         if self.applied["nq"] + self.applied["nv"] + 1 != self.applied["init_state_columns"]:
             raise ShiftInvalid(self.id, "init state does not fit the variant's model")
         if size_err > 0.005:
-            raise ShiftInvalid(self.id, f"the target's body measures {np.round(extent, 3).tolist()}, "
-                                        f"not a {p.to_type} {list(expected)}")
+            raise ShiftInvalid(
+                self.id,
+                f"the target's body measures {np.round(extent, 3).tolist()}, not a {p.to_type} {list(expected)}",
+            )
         if speed > MAX_SPEED or tilt > MAX_TILT_DEG:
-            raise ShiftInvalid(self.id, f"the new instance does not rest (speed {speed:.3f} m/s, turned {tilt:.1f} deg)")
+            raise ShiftInvalid(
+                self.id, f"the new instance does not rest (speed {speed:.3f} m/s, turned {tilt:.1f} deg)"
+            )
         if bad:
             raise ShiftInvalid(self.id, f"the new instance interpenetrates {bad} (mm)")

@@ -92,8 +92,11 @@ class Clutter(Shift):
                     placed.append({"type": typ, "draws": k + 1, **prop_record(scene, name)})
                     break
             else:
-                raise ShiftInvalid(self.id, f"no free table space for {typ} ({len(placed)} of {len(p.objects)} "
-                                            f"placed after {TRIES} draws each)")
+                raise ShiftInvalid(
+                    self.id,
+                    f"no free table space for {typ} ({len(placed)} of {len(p.objects)} "
+                    f"placed after {TRIES} draws each)",
+                )
         scene.refresh()
         self._before = object_positions(scene)
         self._path = path
@@ -109,11 +112,19 @@ class Clutter(Shift):
             rec = prop_record(scene, name)
             shape = self._shapes[name]
             centre = (np.array(rec["aabb_min"])[:2] + np.array(rec["aabb_max"])[:2]) / 2
-            per.append({"prop": name, "bottom_above_surface_m": round(float(rec["aabb_min"][2] - level), 4),
-                        # footprint distance, conservatively: centre distance minus circumradius
-                        "path_distance_m": round(distance_to_path(centre, self._path) - math.hypot(*shape.half_xy), 4)})
-        post = {"objects": per, "touching": prop_contacts(scene, names),
-                "objects_moved_m": moved_objects(scene, self._before)}
+            per.append(
+                {
+                    "prop": name,
+                    "bottom_above_surface_m": round(float(rec["aabb_min"][2] - level), 4),
+                    # footprint distance, conservatively: centre distance minus circumradius
+                    "path_distance_m": round(distance_to_path(centre, self._path) - math.hypot(*shape.half_xy), 4),
+                }
+            )
+        post = {
+            "objects": per,
+            "touching": prop_contacts(scene, names),
+            "objects_moved_m": moved_objects(scene, self._before),
+        }
         self.applied["post_condition"] = post
         for o in per:
             if o["path_distance_m"] < p.path_clearance_m - 0.01:

@@ -70,8 +70,10 @@ def lookalike_applicable(ref, sem) -> str | None:
     if ttype not in CATALOGUE:
         return f"no catalogued look-alikes for the target's type {ttype!r}"
     if not lookalikes(ref, sem.target, task_info(ref).instruction):
-        return ("no look-alike keeps the instruction unambiguous (the target is named in the plural, or every "
-                "other instance of its category fits a phrase of the instruction)")
+        return (
+            "no look-alike keeps the instruction unambiguous (the target is named in the plural, or every "
+            "other instance of its category fits a phrase of the instruction)"
+        )
     return None
 
 
@@ -79,8 +81,7 @@ def lookalike_post(scene, prop: str, stack, placed: dict, before: dict) -> dict:
     """Measurements of a placed look-alike (shared by S08 and D06)."""
     rec = prop_record(scene, prop)
     lo, hi = np.array(rec["aabb_min"]), np.array(rec["aabb_max"])
-    surface, _ = surface_below(scene, (lo[:2] + hi[:2]) / 2, top_z=float(lo[2]) + 0.005,
-                               ignore={scene.props[prop]})
+    surface, _ = surface_below(scene, (lo[:2] + hi[:2]) / 2, top_z=float(lo[2]) + 0.005, ignore={scene.props[prop]})
     return {
         "gap_m": round(footprint_gap(scene, prop, placed["shape"], stack, placed["u"]), 4),
         "box_gap_m": round(rect_gap(lo, hi, stack.lo, stack.hi), 4),
@@ -93,8 +94,9 @@ def lookalike_post(scene, prop: str, stack, placed: dict, before: dict) -> dict:
 
 def check_lookalike_post(shift_id: str, post: dict, gap: float) -> None:
     if abs(post["gap_m"] - gap) > 0.005 or not 0.045 <= post["gap_m"] <= 0.155:
-        raise ShiftInvalid(shift_id, f"look-alike stands {post['gap_m']} m from the target, placed at {gap} m "
-                                     f"(5-15 cm)")
+        raise ShiftInvalid(
+            shift_id, f"look-alike stands {post['gap_m']} m from the target, placed at {gap} m (5-15 cm)"
+        )
     if not post["in_view"]:
         raise ShiftInvalid(shift_id, "look-alike is not wholly inside the third-person view")
     if abs(post["bottom_above_surface_m"]) > 0.003:
@@ -124,15 +126,20 @@ class Distractor(Shift):
             raise ShiftInvalid(self.id, f"a {p.lookalike} would make the instruction ambiguous")
         self._stack = target_stack(scene, ctx.sem)
         try:
-            self._placed = place_beside(scene, PROP, self._stack, gap_candidates(p.gap_m), p.direction_deg,
-                                        p.yaw_deg, CLEARANCE_M)
+            self._placed = place_beside(
+                scene, PROP, self._stack, gap_candidates(p.gap_m), p.direction_deg, p.yaw_deg, CLEARANCE_M
+            )
         except ValueError as exc:
             raise ShiftInvalid(self.id, str(exc)) from exc
         self._before = object_positions(scene)
-        self.applied = {"lookalike": p.lookalike, "instruction": self.instruction(scene.task.instruction, 0),
-                        "direction_deg": self._placed["direction_deg"],
-                        "gap_m": self._placed["gap_m"], "candidates_tried": self._placed["candidates_tried"],
-                        **prop_record(scene, PROP)}
+        self.applied = {
+            "lookalike": p.lookalike,
+            "instruction": self.instruction(scene.task.instruction, 0),
+            "direction_deg": self._placed["direction_deg"],
+            "gap_m": self._placed["gap_m"],
+            "candidates_tried": self._placed["candidates_tried"],
+            **prop_record(scene, PROP),
+        }
         return True
 
     def verify(self, ctx: EpisodeContext) -> None:

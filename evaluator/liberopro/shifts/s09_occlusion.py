@@ -112,8 +112,15 @@ def place_occluder(scene, prop: str, sem, fraction: float, depth_ratio: float, s
     _, offset, hidden = best
     hidden_at(offset)
     scene.refresh()
-    return {"camera": CAMERA, "measure_px": size, "target_pixels": n, "depth_m": round(z, 4),
-            "board_m": round(2 * half, 4), "offset_m": round(offset, 4), "hidden_fraction": round(hidden, 4)}
+    return {
+        "camera": CAMERA,
+        "measure_px": size,
+        "target_pixels": n,
+        "depth_m": round(z, 4),
+        "board_m": round(2 * half, 4),
+        "offset_m": round(offset, 4),
+        "hidden_fraction": round(hidden, 4),
+    }
 
 
 def occluder_post(scene, prop: str, sem, before_mask: np.ndarray | None = None) -> dict:
@@ -147,8 +154,9 @@ def check_occluder_post(shift_id: str, post: dict, fraction: float) -> None:
     if abs(h - fraction) > POST_TOLERANCE or not 0.2 - POST_TOLERANCE <= h <= 0.5 + POST_TOLERANCE:
         raise ShiftInvalid(shift_id, f"the occluder hides {h:.3f} of the target, stated {fraction:.3f} (0.2-0.5)")
     if post["robot_base_distance_m"] < MIN_ROBOT_DISTANCE_M or post["collides"]:
-        raise ShiftInvalid(shift_id, f"the occluder is within the robot's reach "
-                                     f"({post['robot_base_distance_m']} m) or collides")
+        raise ShiftInvalid(
+            shift_id, f"the occluder is within the robot's reach ({post['robot_base_distance_m']} m) or collides"
+        )
 
 
 class Occlusion(Shift):

@@ -74,5 +74,8 @@ class CameraCalibration(Shift):
             raise ShiftInvalid(self.id, str(exc)) from exc
         self.applied = {"post_condition": measured}
         if abs(measured["moved_m"] - p.shift_m) > 1e-4 or abs(measured["turned_deg"] - p.turn_deg) > 0.05:
-            raise ShiftInvalid(self.id, f"camera moved {measured['moved_m']} m / {measured['turned_deg']} deg, "
-                                        f"stated {p.shift_m} m / {p.turn_deg} deg")
+            raise ShiftInvalid(
+                self.id,
+                f"camera moved {measured['moved_m']} m / {measured['turned_deg']} deg, "
+                f"stated {p.shift_m} m / {p.turn_deg} deg",
+            )

@@ -109,12 +109,17 @@ class ImageDegradation(Shift):
         for cam, e in post.items():
             if p.mode == "jpeg":
                 if e["mean_abs_change"] < JPEG_MIN_CHANGE or e["jpeg_fixed_point_ratio"] > JPEG_FIXED_POINT_MAX:
-                    raise ShiftInvalid(self.id, f"{cam}: the delivered image is not JPEG at quality "
-                                                f"{p.jpeg_quality} (change {e['mean_abs_change']}, re-encode "
-                                                f"ratio {e['jpeg_fixed_point_ratio']})")
+                    raise ShiftInvalid(
+                        self.id,
+                        f"{cam}: the delivered image is not JPEG at quality "
+                        f"{p.jpeg_quality} (change {e['mean_abs_change']}, re-encode "
+                        f"ratio {e['jpeg_fixed_point_ratio']})",
+                    )
             elif e["hf_energy_ratio"] is None or e["hf_energy_ratio"] > HF_RATIO_MAX[p.mode]:
-                raise ShiftInvalid(self.id, f"{cam}: high-frequency energy ratio {e['hf_energy_ratio']} "
-                                            f"> {HF_RATIO_MAX[p.mode]} for {p.mode}")
+                raise ShiftInvalid(
+                    self.id,
+                    f"{cam}: high-frequency energy ratio {e['hf_energy_ratio']} > {HF_RATIO_MAX[p.mode]} for {p.mode}",
+                )
 
 
 def _median(values: list) -> float | None:

@@ -86,8 +86,11 @@ class RobotState(Shift):
         self._baseline = robot_collisions(scene)
         eef_init = scene.eef_pos()
         q_new = self._q_init + offsets
-        self.applied = {"joints": list(self.params.joints), "offsets_rad": list(self.params.offsets_rad),
-                        "q_init_rad": np.round(self._q_init, 5).tolist()}
+        self.applied = {
+            "joints": list(self.params.joints),
+            "offsets_rad": list(self.params.offsets_rad),
+            "q_init_rad": np.round(self._q_init, 5).tolist(),
+        }
         problem = self._limit_problem(q_new, limits)
         if problem:
             raise ShiftInvalid(self.id, f"offset configuration leaves no room: {problem}")
@@ -123,8 +126,9 @@ class RobotState(Shift):
             "new_robot_contacts": _describe(scene, new),
         }
         if np.max(np.abs(err)) > JOINT_TOL_RAD:
-            raise ShiftInvalid(self.id, f"after settling the joints are off the stated offsets by "
-                                        f"{np.round(err, 3).tolist()} rad")
+            raise ShiftInvalid(
+                self.id, f"after settling the joints are off the stated offsets by {np.round(err, 3).tolist()} rad"
+            )
         if new:
             raise ShiftInvalid(self.id, f"after settling the robot touches {', '.join(_describe(scene, new))}")
         if not EEF_HEIGHT_RANGE_M[0] <= height <= EEF_HEIGHT_RANGE_M[1]:

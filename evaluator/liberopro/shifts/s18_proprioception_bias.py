@@ -45,12 +45,14 @@ def quat_mul_xyzw(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton product of (x, y, z, w) quaternions."""
     x1, y1, z1, w1 = a
     x2, y2, z2, w2 = b
-    return np.array([
-        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-    ])
+    return np.array(
+        [
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+        ]
+    )
 
 
 def quat_conj_xyzw(q: np.ndarray) -> np.ndarray:
@@ -82,8 +84,12 @@ class ProprioceptionBias(Shift):
         d, q_off, axis = self.offsets()
         self._err = {"pos_m": 0.0, "rot_deg": 0.0, "axis": 0.0, "axis_angle": 0.0}
         self._steps = 0
-        self.applied = {"pos_offset_m": np.round(d, 6).tolist(), "rot_quat_xyzw": np.round(q_off, 6).tolist(),
-                        "rot_axis": np.round(axis, 6).tolist(), "rot_deg": self.params.rot_deg}
+        self.applied = {
+            "pos_offset_m": np.round(d, 6).tolist(),
+            "rot_quat_xyzw": np.round(q_off, 6).tolist(),
+            "rot_axis": np.round(axis, 6).tolist(),
+            "rot_deg": self.params.rot_deg,
+        }
 
     def observe(self, frame, step, ctx):
         from robosuite.utils import transform_utils as T
@@ -101,13 +107,17 @@ class ProprioceptionBias(Shift):
         e["pos_m"] = max(e["pos_m"], float(np.max(np.abs(proprio["eef_pos"] - frame.proprio["eef_pos"] - d))))
         e["rot_deg"] = max(e["rot_deg"], abs(angle - self.params.rot_deg))
         e["axis"] = max(e["axis"], float(np.max(np.abs(measured_axis - axis))) if self.params.rot_deg else 0.0)
-        e["axis_angle"] = max(e["axis_angle"], min(float(np.max(np.abs(back - quat))), float(np.max(np.abs(back + quat)))))
+        e["axis_angle"] = max(
+            e["axis_angle"], min(float(np.max(np.abs(back - quat))), float(np.max(np.abs(back + quat))))
+        )
         self._steps += 1
         return dataclasses.replace(frame, proprio=proprio)
 
     def on_episode_end(self, ctx: EpisodeContext) -> None:
-        self.applied["post_condition"] = {"steps": self._steps, **{f"max_error_{k}": float(f"{v:.3g}")
-                                                                   for k, v in self._err.items()}}
+        self.applied["post_condition"] = {
+            "steps": self._steps,
+            **{f"max_error_{k}": float(f"{v:.3g}") for k, v in self._err.items()},
+        }
         bad = {k: v for k, v in self._err.items() if v > TOL}
         if bad:
             raise ShiftInvalid(self.id, f"delivered pose differs from the stated bias: {bad}")

@@ -35,7 +35,9 @@ class DelayCheck:
         self.commanded: list[tuple[int, np.ndarray]] = []
         self.executed: list[tuple[int, np.ndarray, int | None, float]] = []
 
-    def add(self, step: int, commanded: np.ndarray, executed: np.ndarray, src: int | None, gripper_before: float) -> None:
+    def add(
+        self, step: int, commanded: np.ndarray, executed: np.ndarray, src: int | None, gripper_before: float
+    ) -> None:
         self.commanded.append((step, np.asarray(commanded, dtype=np.float64).copy()))
         self.executed.append((step, np.asarray(executed, dtype=np.float64).copy(), src, gripper_before))
 
@@ -55,11 +57,18 @@ class DelayCheck:
                 mismatches.append(step)
             delayed += 1
             lags[step - expected_src] += 1
-        out = {"commands": len(self.commanded), "hold_steps": holds, "delayed_steps": delayed,
-               "step_lags": {str(k): v for k, v in sorted(lags.items())}, "mismatched_steps": mismatches[:20]}
+        out = {
+            "commands": len(self.commanded),
+            "hold_steps": holds,
+            "delayed_steps": delayed,
+            "step_lags": {str(k): v for k, v in sorted(lags.items())},
+            "mismatched_steps": mismatches[:20],
+        }
         if mismatches:
-            raise ShiftInvalid(shift_id, f"executed actions at steps {mismatches[:5]} are not the commands of "
-                                         f"{self.delay} steps before")
+            raise ShiftInvalid(
+                shift_id,
+                f"executed actions at steps {mismatches[:5]} are not the commands of {self.delay} steps before",
+            )
         return out
 
 

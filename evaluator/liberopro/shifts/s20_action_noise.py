@@ -49,14 +49,23 @@ class NoiseCheck:
         clipped = int(np.sum(np.abs(e[:, ARM]) >= 1.0 - 1e-12))
         tol = sigma_tolerance(n)
         grip_changed = int(np.sum(c[:, GRIPPER] != e[:, GRIPPER]))
-        out = {"steps": len(c), "samples": n, "sigma_measured": round(est, 4), "sigma_stated": round(self.sigma, 4),
-               "relative_tolerance": round(tol, 3), "clipped_samples": clipped,
-               "residual_mean": round(float(np.mean(e[:, ARM] - c[:, ARM])), 4), "gripper_changed_steps": grip_changed}
+        out = {
+            "steps": len(c),
+            "samples": n,
+            "sigma_measured": round(est, 4),
+            "sigma_stated": round(self.sigma, 4),
+            "relative_tolerance": round(tol, 3),
+            "clipped_samples": clipped,
+            "residual_mean": round(float(np.mean(e[:, ARM] - c[:, ARM])), 4),
+            "gripper_changed_steps": grip_changed,
+        }
         if grip_changed:
             raise ShiftInvalid(shift_id, f"the gripper command changed at {grip_changed} steps")
         if abs(est / self.sigma - 1) > tol:
-            raise ShiftInvalid(shift_id, f"measured action noise sigma {est:.4f}, stated {self.sigma:.4f} "
-                                         f"({n} samples, tolerance {tol:.0%})")
+            raise ShiftInvalid(
+                shift_id,
+                f"measured action noise sigma {est:.4f}, stated {self.sigma:.4f} ({n} samples, tolerance {tol:.0%})",
+            )
         return out
 
 

@@ -60,11 +60,15 @@ class ActuationGain(Shift):
             "steps": len(c),
             "max_error": float(f"{err:.3g}"),
             "gripper_changed_steps": grip,
-            "realised_gain_unclipped": round(float(np.median(e[:, ARM][free] / c[:, ARM][free])), 6) if free.any() else None,
+            "realised_gain_unclipped": round(float(np.median(e[:, ARM][free] / c[:, ARM][free])), 6)
+            if free.any()
+            else None,
             "effective_gain": round(float(np.abs(e[:, ARM]).sum()) / total, 4) if total > 0 else None,
             "clipped_fraction": round(float(clipped.mean()), 4),
             "nonzero_commands": int((np.abs(c[:, ARM]) > 1e-9).sum()),
         }
         if err > TOL or grip:
-            raise ShiftInvalid(self.id, f"executed arm numbers differ from clip(gain x command) by {err:.3g}, "
-                                        f"gripper changed at {grip} steps")
+            raise ShiftInvalid(
+                self.id,
+                f"executed arm numbers differ from clip(gain x command) by {err:.3g}, gripper changed at {grip} steps",
+            )

@@ -48,7 +48,8 @@ def create_app(settings: Settings | None = None, enqueue: Enqueue | None = None)
     sessions = make_sessionmaker(make_engine(settings.database_url))
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     app = FastAPI(
-        title="LIBERO-Pro2.0 submission platform", version=__version__,
+        title="LIBERO-Pro2.0 submission platform",
+        version=__version__,
         description="Submit a policy image; the platform validates it, runs it in a sandbox against the "
         "hidden LIBERO-Pro2.0 manifest and publishes the result. Authenticate with "
         "'Authorization: Bearer <token>'; a 401 says why a token was refused.",

@@ -43,9 +43,11 @@ def _bearer(request: Request) -> str | None:
         return None
     scheme, _, value = header.partition(" ")
     if scheme.lower() not in ("bearer", "token"):
-        raise HTTPException(401, detail={"error": "token_malformed",
-                                         "message": "use 'Authorization: Bearer <token>'"},
-                            headers={"WWW-Authenticate": 'Bearer error="invalid_request"'})
+        raise HTTPException(
+            401,
+            detail={"error": "token_malformed", "message": "use 'Authorization: Bearer <token>'"},
+            headers={"WWW-Authenticate": 'Bearer error="invalid_request"'},
+        )
     return value.strip()
 
 
@@ -59,9 +61,11 @@ def current_user(request: Request, session: SessionDep) -> User:
     except TokenRefused as exc:
         session.rollback()
         desc = exc.message.replace('"', "'")
-        raise HTTPException(401, detail={"error": f"token_{exc.reason}", "message": exc.message},
-                            headers={"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{desc}"'}
-                            ) from None
+        raise HTTPException(
+            401,
+            detail={"error": f"token_{exc.reason}", "message": exc.message},
+            headers={"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{desc}"'},
+        ) from None
     session.commit()  # last_used_at
     return auth.user
 

@@ -31,8 +31,13 @@ class BodyTooLarge(HTTPException):
 
 def too_large_message(limit: int, what: str) -> str:
     """The 413 message: the limit in readable units and what to do."""
-    size = f"{limit / 2**30:.1f} GiB" if limit >= 2**30 else f"{limit / 1024:.0f} KiB" if limit >= 1024 \
+    size = (
+        f"{limit / 2**30:.1f} GiB"
+        if limit >= 2**30
+        else f"{limit / 1024:.0f} KiB"
+        if limit >= 1024
         else f"{limit} bytes"
+    )
     return f"the request body is larger than the {size} allowed for {what}: send less"
 
 
@@ -53,8 +58,13 @@ class BodyLimitMiddleware:
         declared = Headers(scope=scope).get("content-length")
         if declared is not None:
             if not declared.strip().isdigit():
-                await _reply(scope, receive, send, 400, {"error": "bad_content_length",
-                                                         "message": f"Content-Length {declared[:40]!r} is not a number"})
+                await _reply(
+                    scope,
+                    receive,
+                    send,
+                    400,
+                    {"error": "bad_content_length", "message": f"Content-Length {declared[:40]!r} is not a number"},
+                )
                 return
             if int(declared) > limit:
                 await _reply(scope, receive, send, 413, BodyTooLarge(limit, what).detail)

@@ -43,8 +43,9 @@ class SubmitRequest(BaseModel):
     ``repo@sha256:<digest>`` from one of the platform's allowed registries) or ``command``
     (development platforms on the local backend only: a shell command serving the policy on $PORT)."""
 
-    image: str | None = Field(None, max_length=500,
-                              examples=["registry.example.org/team/policy@sha256:0123...", "sha256:4f2a..."])
+    image: str | None = Field(
+        None, max_length=500, examples=["registry.example.org/team/policy@sha256:0123...", "sha256:4f2a..."]
+    )
     command: Text | None = Field(None, max_length=10_000)
     note: Text = Field("", max_length=2000)
 
@@ -58,8 +59,9 @@ class OwnedImage(BaseModel):
 class TeamImages(BaseModel):
     """What a team may submit by reference."""
 
-    allowed_registries: list[str] = Field(..., description="Registries whose repo@sha256 digests are accepted "
-                                          "(empty: none, images are uploaded).")
+    allowed_registries: list[str] = Field(
+        ..., description="Registries whose repo@sha256 digests are accepted (empty: none, images are uploaded)."
+    )
     owned: list[OwnedImage] = Field(..., description="Image ids the team may submit as sha256:<id> (newest 200).")
 
 
@@ -111,9 +113,11 @@ class SubmissionStatus(BaseModel):
     updated_at: dt.datetime
     finished_at: dt.datetime | None = None
     result: PublicResult | None = Field(
-        None, description="Once published: what the public leaderboard shows for this result (aggregate rates "
+        None,
+        description="Once published: what the public leaderboard shows for this result (aggregate rates "
         "with intervals and counts, provenance); per-task and per-instance rates, the seed and the reasons "
-        "episodes were invalid stay with the platform's admins.")
+        "episodes were invalid stay with the platform's admins.",
+    )
     events: list[Event] = []
 
 

@@ -29,13 +29,26 @@ TAR_FIX = "create it with `docker save IMAGE -o policy.tar` and send it as the m
 UPLOAD_BODY_DOC = {
     "requestBody": {
         "required": True,
-        "content": {"multipart/form-data": {"schema": {
-            "type": "object", "required": ["file"],
-            "properties": {
-                "file": {"type": "string", "format": "binary", "description": "docker save IMAGE -o policy.tar"},
-                "note": {"type": "string", "maxLength": NOTE_MAX_CHARS, "description": "Stored with the submission."},
-            },
-        }}},
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "docker save IMAGE -o policy.tar",
+                        },
+                        "note": {
+                            "type": "string",
+                            "maxLength": NOTE_MAX_CHARS,
+                            "description": "Stored with the submission.",
+                        },
+                    },
+                }
+            }
+        },
     },
 }
 
@@ -72,10 +85,15 @@ class _Parts:
         self.file_done = False
 
     def callbacks(self) -> dict:
-        return {"on_part_begin": self.part_begin, "on_header_field": self.header_field_data,
-                "on_header_value": self.header_value_data, "on_header_end": self.header_end,
-                "on_headers_finished": self.headers_finished, "on_part_data": self.part_data,
-                "on_part_end": self.part_end}
+        return {
+            "on_part_begin": self.part_begin,
+            "on_header_field": self.header_field_data,
+            "on_header_value": self.header_value_data,
+            "on_header_end": self.header_end,
+            "on_headers_finished": self.headers_finished,
+            "on_part_data": self.part_data,
+            "on_part_end": self.part_end,
+        }
 
     def part_begin(self) -> None:
         self.headers, self.name = {}, None
@@ -101,8 +119,11 @@ class _Parts:
             base = os.path.basename(raw.replace("\\", "/"))
             self.filename = "".join(ch for ch in base if ch.isprintable())[:200] or "archive.tar"
         elif self.name != "note":
-            raise _refused(422, "bad_upload", f"unexpected multipart field {self.name[:50]!r}: send 'file' "
-                           "(the archive) and optionally 'note'")
+            raise _refused(
+                422,
+                "bad_upload",
+                f"unexpected multipart field {self.name[:50]!r}: send 'file' (the archive) and optionally 'note'",
+            )
 
     def part_data(self, data: bytes, start: int, end: int) -> None:
         chunk = data[start:end]

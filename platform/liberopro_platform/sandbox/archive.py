@@ -85,8 +85,9 @@ def _read_json(tar: tarfile.TarFile, member: tarfile.TarInfo, what: str):
 def _clean_manifest(manifest: object) -> tuple[dict, list[str]]:
     if not isinstance(manifest, list) or len(manifest) != 1 or not isinstance(manifest[0], dict):
         count = len(manifest) if isinstance(manifest, list) else "no"
-        raise ArchiveRejected(f"manifest.json describes {count} images; exactly one is needed (`docker save IMAGE` "
-                              "with a single image)")
+        raise ArchiveRejected(
+            f"manifest.json describes {count} images; exactly one is needed (`docker save IMAGE` with a single image)"
+        )
     entry = manifest[0]
     config, layers = entry.get("Config"), entry.get("Layers")
     if not isinstance(config, str) or not isinstance(layers, list) or not all(isinstance(x, str) for x in layers):
@@ -149,8 +150,10 @@ def sanitize_archive(src: str | Path, dst: str | Path) -> SanitizedArchive:
     members = 0
     size_in = Path(src).stat().st_size
     try:
-        with (tarfile.open(src, mode="r|", bufsize=_CHUNK) as tar,
-              tarfile.open(dst, mode="w", format=tarfile.PAX_FORMAT) as out):
+        with (
+            tarfile.open(src, mode="r|", bufsize=_CHUNK) as tar,
+            tarfile.open(dst, mode="w", format=tarfile.PAX_FORMAT) as out,
+        ):
             for m in tar:
                 members += 1
                 if members > MAX_MEMBERS:
@@ -197,8 +200,10 @@ def sanitize_archive(src: str | Path, dst: str | Path) -> SanitizedArchive:
                 out.addfile(info, io.BufferedReader(reader, _CHUNK))
                 for magic, kind in _COMPRESSION_MAGIC.items():
                     if reader.head.startswith(magic):
-                        raise ArchiveRejected(f"member {name!r} is {kind}-compressed; upload the archive exactly as "
-                                              "`docker save` writes it (uncompressed layers)")
+                        raise ArchiveRejected(
+                            f"member {name!r} is {kind}-compressed; upload the archive exactly as "
+                            "`docker save` writes it (uncompressed layers)"
+                        )
                 if reader.sha is not None:
                     hashes[name] = reader.sha.hexdigest()
     except tarfile.TarError as exc:
@@ -227,8 +232,9 @@ def sanitize_archive(src: str | Path, dst: str | Path) -> SanitizedArchive:
         raise ArchiveRejected(f"the image config is larger than {MAX_JSON_BYTES} bytes")
     layers = [regular(x, "layer") for x in manifest["Layers"]]
     _check_layers(Path(dst), set(layers))
-    return SanitizedArchive(image_id=f"sha256:{hashes[config]}", dropped_tags=dropped, layers=len(layers),
-                            bytes_in=size_in)
+    return SanitizedArchive(
+        image_id=f"sha256:{hashes[config]}", dropped_tags=dropped, layers=len(layers), bytes_in=size_in
+    )
 
 
 class _Slice(io.RawIOBase):
@@ -269,8 +275,10 @@ def _check_layers(path: Path, layers: set[str]) -> None:
                 with tarfile.open(fileobj=io.BufferedReader(_Slice(fh, m.offset_data, m.size), _CHUNK), mode="r:") as t:
                     for inner in t:
                         if inner.issparse():
-                            raise ArchiveRejected(f"layer {m.name!r} holds a sparse file ({inner.name[:120]!r}), "
-                                                  "which would expand on the platform's disk")
+                            raise ArchiveRejected(
+                                f"layer {m.name!r} holds a sparse file ({inner.name[:120]!r}), "
+                                "which would expand on the platform's disk"
+                            )
             except tarfile.TarError as exc:
                 if m.size <= 64 * 1024 and not _Slice(fh, m.offset_data, m.size).read(m.size).strip(b"\x00"):
                     continue  # the empty layer: end-of-archive blocks only

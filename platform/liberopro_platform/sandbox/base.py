@@ -22,8 +22,13 @@ POLICY_CRASHED = "policy_crashed"
 
 #: Evaluator reasons that mean "the policy did not answer properly": the platform checks whether
 #: the policy process died during such an episode and then names the real cause.
-POLICY_TRANSPORT_FAILURES = ("policy_connect_error", "policy_http_error", "policy_timeout",
-                             "policy_bad_response", "policy_episode_timeout")
+POLICY_TRANSPORT_FAILURES = (
+    "policy_connect_error",
+    "policy_http_error",
+    "policy_timeout",
+    "policy_bad_response",
+    "policy_episode_timeout",
+)
 
 
 class SandboxError(RuntimeError):
@@ -85,8 +90,9 @@ class ShardOutcome:
     policy_log: str = ""
 
 
-def policy_error_outcome(reason: str, detail: str, cause: str = "", internal: str = "",
-                         policy_log: str = "") -> ShardOutcome:
+def policy_error_outcome(
+    reason: str, detail: str, cause: str = "", internal: str = "", policy_log: str = ""
+) -> ShardOutcome:
     """The outcome of a shard the evaluator could not start because of the policy (a
     :class:`submission_spec.PolicyError` before the first episode). The submitter reads the
     failure class ``reason`` (one of ``submission_spec.client.FailureReason``) and ``cause``
@@ -94,7 +100,8 @@ def policy_error_outcome(reason: str, detail: str, cause: str = "", internal: st
     policy's reply, goes to ``internal`` with the rest for admins."""
     message = (f"{cause}; " if cause else "") + (
         f"the evaluator could not use the policy in the evaluation sandbox ({reason}); the policy's replies and "
-        "output there are not shown, since that stage runs hidden instances")
+        "output there are not shown, since that stage runs hidden instances"
+    )
     return ShardOutcome("policy_error", message, f"policy error {reason}: {detail}\n{internal}".rstrip(), policy_log)
 
 
@@ -117,8 +124,9 @@ class ShardCallbacks(Protocol):
         """True when the shard must stop now (the submission was cancelled)."""
 
 
-def dispatch_event(event: Event, callbacks: ShardCallbacks,
-                   name_cause: Callable[[dict[str, Any]], None] | None = None) -> DoneEvent | ErrorEvent | None:
+def dispatch_event(
+    event: Event, callbacks: ShardCallbacks, name_cause: Callable[[dict[str, Any]], None] | None = None
+) -> DoneEvent | ErrorEvent | None:
     """Hand one event of a shard to ``callbacks`` (the one place backends consume the evaluator's
     events, :data:`liberopro.schema.results.Event`): ``hello`` to ``on_hello`` (versions),
     ``metadata`` to ``on_metadata``, ``episode`` to ``on_record`` as a dict, after
@@ -153,8 +161,9 @@ class SandboxBackend(Protocol):
         """Start the policy alone in a sandbox and run the conformance check within the limits;
         ``on_heartbeat`` is called every few seconds and stops the check when it returns False."""
 
-    def run_shard(self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks,
-                  time_limit_s: float) -> ShardOutcome:
+    def run_shard(
+        self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks, time_limit_s: float
+    ) -> ShardOutcome:
         """Run ``spec``'s episodes in a fresh sandbox; removes everything it created on return."""
 
     def sweep(self, worker: str | None = None) -> int:

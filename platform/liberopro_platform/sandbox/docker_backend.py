@@ -83,9 +83,11 @@ MAX_IMAGE_VOLUMES = 16
 _FORBIDDEN_VOLUME_ROOTS = ("/proc", "/sys", "/dev")
 UPLOAD_AGAIN = "upload it: `liberopro submit IMAGE --upload` (sends `docker save IMAGE`)"
 
-LOCAL_RUN_HINT = ("reproduce it locally: `docker run --rm -p 8000:8000 --read-only --tmpfs /tmp "
-                  "--user 65534:65534 --cap-drop ALL --security-opt no-new-privileges IMAGE`, then "
-                  "`liberopro check-policy http://127.0.0.1:8000`")
+LOCAL_RUN_HINT = (
+    "reproduce it locally: `docker run --rm -p 8000:8000 --read-only --tmpfs /tmp "
+    "--user 65534:65534 --cap-drop ALL --security-opt no-new-privileges IMAGE`, then "
+    "`liberopro check-policy http://127.0.0.1:8000`"
+)
 
 
 def _gib(n: float) -> str:
@@ -108,8 +110,9 @@ class _PolicyWatch:
     def __init__(self, client, container_id: str) -> None:
         self.deaths: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._stream = client.events(decode=True, since=int(time.time()) - 1,
-                                     filters={"container": container_id, "type": "container"})
+        self._stream = client.events(
+            decode=True, since=int(time.time()) - 1, filters={"container": container_id, "type": "container"}
+        )
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
@@ -123,8 +126,13 @@ class _PolicyWatch:
                 elif action == "die":
                     attrs = ev.get("Actor", {}).get("Attributes", {})
                     with self._lock:
-                        self.deaths.append({"time": ev.get("timeNano", 0) / 1e9, "oom": oom_pending,
-                                            "exit_code": int(attrs.get("exitCode", -1))})
+                        self.deaths.append(
+                            {
+                                "time": ev.get("timeNano", 0) / 1e9,
+                                "oom": oom_pending,
+                                "exit_code": int(attrs.get("exitCode", -1)),
+                            }
+                        )
                     oom_pending = False
         except Exception as exc:  # noqa: BLE001 - the stream is closed when the sandbox goes away
             log.debug("policy event stream ended: %r", exc)
@@ -146,8 +154,13 @@ class _Sandbox:
     def __init__(self, backend: DockerBackend, submission_id: str, role: str) -> None:
         self.backend = backend
         self.client = backend.client
-        self.labels = {LABEL: "1", LABEL_WORKER: backend.worker, LABEL_SUBMISSION: submission_id, LABEL_ROLE: role,
-                       **({LABEL_DEPLOYMENT: backend.deployment} if backend.deployment else {})}
+        self.labels = {
+            LABEL: "1",
+            LABEL_WORKER: backend.worker,
+            LABEL_SUBMISSION: submission_id,
+            LABEL_ROLE: role,
+            **({LABEL_DEPLOYMENT: backend.deployment} if backend.deployment else {}),
+        }
         self.suffix = secrets.token_hex(5)
         self.name = f"lp-{submission_id[:12]}-{role}-{self.suffix}"
         self.containers: list = []
@@ -159,7 +172,11 @@ class _Sandbox:
 
         try:
             self.network = self.client.networks.create(
-                self.name, driver="bridge", internal=True, labels=self.labels, check_duplicate=True,
+                self.name,
+                driver="bridge",
+                internal=True,
+                labels=self.labels,
+                check_duplicate=True,
                 options={"com.docker.network.bridge.name": f"{firewall.BRIDGE_PREFIX}{self.suffix}"},
             )
         except DockerException as exc:
@@ -194,17 +211,33 @@ class _Sandbox:
         sandbox (not started). Raises :class:`SandboxError` when the engine created anything else
         (another image, a volume)."""
         s = self.backend.settings
-        tmpfs = {path: f"rw,nosuid,nodev,size={s.policy_volume_tmpfs_size}"
-                 for path in image_volumes(self.client.images.get(image).attrs)}
+        tmpfs = {
+            path: f"rw,nosuid,nodev,size={s.policy_volume_tmpfs_size}"
+            for path in image_volumes(self.client.images.get(image).attrs)
+        }
         tmpfs["/tmp"] = f"rw,nosuid,nodev,size={s.policy_tmpfs_size}"
         kwargs: dict[str, Any] = {
-            "name": f"{self.name}-policy", "detach": True, "labels": {**self.labels, LABEL_ROLE: "policy"},
-            "user": s.policy_user, "read_only": True, "tmpfs": tmpfs, "shm_size": s.policy_shm_size,
-            "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "init": True,
-            "mem_limit": s.policy_memory, "memswap_limit": s.policy_memory, "nano_cpus": int(s.policy_cpus * 1e9),
-            "pids_limit": s.policy_pids, "network": self.network.name,
-            "environment": {"PORT": str(s.policy_port), "HOST": "0.0.0.0", "HOME": "/tmp",
-                         "XDG_CACHE_HOME": "/tmp/.cache"},
+            "name": f"{self.name}-policy",
+            "detach": True,
+            "labels": {**self.labels, LABEL_ROLE: "policy"},
+            "user": s.policy_user,
+            "read_only": True,
+            "tmpfs": tmpfs,
+            "shm_size": s.policy_shm_size,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "init": True,
+            "mem_limit": s.policy_memory,
+            "memswap_limit": s.policy_memory,
+            "nano_cpus": int(s.policy_cpus * 1e9),
+            "pids_limit": s.policy_pids,
+            "network": self.network.name,
+            "environment": {
+                "PORT": str(s.policy_port),
+                "HOST": "0.0.0.0",
+                "HOME": "/tmp",
+                "XDG_CACHE_HOME": "/tmp/.cache",
+            },
             "log_config": {"type": "json-file", "config": {"max-size": "10m", "max-file": "1"}},
             "ulimits": [_ulimit("nofile", 4096)],
         }
@@ -223,10 +256,18 @@ class _Sandbox:
         """Create (not start) the evaluator container on the sandbox network."""
         s = self.backend.settings
         kwargs: dict[str, Any] = {
-            "name": f"{self.name}-evaluator", "detach": True, "labels": {**self.labels, LABEL_ROLE: "evaluator"},
-            "read_only": True, "tmpfs": {"/tmp": "rw,nosuid,nodev,size=2g"}, "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges"], "init": True, "mem_limit": s.evaluator_memory,
-            "memswap_limit": s.evaluator_memory, "pids_limit": 4096, "network": self.network.name,
+            "name": f"{self.name}-evaluator",
+            "detach": True,
+            "labels": {**self.labels, LABEL_ROLE: "evaluator"},
+            "read_only": True,
+            "tmpfs": {"/tmp": "rw,nosuid,nodev,size=2g"},
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "init": True,
+            "mem_limit": s.evaluator_memory,
+            "memswap_limit": s.evaluator_memory,
+            "pids_limit": 4096,
+            "network": self.network.name,
             "environment": {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", "MUJOCO_GL": "egl"},
             "log_config": {"type": "json-file", "config": {"max-size": "50m", "max-file": "1"}},
         }
@@ -250,8 +291,9 @@ class _Sandbox:
         try:
             container = self.client.containers.create(image, command, network=network, **kwargs)
         except ImageNotFound as exc:
-            raise SandboxError(f"image {image} is not on this Docker engine: build it with "
-                               "docker/build-images.sh") from exc
+            raise SandboxError(
+                f"image {image} is not on this Docker engine: build it with docker/build-images.sh"
+            ) from exc
         except APIError as exc:
             raise SandboxError(f"could not create a container from {image}: {exc.explanation or exc}") from exc
         self.containers.append(container)
@@ -271,8 +313,10 @@ def image_volumes(attrs: dict[str, Any]) -> list[str]:
 
 def check_volumes(paths: list[str]) -> None:
     """Raise :class:`PolicyRejected` for VOLUMEs no tmpfs can stand in for."""
-    fix = ("remove the VOLUME line (files under that path stay readable in the read-only image; write scratch "
-           "files to /tmp)")
+    fix = (
+        "remove the VOLUME line (files under that path stay readable in the read-only image; write scratch "
+        "files to /tmp)"
+    )
     if len(paths) > MAX_IMAGE_VOLUMES:
         raise PolicyRejected(f"the image declares {len(paths)} VOLUMEs; at most {MAX_IMAGE_VOLUMES} are accepted", fix)
     for p in paths:
@@ -285,10 +329,15 @@ def _check_created(container: Any, image_id: str, role: str, allowed_volumes: se
     image VOLUME the sandbox did not cover would be an unbounded writable directory on the host)."""
     attrs = container.attrs
     if attrs.get("Image") != image_id:
-        raise SandboxError(f"the {role} container was created from {attrs.get('Image')}, not the pinned image "
-                           f"{image_id}; not starting it")
-    volumes = [m.get("Destination") for m in attrs.get("Mounts") or []
-               if m.get("Type") == "volume" and m.get("Destination") not in (allowed_volumes or set())]
+        raise SandboxError(
+            f"the {role} container was created from {attrs.get('Image')}, not the pinned image "
+            f"{image_id}; not starting it"
+        )
+    volumes = [
+        m.get("Destination")
+        for m in attrs.get("Mounts") or []
+        if m.get("Type") == "volume" and m.get("Destination") not in (allowed_volumes or set())
+    ]
     if volumes:
         raise SandboxError(f"the {role} container got volumes at {volumes}; not starting it")
 
@@ -347,14 +396,17 @@ class DockerBackend:
             self.client = docker.from_env(timeout=300)
             self.client.ping()
         except DockerException as exc:
-            raise SandboxError(f"the Docker engine does not answer ({exc}): start dockerd "
-                               "(scripts/start-dockerd.sh) or mount /var/run/docker.sock into the worker") from exc
+            raise SandboxError(
+                f"the Docker engine does not answer ({exc}): start dockerd "
+                "(scripts/start-dockerd.sh) or mount /var/run/docker.sock into the worker"
+            ) from exc
         firewall.ensure(settings.sandbox_firewall)
         #: The evaluator image's id, pinned for this backend's lifetime.
         self.evaluator_id: str = self._pin_platform_image("evaluator_image", required=True)  # type: ignore[assignment]
         #: Ids of the platform's own images, never run as a policy.
         self.platform_ids: set[str] = {self.evaluator_id} | {
-            i for i in (self._pin_platform_image(f) for f in ("platform_image", "redis_image", "postgres_image")) if i}
+            i for i in (self._pin_platform_image(f) for f in ("platform_image", "redis_image", "postgres_image")) if i
+        }
 
     def _pin_platform_image(self, field: str, required: bool = False) -> str | None:
         """The image id of the platform image setting ``field`` (an id, or a tag resolved now)."""
@@ -369,8 +421,10 @@ class DockerBackend:
         except ImageNotFound:
             if IMAGE_ID.match(value) and not required:
                 return value  # not on this engine, yet never to run as a policy here either
-            msg = (f"{env}={value} is not on this Docker engine: build it (docker/build-images.sh writes the new ids "
-                   "to .env) and restart the worker")
+            msg = (
+                f"{env}={value} is not on this Docker engine: build it (docker/build-images.sh writes the new ids "
+                "to .env) and restart the worker"
+            )
             if required:
                 raise SandboxError(msg) from None
             log.warning(msg)
@@ -378,8 +432,13 @@ class DockerBackend:
         except DockerException as exc:
             raise SandboxError(f"could not inspect {env}={value}: {exc}") from exc
         if not IMAGE_ID.match(value):
-            log.warning("%s is the tag %s: pinned to %s for this worker's lifetime; name it by id (docker/"
-                        "build-images.sh writes the ids to .env)", env, value, image_id)
+            log.warning(
+                "%s is the tag %s: pinned to %s for this worker's lifetime; name it by id (docker/"
+                "build-images.sh writes the ids to .env)",
+                env,
+                value,
+                image_id,
+            )
         return image_id
 
     # ------------------------------------------------------------ image
@@ -401,21 +460,27 @@ class DockerBackend:
         image = self.client.images.get(image_id)
         try:
             if image.id in self.platform_ids or any(is_platform_tag(t) for t in image.tags):
-                raise PolicyRejected("the image is one of the platform's own images (evaluator, platform, redis, "
-                                     "postgres or a base image), which never run as a policy",
-                                     "submit your policy's own image")
+                raise PolicyRejected(
+                    "the image is one of the platform's own images (evaluator, platform, redis, "
+                    "postgres or a base image), which never run as a policy",
+                    "submit your policy's own image",
+                )
             size = int(image.attrs.get("Size", 0))
             if size > s.max_image_bytes:
-                raise PolicyRejected(f"the image is {_gib(size)} uncompressed; the limit is {_gib(s.max_image_bytes)}",
-                                     "make it smaller: a multi-stage build, no build caches, package caches or "
-                                     "checkpoints the policy does not load")
+                raise PolicyRejected(
+                    f"the image is {_gib(size)} uncompressed; the limit is {_gib(s.max_image_bytes)}",
+                    "make it smaller: a multi-stage build, no build caches, package caches or "
+                    "checkpoints the policy does not load",
+                )
             labels = image.labels or {}
             try:
                 protocol_from_labels(labels)
             except ValueError as exc:
-                raise PolicyRejected(f"the image label {PROTOCOL_LABEL}={labels.get(PROTOCOL_LABEL)!r} is not a "
-                                     f"protocol this platform speaks ({exc})",
-                                     f"set LABEL {PROTOCOL_LABEL}=liberopro (or openpi, openvla) in the Dockerfile") from exc
+                raise PolicyRejected(
+                    f"the image label {PROTOCOL_LABEL}={labels.get(PROTOCOL_LABEL)!r} is not a "
+                    f"protocol this platform speaks ({exc})",
+                    f"set LABEL {PROTOCOL_LABEL}=liberopro (or openpi, openvla) in the Dockerfile",
+                ) from exc
             volumes = image_volumes(image.attrs)
             check_volumes(volumes)
         except PolicyRejected:
@@ -423,9 +488,11 @@ class DockerBackend:
                 self._remove_refused_upload(image)
             raise
         if volumes:
-            notes.append(f"the image declares VOLUME {' '.join(volumes)}: the sandbox mounts an empty tmpfs of "
-                         f"{s.policy_volume_tmpfs_size} at each instead of a volume on the host's disk (files the "
-                         "image holds under those paths are not visible)")
+            notes.append(
+                f"the image declares VOLUME {' '.join(volumes)}: the sandbox mounts an empty tmpfs of "
+                f"{s.policy_volume_tmpfs_size} at each instead of a volume on the host's disk (files the "
+                "image holds under those paths are not visible)"
+            )
         if upload_path is not None:
             image.tag(f"{SUBMISSION_REPO}/{source.submission_id}", "latest")
         return PreparedImage(digest=image.id, size=size, labels=labels, notes=notes)
@@ -455,11 +522,15 @@ class DockerBackend:
                 raise PolicyRejected(f"image {ref} is no longer on the platform's engine", UPLOAD_AGAIN) from None
         digest = parse_repo_digest(ref)
         if digest is None:
-            raise PolicyRejected(f"the image reference {ref[:200]!r} is neither sha256:<id> nor repo@sha256:<digest>",
-                                 UPLOAD_AGAIN)
+            raise PolicyRejected(
+                f"the image reference {ref[:200]!r} is neither sha256:<id> nor repo@sha256:<digest>", UPLOAD_AGAIN
+            )
         if not registry_allowed(digest, self.settings.allowed_registries):
-            raise PolicyRejected(f"{digest.registry} is not a registry this platform pulls from (allowed: "
-                                 f"{describe_allowed(self.settings.allowed_registries)})", UPLOAD_AGAIN)
+            raise PolicyRejected(
+                f"{digest.registry} is not a registry this platform pulls from (allowed: "
+                f"{describe_allowed(self.settings.allowed_registries)})",
+                UPLOAD_AGAIN,
+            )
         try:
             return self.client.images.get(ref).id
         except ImageNotFound:
@@ -477,9 +548,12 @@ class DockerBackend:
             return self.client.images.pull(ref).id
         except DockerException as exc:
             log.warning("pull of %s failed: %s", ref, exc)
-            raise PolicyRejected(f"image {ref} could not be pulled from {registry}",
-                                 "check that this digest exists in that registry and can be pulled without "
-                                 f"credentials, or {UPLOAD_AGAIN}", admin_detail=f"pull {ref}: {exc}") from exc
+            raise PolicyRejected(
+                f"image {ref} could not be pulled from {registry}",
+                "check that this digest exists in that registry and can be pulled without "
+                f"credentials, or {UPLOAD_AGAIN}",
+                admin_detail=f"pull {ref}: {exc}",
+            ) from exc
 
     def _load_archive(self, path: str) -> tuple[str, list[str], bool]:
         """Load the uploaded archive at ``path`` without any of its names; returns the image id,
@@ -504,7 +578,9 @@ class DockerBackend:
                 with open(clean, "rb") as fh:
                     for chunk in self.client.api.load_image(fh):
                         if "error" in chunk:
-                            raise PolicyRejected(f"the uploaded archive could not be loaded: {chunk['error'][:500]}", fix)
+                            raise PolicyRejected(
+                                f"the uploaded archive could not be loaded: {chunk['error'][:500]}", fix
+                            )
                         text = chunk.get("stream", "")
                         if "Loaded image ID:" in text:
                             loaded.add(text.split("Loaded image ID:")[1].strip())
@@ -532,8 +608,12 @@ class DockerBackend:
         """The policy alone in a sandbox, checked by the conformance checker in the evaluator
         image, within ``validation_time_limit_s``."""
         s = self.settings
-        spec = CheckSpec(protocol=source.protocol, health_timeout_s=s.validation_health_timeout_s,
-                         request_timeout_s=s.validation_request_timeout_s, act_limit_s=s.validation_act_limit_s)
+        spec = CheckSpec(
+            protocol=source.protocol,
+            health_timeout_s=s.validation_health_timeout_s,
+            request_timeout_s=s.validation_request_timeout_s,
+            act_limit_s=s.validation_act_limit_s,
+        )
         with _Sandbox(self, source.submission_id, "validation") as sb:
             policy = sb.start_policy(source.image, restarts=0)
             url = f"http://{POLICY_HOST}:{s.policy_port}"
@@ -570,28 +650,39 @@ class DockerBackend:
         if cancelled:
             return ValidationOutcome(ok=False, policy_log=policy_log, failure="cancelled", fix="")
         if died is not None:
-            return ValidationOutcome(ok=False, policy_log=policy_log, report=report,
-                                     failure=self._death_text(died) + " before passing the conformance check",
-                                     fix=f"make the server start and stay up; {LOCAL_RUN_HINT}. Its output is in the log below")
+            return ValidationOutcome(
+                ok=False,
+                policy_log=policy_log,
+                report=report,
+                failure=self._death_text(died) + " before passing the conformance check",
+                fix=f"make the server start and stay up; {LOCAL_RUN_HINT}. Its output is in the log below",
+            )
         if timed_out:
-            return ValidationOutcome(ok=False, policy_log=policy_log, report=report,
-                                     failure=f"validation did not finish within {s.validation_time_limit_s:.0f} s",
-                                     fix="answer /health, /metadata, /reset and /act promptly; " + LOCAL_RUN_HINT)
+            return ValidationOutcome(
+                ok=False,
+                policy_log=policy_log,
+                report=report,
+                failure=f"validation did not finish within {s.validation_time_limit_s:.0f} s",
+                fix="answer /health, /metadata, /reset and /act promptly; " + LOCAL_RUN_HINT,
+            )
         if report is None:
-            raise SandboxError("the conformance checker produced no report: "
-                               + _logs(checker, stdout=False, tail=30)[-2000:])
+            raise SandboxError(
+                "the conformance checker produced no report: " + _logs(checker, stdout=False, tail=30)[-2000:]
+            )
         return _validation_outcome(report, policy_log)
 
     def _death_text(self, state: dict[str, Any]) -> str:
         if state.get("OOMKilled"):
-            return (f"the policy container was killed for using more than its memory limit "
-                    f"({self.settings.policy_memory})")
+            return (
+                f"the policy container was killed for using more than its memory limit ({self.settings.policy_memory})"
+            )
         code = state.get("ExitCode")
         return f"the policy container exited with code {code}"
 
     # ------------------------------------------------------------ shard
-    def run_shard(self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks,
-                  time_limit_s: float) -> ShardOutcome:
+    def run_shard(
+        self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks, time_limit_s: float
+    ) -> ShardOutcome:
         """Run ``spec`` in a fresh sandbox: policy (restarted on a crash up to
         ``policy_restarts`` times) + evaluator with the shard file on its own volume."""
         s = self.settings
@@ -609,8 +700,9 @@ class DockerBackend:
             finally:
                 watch.close()
 
-    def _follow(self, evaluator: Any, policy: Any, watch: _PolicyWatch, callbacks: ShardCallbacks,
-                time_limit_s: float) -> ShardOutcome:
+    def _follow(
+        self, evaluator: Any, policy: Any, watch: _PolicyWatch, callbacks: ShardCallbacks, time_limit_s: float
+    ) -> ShardOutcome:
         s = self.settings
         lines: queue.Queue = queue.Queue()
 
@@ -672,23 +764,29 @@ class DockerBackend:
         if status == "stopped":
             return ShardOutcome("stopped", "the submission was cancelled", internal, policy_log)
         if status == "timed_out":
-            return ShardOutcome("timed_out", f"the shard did not finish within its time limit ({time_limit_s:.0f} s)",
-                                internal, policy_log)
+            return ShardOutcome(
+                "timed_out",
+                f"the shard did not finish within its time limit ({time_limit_s:.0f} s)",
+                internal,
+                policy_log,
+            )
         if isinstance(finished, DoneEvent):
             return ShardOutcome("completed", "", internal, policy_log)
         if isinstance(finished, ErrorEvent) and finished.kind == "policy":
             pstate = _state(policy)
             cause = self._death_text(pstate) if not pstate.get("Running") else ""
-            return policy_error_outcome(_failure_reason(finished.reason), str(finished.message), cause,
-                                        internal, policy_log)
+            return policy_error_outcome(
+                _failure_reason(finished.reason), str(finished.message), cause, internal, policy_log
+            )
         detail = finished.message if finished else f"evaluator exited with code {exit_code}"
         ev_state = _state(evaluator)
         if ev_state.get("OOMKilled"):
             detail = f"the evaluator ran out of memory ({s.evaluator_memory}); " + detail
         return ShardOutcome("infrastructure_error", "internal evaluator error", f"{detail}\n{internal}", policy_log)
 
-    def _name_policy_death(self, record: dict[str, Any], policy: Any, watch: _PolicyWatch, since: float,
-                           restarts_seen: int) -> int:
+    def _name_policy_death(
+        self, record: dict[str, Any], policy: Any, watch: _PolicyWatch, since: float, restarts_seen: int
+    ) -> int:
         """If the policy container died during this episode, say so in the record (OOM or crash)."""
         state = _state(policy)
         restarts = int(policy.attrs.get("RestartCount", 0)) if state.get("Status") != "removed" else restarts_seen
@@ -696,26 +794,36 @@ class DockerBackend:
         if not died:
             return restarts_seen
         # The engine's die event may trail the state: look again every 0.1 s for up to 5 s.
-        deaths = tenacity.Retrying(stop=tenacity.stop_after_delay(5.0), wait=tenacity.wait_fixed(0.1),
-                                   retry=tenacity.retry_if_not_result(bool),
-                                   retry_error_callback=lambda st: st.outcome.result())(watch.deaths_since, since - 1.0)
+        deaths = tenacity.Retrying(
+            stop=tenacity.stop_after_delay(5.0),
+            wait=tenacity.wait_fixed(0.1),
+            retry=tenacity.retry_if_not_result(bool),
+            retry_error_callback=lambda st: st.outcome.result(),
+        )(watch.deaths_since, since - 1.0)
         death = deaths[-1] if deaths else {"oom": bool(state.get("OOMKilled")), "exit_code": state.get("ExitCode")}
         original = f"{record['termination_reason']}: {record.get('detail') or ''}".strip()
         if death["oom"]:
             record["termination_reason"] = POLICY_OUT_OF_MEMORY
-            record["detail"] = (f"the policy container was killed for exceeding its memory limit "
-                                f"({self.settings.policy_memory}); the evaluator saw {original}")
+            record["detail"] = (
+                f"the policy container was killed for exceeding its memory limit "
+                f"({self.settings.policy_memory}); the evaluator saw {original}"
+            )
         else:
             record["termination_reason"] = POLICY_CRASHED
-            record["detail"] = (f"the policy container exited with code {death['exit_code']} during the "
-                                f"episode; the evaluator saw {original}")
+            record["detail"] = (
+                f"the policy container exited with code {death['exit_code']} during the "
+                f"episode; the evaluator saw {original}"
+            )
         return max(restarts, restarts_seen)
 
     # ------------------------------------------------------------ cleanup
     def _filters(self, worker: str | None = None) -> dict[str, list[str]]:
         """Label filters of this deployment's sandbox resources (of ``worker``, or all)."""
-        return {"label": [f"{LABEL}=1"] + ([f"{LABEL_DEPLOYMENT}={self.deployment}"] if self.deployment else [])
-                + ([f"{LABEL_WORKER}={worker}"] if worker else [])}
+        return {
+            "label": [f"{LABEL}=1"]
+            + ([f"{LABEL_DEPLOYMENT}={self.deployment}"] if self.deployment else [])
+            + ([f"{LABEL_WORKER}={worker}"] if worker else [])
+        }
 
     def sweep(self, worker: str | None = None) -> int:
         """Remove sandbox containers, volumes and networks of this deployment (of ``worker``, or
@@ -744,15 +852,16 @@ class DockerBackend:
             log.info("sweep removed %d sandbox resources%s", n, f" of {worker}" if worker else "")
         return n
 
-
     def owners(self) -> set[str]:
         """The ``org.liberopro.worker`` label of every sandbox container, volume and network of this
         deployment on this engine (the workers whose sandboxes exist now)."""
         filters = self._filters()
         try:
             labels = [c.labels for c in self.client.containers.list(all=True, filters=filters)]
-            labels += [r.attrs.get("Labels") or {} for r in [*self.client.volumes.list(filters=filters),
-                                                              *self.client.networks.list(filters=filters)]]
+            labels += [
+                r.attrs.get("Labels") or {}
+                for r in [*self.client.volumes.list(filters=filters), *self.client.networks.list(filters=filters)]
+            ]
         except Exception as e:  # noqa: BLE001 - the engine's errors are infrastructure faults
             raise SandboxError(f"cannot list sandbox resources: {e}") from e
         return {lab[LABEL_WORKER] for lab in labels if lab.get(LABEL_WORKER)}
@@ -773,10 +882,14 @@ def _validation_outcome(report: dict[str, Any], policy_log: str) -> ValidationOu
     if report.get("ok"):
         return ValidationOutcome(ok=True, report=report, metadata=report.get("metadata"), policy_log=policy_log)
     failed = [c for c in report.get("checks", []) if not c.get("ok")]
-    failure = "the policy failed the conformance check: " + "; ".join(
-        f"{c['name']}: {c.get('detail') or 'failed'}" for c in failed) if failed else "the conformance check ran no check"
+    failure = (
+        "the policy failed the conformance check: "
+        + "; ".join(f"{c['name']}: {c.get('detail') or 'failed'}" for c in failed)
+        if failed
+        else "the conformance check ran no check"
+    )
     hints = [c["hint"] for c in failed if c.get("hint")]
     fix = (hints[0] + "; " if hints else "") + LOCAL_RUN_HINT
-    return ValidationOutcome(ok=False, report=report, failure=failure, fix=fix,
-                             metadata=report.get("metadata"), policy_log=policy_log)
-
+    return ValidationOutcome(
+        ok=False, report=report, failure=failure, fix=fix, metadata=report.get("metadata"), policy_log=policy_log
+    )

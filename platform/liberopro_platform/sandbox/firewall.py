@@ -47,8 +47,10 @@ def install() -> list[str]:
     for tool in ("iptables", "ip6tables"):
         if shutil.which(tool) is None:
             if tool == "iptables":
-                raise SandboxError("iptables is not installed, so sandboxed policies could reach host "
-                                   "services on 0.0.0.0: install it (apt-get install iptables)")
+                raise SandboxError(
+                    "iptables is not installed, so sandboxed policies could reach host "
+                    "services on 0.0.0.0: install it (apt-get install iptables)"
+                )
             continue
         for rule in RULES:
             if _run([tool, "-w", "-C", *rule]).returncode == 0:
@@ -63,7 +65,8 @@ def install() -> list[str]:
                     "sandboxed policy can reach host services listening on 0.0.0.0. Fix: run the worker "
                     "as root in the host's network namespace, or add the rules yourself "
                     f"(`iptables -I {' '.join(RULES[0])}` and `iptables -I {' '.join(RULES[1])}`) and set "
-                    "LIBEROPRO_SANDBOX_FIREWALL=external")
+                    "LIBEROPRO_SANDBOX_FIREWALL=external"
+                )
             added.append(f"{tool} {rule[0]}")
     if added:
         log.info("sandbox firewall rule installed (%s)", ", ".join(added))
@@ -77,8 +80,12 @@ def ensure(mode: str) -> None:
         install()
     elif mode == "external":
         if shutil.which("iptables") and not rule_present():
-            log.warning("LIBEROPRO_SANDBOX_FIREWALL=external but this namespace lacks the rules; the host "
-                        "must have: iptables -I %s; iptables -I %s", " ".join(RULES[0]), " ".join(RULES[1]))
+            log.warning(
+                "LIBEROPRO_SANDBOX_FIREWALL=external but this namespace lacks the rules; the host "
+                "must have: iptables -I %s; iptables -I %s",
+                " ".join(RULES[0]),
+                " ".join(RULES[1]),
+            )
     elif mode != "off":
         raise ValueError(f"unknown sandbox_firewall mode {mode!r} (auto, external, off)")
 

@@ -55,8 +55,10 @@ class LocalBackend:
     def prepare(self, source: PolicySource, upload_path: str | None = None) -> None:
         """Only command submissions run here."""
         if not source.command:
-            raise PolicyRejected("this platform runs the local (development) backend, which runs policy "
-                                 "commands, not images", "ask the platform's admin to use the docker backend")
+            raise PolicyRejected(
+                "this platform runs the local (development) backend, which runs policy commands, not images",
+                "ask the platform's admin to use the docker backend",
+            )
 
     def validate(self, source: PolicySource, on_heartbeat: Callable[[], bool | None]) -> ValidationOutcome:
         """Start the command and run the conformance check against it."""
@@ -84,19 +86,29 @@ class LocalBackend:
         log_path.unlink(missing_ok=True)
         try:
             with PolicyProcess(source.command or "", log_path, startup_timeout=s.validation_health_timeout_s) as proc:
-                report = check(proc.url, CheckSpec(protocol=source.protocol, health_timeout_s=s.validation_health_timeout_s,
-                                                   request_timeout_s=s.validation_request_timeout_s,
-                                                   act_limit_s=s.validation_act_limit_s))
+                report = check(
+                    proc.url,
+                    CheckSpec(
+                        protocol=source.protocol,
+                        health_timeout_s=s.validation_health_timeout_s,
+                        request_timeout_s=s.validation_request_timeout_s,
+                        act_limit_s=s.validation_act_limit_s,
+                    ),
+                )
         except PolicyError as exc:
-            return ValidationOutcome(ok=False, failure=exc.detail.split("; last output")[0],
-                                     fix="make the command start a server on $PORT that answers GET /health",
-                                     policy_log=truncate_log(_read(log_path), s.log_max_bytes))
+            return ValidationOutcome(
+                ok=False,
+                failure=exc.detail.split("; last output")[0],
+                fix="make the command start a server on $PORT that answers GET /health",
+                policy_log=truncate_log(_read(log_path), s.log_max_bytes),
+            )
         finally:
             stop.set()
         return _validation_outcome(report, truncate_log(_read(log_path), s.log_max_bytes))
 
-    def run_shard(self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks,
-                  time_limit_s: float) -> ShardOutcome:
+    def run_shard(
+        self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks, time_limit_s: float
+    ) -> ShardOutcome:
         """Run the shard in this process against the command's server."""
         from liberopro.policy_process import PolicyProcess
 
@@ -119,15 +131,18 @@ class LocalBackend:
                 flags["timed_out"] = True
             return flags["stopped"] or flags["timed_out"]
 
-        proc = PolicyProcess(source.command or "", log_path, startup_timeout=spec.startup_timeout_s,
-                             max_restarts=s.policy_restarts)
+        proc = PolicyProcess(
+            source.command or "", log_path, startup_timeout=spec.startup_timeout_s, max_restarts=s.policy_restarts
+        )
 
         def name_cause(record: dict[str, Any]) -> None:
             dead = proc.proc is None or proc.proc.poll() is not None
             if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES and dead:
                 code = proc.proc.returncode if proc.proc is not None else None
-                record["detail"] = (f"the policy process exited with code {code} during the episode; "
-                                    f"the evaluator saw {record['termination_reason']}: {record.get('detail')}")
+                record["detail"] = (
+                    f"the policy process exited with code {code} during the episode; "
+                    f"the evaluator saw {record['termination_reason']}: {record.get('detail')}"
+                )
                 record["termination_reason"] = POLICY_CRASHED
 
         def emit(event: Event) -> None:
@@ -142,14 +157,23 @@ class LocalBackend:
             return ShardOutcome("completed", policy_log=truncate_log(_read(log_path), s.log_max_bytes))
         except ShardStopped:
             status = "timed_out" if flags["timed_out"] else "stopped"
-            message = (f"the shard did not finish within its time limit ({time_limit_s:.0f} s)"
-                       if status == "timed_out" else "the submission was cancelled")
+            message = (
+                f"the shard did not finish within its time limit ({time_limit_s:.0f} s)"
+                if status == "timed_out"
+                else "the submission was cancelled"
+            )
             return ShardOutcome(status, message, policy_log=truncate_log(_read(log_path), s.log_max_bytes))
         except PolicyError as exc:
-            return policy_error_outcome(exc.reason, exc.detail, policy_log=truncate_log(_read(log_path), s.log_max_bytes))
+            return policy_error_outcome(
+                exc.reason, exc.detail, policy_log=truncate_log(_read(log_path), s.log_max_bytes)
+            )
         except Exception as exc:  # noqa: BLE001 - the evaluator's own failure, for admins
-            return ShardOutcome("infrastructure_error", "internal evaluator error", repr(exc),
-                                truncate_log(_read(log_path), s.log_max_bytes))
+            return ShardOutcome(
+                "infrastructure_error",
+                "internal evaluator error",
+                repr(exc),
+                truncate_log(_read(log_path), s.log_max_bytes),
+            )
         finally:
             stop.set()
 

@@ -40,8 +40,24 @@ def __getattr__(name: str) -> Any:
         return getattr(server, name)
     raise AttributeError(f"module 'submission_spec' has no attribute {name!r}")
 
+
 __all__ = [
-    "LIBERO_STATE8", "PROPRIO_FIELDS", "SPEC_VERSION", "ActResponse", "ActResult", "CameraSpec",
-    "NDArray", "Observation", "ObservationMessage", "Policy", "PolicyClient", "PolicyError",
-    "PolicyMetadata", "ResetRequest", "as_action_chunk", "check_policy", "create_app", "serve",
+    "LIBERO_STATE8",
+    "PROPRIO_FIELDS",
+    "SPEC_VERSION",
+    "ActResponse",
+    "ActResult",
+    "CameraSpec",
+    "NDArray",
+    "Observation",
+    "ObservationMessage",
+    "Policy",
+    "PolicyClient",
+    "PolicyError",
+    "PolicyMetadata",
+    "ResetRequest",
+    "as_action_chunk",
+    "check_policy",
+    "create_app",
+    "serve",
 ]

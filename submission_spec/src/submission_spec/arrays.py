@@ -119,8 +119,7 @@ WireBytes = Annotated[
         {
             "type": "string",
             "contentEncoding": "base64",
-            "description": "Raw little-endian C-order array bytes: standard base64 in JSON, "
-            "a msgpack bin in msgpack.",
+            "description": "Raw little-endian C-order array bytes: standard base64 in JSON, a msgpack bin in msgpack.",
         }
     ),
 ]
@@ -150,9 +149,7 @@ class NDArray(BaseModel):
         array = np.asarray(array)
         name = array.dtype.name
         if name not in WIRE_DTYPES:
-            raise TypeError(
-                f"dtype {array.dtype} cannot travel; use one of {sorted(WIRE_DTYPES)}"
-            )
+            raise TypeError(f"dtype {array.dtype} cannot travel; use one of {sorted(WIRE_DTYPES)}")
         data = np.ascontiguousarray(array, dtype=WIRE_DTYPES[name]).tobytes()
         return cls.model_construct(dtype=cast(Any, name), shape=list(array.shape), data=data)  # name is in WIRE_DTYPES
 

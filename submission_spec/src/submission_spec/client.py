@@ -98,8 +98,9 @@ def timeout_error(what: str, timeout: float, clipped: bool) -> PolicyError:
     """The :class:`PolicyError` for a call cut at its deadline: ``policy_episode_timeout`` when
     the episode budget was the limit (``clipped``), else ``policy_timeout``."""
     if clipped:
-        return PolicyError("policy_episode_timeout", f"{what}: the episode's policy time budget ran out "
-                           f"({timeout:.1f} s were left)")
+        return PolicyError(
+            "policy_episode_timeout", f"{what}: the episode's policy time budget ran out ({timeout:.1f} s were left)"
+        )
     return PolicyError("policy_timeout", f"{what}: no complete answer within {timeout:.1f} s")
 
 
@@ -158,8 +159,9 @@ class PolicyClient:
             headers["accept"] = codec.media_type(self.encoding)
         where = f"{method} {path}"
         try:
-            resp = self._http.request(method, path, content=body, headers=headers, timeout=timeout,
-                                      connect_timeout=self.connect_timeout)
+            resp = self._http.request(
+                method, path, content=body, headers=headers, timeout=timeout, connect_timeout=self.connect_timeout
+            )
         except (DeadlineExceeded, httpx.TimeoutException) as exc:
             raise timeout_error(where, timeout, clipped) from exc
         except ReplyTooLarge as exc:
@@ -170,8 +172,9 @@ class PolicyClient:
             raise PolicyError("policy_connect_error", f"{where}: {exc!r}") from exc
         if resp.status_code != 200:
             raise PolicyError(
-                "policy_http_error", f"{where} answered HTTP {resp.status_code}: "
-                f"{_snippet(resp.content, 600, resp.headers.get('content-type'))}"
+                "policy_http_error",
+                f"{where} answered HTTP {resp.status_code}: "
+                f"{_snippet(resp.content, 600, resp.headers.get('content-type'))}",
             )
         return resp
 
@@ -217,9 +220,12 @@ class PolicyClient:
         poll_until(probe, timeout, poll, done=lambda why: why is None)
         if last is None:
             return
-        raise PolicyError("policy_connect_error", f"{self.base_url}/health did not answer 200 within {timeout:.0f} s "
-                                                  f"(last attempt: {last}); start the policy server first, check the "
-                                                  "host and port, or let the evaluator start it with --policy-cmd")
+        raise PolicyError(
+            "policy_connect_error",
+            f"{self.base_url}/health did not answer 200 within {timeout:.0f} s "
+            f"(last attempt: {last}); start the policy server first, check the "
+            "host and port, or let the evaluator start it with --policy-cmd",
+        )
 
     def metadata(self) -> PolicyMetadata:
         """``GET /metadata``, validated, within ``request_timeout`` wall-clock seconds."""
@@ -256,8 +262,11 @@ class PolicyClient:
                 f"episode {observation.episode_id!r} step {observation.step}",
             )
         actions = msg.actions.to_numpy()
-        if actions.dtype.kind != "f" or actions.ndim != 2 or actions.shape[1] != 7 or not (
-            1 <= actions.shape[0] <= chunk_length
+        if (
+            actions.dtype.kind != "f"
+            or actions.ndim != 2
+            or actions.shape[1] != 7
+            or not (1 <= actions.shape[0] <= chunk_length)
         ):
             raise PolicyError(
                 "policy_bad_action_shape",

@@ -33,9 +33,7 @@ def encoding_of(content_type: str | None) -> Encoding:
         return "json"
     if media in _MSGPACK_ALIASES:
         return "msgpack"
-    raise UnsupportedMediaType(
-        f"Content-Type {content_type!r} is not supported; send {JSON} or {MSGPACK}"
-    )
+    raise UnsupportedMediaType(f"Content-Type {content_type!r} is not supported; send {JSON} or {MSGPACK}")
 
 
 def media_type(encoding: Encoding) -> str:

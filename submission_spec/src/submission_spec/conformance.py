@@ -42,8 +42,7 @@ class ConformanceReport:
         return bool(self.checks) and all(c.ok for c in self.checks)
 
     def to_dict(self) -> dict:
-        return {"url": self.url, "ok": self.ok, "metadata": self.metadata,
-                "checks": [asdict(c) for c in self.checks]}
+        return {"url": self.url, "ok": self.ok, "metadata": self.metadata, "checks": [asdict(c) for c in self.checks]}
 
     def lines(self) -> list[str]:
         out = []
@@ -57,18 +56,23 @@ class ConformanceReport:
 def synthetic_observation(meta: PolicyMetadata, episode_id: str, step: int, rng: np.random.Generator) -> Observation:
     """An observation with the cameras, sizes and state fields ``meta`` asks for (random pixels,
     plausible proprioception)."""
-    images: dict[str, np.ndarray] = {c.name: rng.integers(0, 256, size=(c.height, c.width, 3), dtype=np.uint8) for c in meta.cameras}
+    images: dict[str, np.ndarray] = {
+        c.name: rng.integers(0, 256, size=(c.height, c.width, 3), dtype=np.uint8) for c in meta.cameras
+    }
     proprio: dict[str, np.ndarray] = {name: np.zeros(PROPRIO_FIELDS[name][0]) for name in meta.state_fields}
     if "eef_quat" in proprio:
         proprio["eef_quat"][3] = 1.0
-    return Observation(episode_id=episode_id, step=step, instruction="put the bowl on the plate",
-                       images=images, proprio=proprio)
+    return Observation(
+        episode_id=episode_id, step=step, instruction="put the bowl on the plate", images=images, proprio=proprio
+    )
 
 
 def timeout_hint(request_timeout: float) -> str:
     """The fix hint for a request cut at its (wall-clock) timeout."""
-    return (f"send the whole answer within {request_timeout:.0f} s of the request: the limit is wall-clock, from "
-            "sending the request to the last byte of the answer, however the bytes are spread out")
+    return (
+        f"send the whole answer within {request_timeout:.0f} s of the request: the limit is wall-clock, from "
+        "sending the request to the last byte of the answer, however the bytes are spread out"
+    )
 
 
 def check_policy(
@@ -92,19 +96,37 @@ def check_policy(
             client.wait_healthy(health_timeout)
             add(Check("health", True, "GET /health answered 200"))
         except PolicyError as exc:
-            add(Check("health", False, exc.detail,
-                      "start an HTTP server on $PORT (bind 0.0.0.0 in a container) that answers "
-                      "GET /health with 200 once the model is loaded"))
+            add(
+                Check(
+                    "health",
+                    False,
+                    exc.detail,
+                    "start an HTTP server on $PORT (bind 0.0.0.0 in a container) that answers "
+                    "GET /health with 200 once the model is loaded",
+                )
+            )
             return report
         try:
             meta = client.metadata()
             report.metadata = meta.model_dump(mode="json")
-            add(Check("metadata", True, f"{meta.policy_name}: cameras "
-                      f"{[f'{c.name} {c.height}x{c.width}' for c in meta.cameras]}, chunk "
-                      f"{meta.chunk_length}, replan {meta.replan_steps}, gripper {meta.gripper_convention}"))
+            add(
+                Check(
+                    "metadata",
+                    True,
+                    f"{meta.policy_name}: cameras "
+                    f"{[f'{c.name} {c.height}x{c.width}' for c in meta.cameras]}, chunk "
+                    f"{meta.chunk_length}, replan {meta.replan_steps}, gripper {meta.gripper_convention}",
+                )
+            )
         except PolicyError as exc:
-            add(Check("metadata", False, exc.detail,
-                      "GET /metadata must return a PolicyMetadata JSON object (see openapi.json)"))
+            add(
+                Check(
+                    "metadata",
+                    False,
+                    exc.detail,
+                    "GET /metadata must return a PolicyMetadata JSON object (see openapi.json)",
+                )
+            )
             return report
         for encoding in ("json", "msgpack"):
             client.encoding = encoding
@@ -113,9 +135,15 @@ def check_policy(
                 client.reset(episode_id, "put the bowl on the plate")
                 add(Check(f"reset ({encoding})", True, "POST /reset accepted"))
             except PolicyError as exc:
-                add(Check(f"reset ({encoding})", False, exc.detail,
-                          f"POST /reset must accept a ResetRequest body as {encoding} and answer "
-                          "{\"ok\": true} in the same encoding"))
+                add(
+                    Check(
+                        f"reset ({encoding})",
+                        False,
+                        exc.detail,
+                        f"POST /reset must accept a ResetRequest body as {encoding} and answer "
+                        '{"ok": true} in the same encoding',
+                    )
+                )
                 continue
             for step in (0, 1):
                 obs = synthetic_observation(meta, episode_id, step, rng).to_message()
@@ -123,16 +151,24 @@ def check_policy(
                 try:
                     result = client.act(obs, meta.chunk_length)
                 except PolicyError as exc:
-                    hint = (timeout_hint(request_timeout) if exc.reason == "policy_timeout" else
-                            "POST /act must answer an ActResponse echoing episode_id and step, with "
-                            f"a finite float (T, 7) chunk, 1 <= T <= chunk_length ({meta.chunk_length})")
+                    hint = (
+                        timeout_hint(request_timeout)
+                        if exc.reason == "policy_timeout"
+                        else "POST /act must answer an ActResponse echoing episode_id and step, with "
+                        f"a finite float (T, 7) chunk, 1 <= T <= chunk_length ({meta.chunk_length})"
+                    )
                     add(Check(f"act ({encoding}, step {step})", False, f"{exc.reason}: {exc.detail}", hint))
                     break
                 elapsed = time.perf_counter() - t0
                 ok = elapsed <= act_latency_limit_s
-                add(Check(f"act ({encoding}, step {step})", ok,
-                          f"chunk {result.actions.shape} in {elapsed * 1e3:.0f} ms",
-                          "" if ok else f"answer within {act_latency_limit_s:.0f} s per request"))
+                add(
+                    Check(
+                        f"act ({encoding}, step {step})",
+                        ok,
+                        f"chunk {result.actions.shape} in {elapsed * 1e3:.0f} ms",
+                        "" if ok else f"answer within {act_latency_limit_s:.0f} s per request",
+                    )
+                )
     return report
 
 

@@ -154,8 +154,9 @@ class HTTPSession:
     so a late or unread answer can never be read as the answer to a later request.
     """
 
-    def __init__(self, base_url: str, *, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
-                 runner: LoopRunner | None = None) -> None:
+    def __init__(
+        self, base_url: str, *, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES, runner: LoopRunner | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.max_reply_bytes = max_reply_bytes
         self._own_runner = runner is None
@@ -164,13 +165,25 @@ class HTTPSession:
 
     def _new_client(self) -> httpx.AsyncClient:
         transport = httpx.AsyncHTTPTransport(socket_options=SOCKET_OPTIONS, retries=0)
-        return httpx.AsyncClient(base_url=self.base_url, transport=transport, trust_env=False,
-                                 headers={"accept-encoding": "identity"},
-                                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        return httpx.AsyncClient(
+            base_url=self.base_url,
+            transport=transport,
+            trust_env=False,
+            headers={"accept-encoding": "identity"},
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
 
-    def request(self, method: str, path: str, *, timeout: float, connect_timeout: float | None = None,
-                content: bytes | None = None, headers: dict[str, str] | None = None,
-                max_bytes: int | None = None) -> Reply:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        connect_timeout: float | None = None,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        max_bytes: int | None = None,
+    ) -> Reply:
         """Send one request and read its whole answer within ``timeout`` wall-clock seconds.
 
         Args:
@@ -191,10 +204,18 @@ class HTTPSession:
             self.drop()
             raise
 
-    async def _request(self, method: str, path: str, content: bytes | None, headers: dict[str, str] | None,
-                       connect_timeout: float, limit: int) -> Reply:
-        async with self._client.stream(method, path, content=content, headers=headers,
-                                       timeout=httpx.Timeout(None, connect=connect_timeout)) as resp:
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        content: bytes | None,
+        headers: dict[str, str] | None,
+        connect_timeout: float,
+        limit: int,
+    ) -> Reply:
+        async with self._client.stream(
+            method, path, content=content, headers=headers, timeout=httpx.Timeout(None, connect=connect_timeout)
+        ) as resp:
             declared = resp.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > limit:
                 raise ReplyTooLarge(f"the answer declares {int(declared)} bytes, more than the {limit}-byte limit")

@@ -23,8 +23,10 @@ class ZeroPolicy:
     def __init__(self) -> None:
         self.metadata = PolicyMetadata(
             policy_name="example-zero",
-            cameras=[CameraSpec(name="agentview", height=128, width=128),
-                     CameraSpec(name="wrist", height=128, width=128)],
+            cameras=[
+                CameraSpec(name="agentview", height=128, width=128),
+                CameraSpec(name="wrist", height=128, width=128),
+            ],
             chunk_length=1,
             replan_steps=1,
         )

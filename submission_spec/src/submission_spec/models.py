@@ -107,9 +107,7 @@ class ActionSpace(_Model):
     dim: Literal[7] = 7
     controller: Literal["OSC_POSE"] = "OSC_POSE"
     control_frequency_hz: Literal[20] = 20
-    layout: list[str] = Field(
-        default_factory=lambda: ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"]
-    )
+    layout: list[str] = Field(default_factory=lambda: ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"])
     low: float = -1.0
     high: float = 1.0
 
@@ -124,9 +122,7 @@ class PolicyMetadata(_Model):
 
     spec_version: Literal["1.0"] = SPEC_VERSION
     policy_name: Annotated[str, Field(min_length=1, max_length=200)]
-    cameras: list[CameraSpec] = Field(
-        default_factory=lambda: [CameraSpec(name="agentview"), CameraSpec(name="wrist")]
-    )
+    cameras: list[CameraSpec] = Field(default_factory=lambda: [CameraSpec(name="agentview"), CameraSpec(name="wrist")])
     image_orientation: ImageOrientation = "rotate_180"
     resize_mode: ResizeMode = "resize_with_pad"
     state_fields: list[ProprioName] = Field(default_factory=lambda: list(LIBERO_STATE8))

@@ -59,9 +59,7 @@ class Observation:
         proprio = {}
         for name, value in self.proprio.items():
             _, unit, frame, _ = PROPRIO_FIELDS[name]
-            proprio[name] = ProprioValue(
-                value=[float(x) for x in np.asarray(value).ravel()], unit=unit, frame=frame
-            )
+            proprio[name] = ProprioValue(value=[float(x) for x in np.asarray(value).ravel()], unit=unit, frame=frame)
         return ObservationMessage(
             episode_id=self.episode_id,
             step=self.step,
@@ -107,9 +105,7 @@ class FunctionPolicy:
         return self._fn(observation)
 
 
-def as_policy(
-    policy: Policy | Callable[[Observation], np.ndarray], metadata: PolicyMetadata | None = None
-) -> Policy:
+def as_policy(policy: Policy | Callable[[Observation], np.ndarray], metadata: PolicyMetadata | None = None) -> Policy:
     """Accept a :class:`Policy` or a callable (then ``metadata`` is required)."""
     if isinstance(policy, Policy):
         if metadata is not None:

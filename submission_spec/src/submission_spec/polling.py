@@ -16,8 +16,9 @@ import tenacity
 T = TypeVar("T")
 
 
-def poll_until(check: Callable[[float], T], timeout: float, interval: float,
-               done: Callable[[T], bool] = bool) -> T | None:
+def poll_until(
+    check: Callable[[float], T], timeout: float, interval: float, done: Callable[[T], bool] = bool
+) -> T | None:
     """Call ``check(left)`` until ``done(result)`` holds; return the last result.
 
     Args:

@@ -186,8 +186,11 @@ def serve(
     port = int(port or os.environ.get("PORT") or 8000)
     name = getattr(metadata, "policy_name", None) or getattr(getattr(policy, "metadata", None), "policy_name", "policy")
     scheme = "ws" if protocol == "openpi" else "http"
-    print(f"serving {name} ({protocol} protocol) on {scheme}://{host}:{port}; Ctrl-C stops it", file=sys.stderr,
-          flush=True)
+    print(
+        f"serving {name} ({protocol} protocol) on {scheme}://{host}:{port}; Ctrl-C stops it",
+        file=sys.stderr,
+        flush=True,
+    )
     if protocol == "openpi":
         from submission_spec.adapters.openpi_server import serve_openpi
 

@@ -102,8 +102,11 @@ def protocol_options_from_labels(labels: dict[str, str] | None) -> dict[str, str
     """Protocol options an image declares with labels
     ``org.liberopro.protocol-option.KEY=VALUE`` (strings, as from the CLI)."""
     n = len(PROTOCOL_OPTION_LABEL_PREFIX)
-    return {k[n:].replace("-", "_"): v for k, v in (labels or {}).items()
-            if k.startswith(PROTOCOL_OPTION_LABEL_PREFIX) and len(k) > n}
+    return {
+        k[n:].replace("-", "_"): v
+        for k, v in (labels or {}).items()
+        if k.startswith(PROTOCOL_OPTION_LABEL_PREFIX) and len(k) > n
+    }
 
 
 def protocol_from_labels(labels: dict[str, str] | None) -> str:

@@ -67,8 +67,7 @@ def create_user(body: UserCreate, session: SessionDep, _: AdminUser) -> dict:
 
 
 @router.post("/users/{name}/tokens", response_model=TokenIssued, status_code=201, summary="Issue a token for a user")
-def issue_user_token(name: str, body: TokenCreate, request: Request, session: SessionDep,
-                     _: AdminUser) -> TokenIssued:
+def issue_user_token(name: str, body: TokenCreate, request: Request, session: SessionDep, _: AdminUser) -> TokenIssued:
     user = session.scalar(select(User).where(User.name == name)) if _storable(name, 200) else None
     if user is None:
         raise _not_found(f"user {name[:80]!r}")
@@ -87,8 +86,7 @@ def sweep(request: Request, _: AdminUser) -> list[StuckItem]:
 
 
 @router.post("/submissions/{submission_id}/requeue", summary="Run a failed, cancelled or stuck submission again")
-def requeue(submission_id: str, request: Request, session: SessionDep,
-            admin: AdminUser) -> dict:
+def requeue(submission_id: str, request: Request, session: SessionDep, admin: AdminUser) -> dict:
     _submission(session, submission_id)
     session.close()
     try:
@@ -99,10 +97,12 @@ def requeue(submission_id: str, request: Request, session: SessionDep,
 
 
 @router.post("/submissions/{submission_id}/hide", summary="Hide (or show) a published result on the leaderboard")
-def hide(submission_id: str, body: HideRequest, session: SessionDep,
-         admin: AdminUser) -> dict:
-    result = session.scalar(select(Result).where(Result.submission_id == submission_id)) \
-        if plausible_id(submission_id) else None
+def hide(submission_id: str, body: HideRequest, session: SessionDep, admin: AdminUser) -> dict:
+    result = (
+        session.scalar(select(Result).where(Result.submission_id == submission_id))
+        if plausible_id(submission_id)
+        else None
+    )
     if result is None:
         raise _not_found(f"published result for submission {submission_id[:80]!r}")
     result.hidden = body.hidden
@@ -110,19 +110,30 @@ def hide(submission_id: str, body: HideRequest, session: SessionDep,
     return {"id": submission_id, "hidden": result.hidden}
 
 
-@router.get("/submissions/{submission_id}", summary="Everything about a submission, internals included: the "
-            "whole summary (per-task rates, seed, invalid reasons), every event, each shard's last error and the "
-            "policy's output on the hidden instances")
-def inspect(submission_id: str, request: Request, session: SessionDep,
-            _: AdminUser) -> dict:
+@router.get(
+    "/submissions/{submission_id}",
+    summary="Everything about a submission, internals included: the "
+    "whole summary (per-task rates, seed, invalid reasons), every event, each shard's last error and the "
+    "policy's output on the hidden instances",
+)
+def inspect(submission_id: str, request: Request, session: SessionDep, _: AdminUser) -> dict:
     sub = _submission(session, submission_id)
     status = status_of(request, session, sub).model_dump(mode="json")
     status["events"] = [{"at": e.at.isoformat(), "state": e.state, "message": e.message} for e in sub.events]
-    status["shards"] = [{"index": s.index, "state": s.state, "attempts": s.attempts, "worker": s.worker,
-                         "heartbeat_at": s.heartbeat_at.isoformat() if s.heartbeat_at else None,
-                         "episodes_total": s.episodes_total, "last_error": s.last_error, "evaluator": s.evaluator,
-                         "policy_log": s.policy_log}
-                        for s in sub.shards]
+    status["shards"] = [
+        {
+            "index": s.index,
+            "state": s.state,
+            "attempts": s.attempts,
+            "worker": s.worker,
+            "heartbeat_at": s.heartbeat_at.isoformat() if s.heartbeat_at else None,
+            "episodes_total": s.episodes_total,
+            "last_error": s.last_error,
+            "evaluator": s.evaluator,
+            "policy_log": s.policy_log,
+        }
+        for s in sub.shards
+    ]
     status["worker"] = sub.worker
     result = session.scalar(select(Result).where(Result.submission_id == sub.id))
     status["summary"] = result.summary if result is not None else None

@@ -15,21 +15,35 @@ from liberopro_platform.ownership import owns_image
 router = APIRouter(prefix="/images", tags=["images"])
 
 
-@router.get("", response_model=TeamImages,
-            summary="The registries this platform pulls from, and the image ids your team may submit")
+@router.get(
+    "",
+    response_model=TeamImages,
+    summary="The registries this platform pulls from, and the image ids your team may submit",
+)
 def list_images(request: Request, session: SessionDep, user: CurrentUser) -> TeamImages:
-    rows = session.scalars(select(TeamImage).where(TeamImage.team_id == user.team_id)
-                           .order_by(TeamImage.created_at.desc()).limit(200)).all()
+    rows = session.scalars(
+        select(TeamImage).where(TeamImage.team_id == user.team_id).order_by(TeamImage.created_at.desc()).limit(200)
+    ).all()
     allowed = sorted({normalize_registry(r) for r in request.app.state.settings.allowed_registries})
-    return TeamImages(allowed_registries=allowed,
-                      owned=[OwnedImage(image_id=r.image_id, source=r.source, since=r.created_at) for r in rows])
+    return TeamImages(
+        allowed_registries=allowed,
+        owned=[OwnedImage(image_id=r.image_id, source=r.source, since=r.created_at) for r in rows],
+    )
 
 
-@router.get("/{image_id}", response_model=ImageOwnership,
-            summary="Whether your team may submit this image id (it uploaded it) without uploading it again")
+@router.get(
+    "/{image_id}",
+    response_model=ImageOwnership,
+    summary="Whether your team may submit this image id (it uploaded it) without uploading it again",
+)
 def get_image(image_id: str, session: SessionDep, user: CurrentUser) -> ImageOwnership:
     if not IMAGE_ID.match(image_id):
-        raise HTTPException(422, detail={"error": "not_an_image_id",
-                                         "message": f"{image_id[:100]!r} is not an image id sha256:<64 hex digits> "
-                                         "(`docker inspect --format '{{.Id}}' IMAGE`)"})
+        raise HTTPException(
+            422,
+            detail={
+                "error": "not_an_image_id",
+                "message": f"{image_id[:100]!r} is not an image id sha256:<64 hex digits> "
+                "(`docker inspect --format '{{.Id}}' IMAGE`)",
+            },
+        )
     return ImageOwnership(image_id=image_id, owned=owns_image(session, user.team_id, image_id))

@@ -61,20 +61,31 @@ def check_limits(session: Session, request: Request, team: Team) -> None:
     settings = request.app.state.settings
     per_day = team.submissions_per_day if team.submissions_per_day is not None else settings.submissions_per_day
     concurrent = team.max_concurrent if team.max_concurrent is not None else settings.max_concurrent
-    active = session.scalars(select(Submission.id).where(Submission.team_id == team.id,
-                                                         Submission.state.in_(ACTIVE_STATES))).all()
+    active = session.scalars(
+        select(Submission.id).where(Submission.team_id == team.id, Submission.state.in_(ACTIVE_STATES))
+    ).all()
     if len(active) >= concurrent:
-        raise _error(429, "too_many_active", f"team {team.name} already has {len(active)} submission(s) in progress "
-                     f"({', '.join(active)}); the limit is {concurrent} at a time: wait for it to finish or cancel it "
-                     "(`liberopro cancel ID`)")
+        raise _error(
+            429,
+            "too_many_active",
+            f"team {team.name} already has {len(active)} submission(s) in progress "
+            f"({', '.join(active)}); the limit is {concurrent} at a time: wait for it to finish or cancel it "
+            "(`liberopro cancel ID`)",
+        )
     since = utcnow() - dt.timedelta(days=1)
-    recent = session.scalars(select(Submission.created_at).where(Submission.team_id == team.id,
-                                                                 Submission.created_at > since)
-                             .order_by(Submission.created_at)).all()
+    recent = session.scalars(
+        select(Submission.created_at)
+        .where(Submission.team_id == team.id, Submission.created_at > since)
+        .order_by(Submission.created_at)
+    ).all()
     if len(recent) >= per_day:
         again = recent[0] + dt.timedelta(days=1)
-        raise _error(429, "daily_limit", f"team {team.name} has used its {per_day} submissions of the last 24 h; "
-                     f"the next one is possible at {again:%Y-%m-%d %H:%M} UTC")
+        raise _error(
+            429,
+            "daily_limit",
+            f"team {team.name} has used its {per_day} submissions of the last 24 h; "
+            f"the next one is possible at {again:%Y-%m-%d %H:%M} UTC",
+        )
 
 
 def _created(request: Request, session: Session, sub: Submission) -> SubmissionCreated:
@@ -82,39 +93,62 @@ def _created(request: Request, session: Session, sub: Submission) -> SubmissionC
     add_event(session, sub, "submitted")
     session.commit()
     request.app.state.enqueue.validate(sub.id)
-    return SubmissionCreated(id=sub.id, state=sub.state, message=sub.message,
-                             queue_position=queue_position(session, sub),
-                             status_url=str(request.url_for("submission_status", submission_id=sub.id)))
+    return SubmissionCreated(
+        id=sub.id,
+        state=sub.state,
+        message=sub.message,
+        queue_position=queue_position(session, sub),
+        status_url=str(request.url_for("submission_status", submission_id=sub.id)),
+    )
 
 
-@router.post("", response_model=SubmissionCreated, status_code=201,
-             summary="Submit an image your team uploaded (sha256:<id>) or a digest of an allowed registry "
-                     "(or a command on a development platform)")
-def submit(body: SubmitRequest, request: Request, session: SessionDep,
-           user: CurrentUser) -> SubmissionCreated:
+@router.post(
+    "",
+    response_model=SubmissionCreated,
+    status_code=201,
+    summary="Submit an image your team uploaded (sha256:<id>) or a digest of an allowed registry "
+    "(or a command on a development platform)",
+)
+def submit(body: SubmitRequest, request: Request, session: SessionDep, user: CurrentUser) -> SubmissionCreated:
     settings = request.app.state.settings
     if (body.image is None) == (body.command is None):
         raise _error(422, "bad_request", "give exactly one of image (pinned by digest) or command")
     if body.command is not None:
         if settings.backend != "local":
-            raise _error(422, "command_not_allowed", "this platform runs submissions in a Docker sandbox and "
-                         "accepts images only: submit an image (`liberopro submit IMAGE`)")
-        sub = Submission(team_id=user.team_id, user_id=user.id, source="command", policy_command=body.command,
-                         note=body.note)
+            raise _error(
+                422,
+                "command_not_allowed",
+                "this platform runs submissions in a Docker sandbox and "
+                "accepts images only: submit an image (`liberopro submit IMAGE`)",
+            )
+        sub = Submission(
+            team_id=user.team_id, user_id=user.id, source="command", policy_command=body.command, note=body.note
+        )
     else:
         ref = body.image.strip()
         refusal = reference_refusal(session, user.team_id, user.team.name, ref, settings.allowed_registries)
         if refusal is not None:
             raise _error(refusal.status, refusal.error, refusal.message)
-        sub = Submission(team_id=user.team_id, user_id=user.id, source="reference", image_ref=ref,
-                         image_digest=ref if IMAGE_ID.match(ref) else None, note=body.note)
+        sub = Submission(
+            team_id=user.team_id,
+            user_id=user.id,
+            source="reference",
+            image_ref=ref,
+            image_digest=ref if IMAGE_ID.match(ref) else None,
+            note=body.note,
+        )
     check_limits(session, request, user.team)
     session.add(sub)
     return _created(request, session, sub)
 
 
-@router.post("/upload", response_model=SubmissionCreated, status_code=201, openapi_extra=UPLOAD_BODY_DOC,
-             summary="Submit a `docker save` archive (air-gapped platforms)")
+@router.post(
+    "/upload",
+    response_model=SubmissionCreated,
+    status_code=201,
+    openapi_extra=UPLOAD_BODY_DOC,
+    summary="Submit a `docker save` archive (air-gapped platforms)",
+)
 async def submit_upload(request: Request, session: SessionDep, user: CurrentUser) -> SubmissionCreated:
     """Multipart fields ``file`` (the archive) and ``note``. The token and the team's limits are
     checked before a byte of the body is read; the archive then streams to disk, refused at
@@ -129,8 +163,13 @@ async def submit_upload(request: Request, session: SessionDep, user: CurrentUser
     archive = await receive_archive(request, incoming, settings.max_upload_bytes)
 
     def store() -> SubmissionCreated:
-        sub = Submission(team_id=user.team_id, user_id=user.id, source="upload", note=archive.note,
-                         image_ref=f"upload:{archive.filename}")
+        sub = Submission(
+            team_id=user.team_id,
+            user_id=user.id,
+            source="upload",
+            note=archive.note,
+            image_ref=f"upload:{archive.filename}",
+        )
         session.add(sub)
         session.flush()
         dest = uploads / f"{sub.id}.tar"
@@ -145,32 +184,41 @@ async def submit_upload(request: Request, session: SessionDep, user: CurrentUser
 
 
 @router.get("", response_model=list[SubmissionStatus], summary="Your team's submissions, newest first")
-def list_submissions(request: Request, session: SessionDep, user: CurrentUser,
-                     limit: Annotated[int, Query(ge=1, le=200, description="How many, newest first.")] = 50
-                     ) -> list[SubmissionStatus]:
-    subs = session.scalars(select(Submission).where(Submission.team_id == user.team_id)
-                           .order_by(Submission.created_at.desc()).limit(limit)).all()
+def list_submissions(
+    request: Request,
+    session: SessionDep,
+    user: CurrentUser,
+    limit: Annotated[int, Query(ge=1, le=200, description="How many, newest first.")] = 50,
+) -> list[SubmissionStatus]:
+    subs = session.scalars(
+        select(Submission).where(Submission.team_id == user.team_id).order_by(Submission.created_at.desc()).limit(limit)
+    ).all()
     return [status_of(request, session, s, with_events=False) for s in subs]
 
 
-@router.get("/{submission_id}", response_model=SubmissionStatus, name="submission_status",
-            summary="Stage, queue position, progress, and what failed with how to fix it")
-def get_submission(submission_id: str, request: Request, session: SessionDep,
-                   user: CurrentUser) -> SubmissionStatus:
+@router.get(
+    "/{submission_id}",
+    response_model=SubmissionStatus,
+    name="submission_status",
+    summary="Stage, queue position, progress, and what failed with how to fix it",
+)
+def get_submission(submission_id: str, request: Request, session: SessionDep, user: CurrentUser) -> SubmissionStatus:
     return status_of(request, session, _get_own(session, user, submission_id))
 
 
-@router.get("/{submission_id}/logs", response_class=PlainTextResponse,
-            summary="The policy container's own output during validation (truncated); its output on the hidden "
-            "instances is not shown")
+@router.get(
+    "/{submission_id}/logs",
+    response_class=PlainTextResponse,
+    summary="The policy container's own output during validation (truncated); its output on the hidden "
+    "instances is not shown",
+)
 def get_logs(submission_id: str, session: SessionDep, user: CurrentUser) -> str:
     sub = _get_own(session, user, submission_id)
     return sub.policy_log or "(no output from the policy yet)\n"
 
 
 @router.post("/{submission_id}/cancel", response_model=SubmissionStatus, summary="Cancel a submission")
-def cancel(submission_id: str, request: Request, session: SessionDep,
-           user: CurrentUser) -> SubmissionStatus:
+def cancel(submission_id: str, request: Request, session: SessionDep, user: CurrentUser) -> SubmissionStatus:
     sub = _get_own(session, user, submission_id)
     if sub.state not in ACTIVE_STATES:
         raise _error(409, "already_final", f"submission {sub.id} is already {sub.state}; nothing to cancel")
@@ -186,9 +234,13 @@ def status_of(request: Request, session: Session, sub: Submission, with_events: 
     the result (:func:`liberopro.schema.public.public_result`). ``with_events`` False (the
     list) also leaves out the live stuck check (the stored ``stuck_reason`` is shown)."""
     shards = sub.shards
-    reasons = dict(session.execute(select(Episode.termination_reason, func.count())
-                                   .where(Episode.submission_id == sub.id)
-                                   .group_by(Episode.termination_reason)).all())
+    reasons = dict(
+        session.execute(
+            select(Episode.termination_reason, func.count())
+            .where(Episode.submission_id == sub.id)
+            .group_by(Episode.termination_reason)
+        ).all()
+    )
     stuck = sub.stuck_reason
     if with_events and sub.state in ACTIVE_STATES:
         live = [s for s in request.app.state.pipeline.find_stuck(session) if s.submission_id == sub.id]
@@ -196,17 +248,36 @@ def status_of(request: Request, session: Session, sub: Submission, with_events: 
     result = session.scalar(select(Result).where(Result.submission_id == sub.id))
     report = sub.validation_report or {}
     return SubmissionStatus(
-        id=sub.id, team=sub.team.name, state=sub.state, message=sub.message,
+        id=sub.id,
+        team=sub.team.name,
+        state=sub.state,
+        message=sub.message,
         queue_position=queue_position(session, sub),
-        progress=Progress(episodes_done=sub.episodes_done, episodes_total=sub.episodes_total,
-                          shards_done=sum(s.state == ShardState.done.value for s in shards), shards_total=len(shards)),
-        failure_stage=sub.failure_stage, failure=sub.failure, fix=sub.fix, stuck_reason=stuck,
-        image_ref=sub.image_ref, image_digest=sub.image_digest, policy_name=sub.policy_name,
+        progress=Progress(
+            episodes_done=sub.episodes_done,
+            episodes_total=sub.episodes_total,
+            shards_done=sum(s.state == ShardState.done.value for s in shards),
+            shards_total=len(shards),
+        ),
+        failure_stage=sub.failure_stage,
+        failure=sub.failure,
+        fix=sub.fix,
+        stuck_reason=stuck,
+        image_ref=sub.image_ref,
+        image_digest=sub.image_digest,
+        policy_name=sub.policy_name,
         spec_version=sub.spec_version,
-        validation_checks=[Check(**{k: c.get(k, "") for k in ("name", "ok", "detail", "hint")})
-                           for c in report.get("checks", [])],
-        termination_reasons=reasons, created_at=sub.created_at, updated_at=sub.updated_at,
-        finished_at=sub.finished_at, result=public_result(result) if result is not None else None,
-        events=[Event(at=e.at, state=e.state, message=e.message) for e in sub.events
-                if not e.message.startswith("[admin]")] if with_events else [],
+        validation_checks=[
+            Check(**{k: c.get(k, "") for k in ("name", "ok", "detail", "hint")}) for c in report.get("checks", [])
+        ],
+        termination_reasons=reasons,
+        created_at=sub.created_at,
+        updated_at=sub.updated_at,
+        finished_at=sub.finished_at,
+        result=public_result(result) if result is not None else None,
+        events=[
+            Event(at=e.at, state=e.state, message=e.message) for e in sub.events if not e.message.startswith("[admin]")
+        ]
+        if with_events
+        else [],
     )

@@ -19,8 +19,7 @@ def me(user: CurrentUser) -> dict:
 
 
 @router.post("/tokens", response_model=TokenIssued, status_code=201, summary="Create a new token for yourself")
-def create_token(body: TokenCreate, request: Request, session: SessionDep,
-                 user: CurrentUser) -> TokenIssued:
+def create_token(body: TokenCreate, request: Request, session: SessionDep, user: CurrentUser) -> TokenIssued:
     days = body.days or request.app.state.settings.token_ttl_days
     row, token = issue_token(session, user, days, body.label)
     return TokenIssued(token=token, id=row.id, expires_at=row.expires_at)

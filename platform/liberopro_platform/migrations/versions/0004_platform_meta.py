@@ -12,20 +12,21 @@ import uuid
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0004'
-down_revision = '0003'
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    table = op.create_table('platform_meta',
-    sa.Column('key', sa.String(length=64), nullable=False),
-    sa.Column('value', sa.String(length=255), nullable=False),
-    sa.PrimaryKeyConstraint('key')
+    table = op.create_table(
+        "platform_meta",
+        sa.Column("key", sa.String(length=64), nullable=False),
+        sa.Column("value", sa.String(length=255), nullable=False),
+        sa.PrimaryKeyConstraint("key"),
     )
     op.bulk_insert(table, [{"key": "deployment_id", "value": uuid.uuid4().hex}])
 
 
 def downgrade() -> None:
-    op.drop_table('platform_meta')
+    op.drop_table("platform_meta")

@@ -10,15 +10,15 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0005'
-down_revision = '0004'
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column('shards', sa.Column('policy_log', sa.Text(), nullable=False, server_default=''))
+    op.add_column("shards", sa.Column("policy_log", sa.Text(), nullable=False, server_default=""))
 
 
 def downgrade() -> None:
-    op.drop_column('shards', 'policy_log')
+    op.drop_column("shards", "policy_log")

@@ -21,6 +21,11 @@ from submission_spec.adapters.openvla import (
 )
 
 __all__ = [
-    "OFT_DEFAULTS", "OPENPI_LIBERO_DEFAULTS", "OPENVLA_DEFAULTS", "OpenPIClient", "OpenPIOptions",
-    "OpenVLAClient", "OpenVLAOptions",
+    "OFT_DEFAULTS",
+    "OPENPI_LIBERO_DEFAULTS",
+    "OPENVLA_DEFAULTS",
+    "OpenPIClient",
+    "OpenPIOptions",
+    "OpenVLAClient",
+    "OpenVLAOptions",
 ]

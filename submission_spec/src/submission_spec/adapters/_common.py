@@ -92,18 +92,13 @@ def parse_options(model: type[BaseModel], options: dict[str, Any], protocol: str
     try:
         return model.model_validate(options)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(options)'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(options)'}: {e['msg']}" for e in exc.errors())
         raise ValueError(
-            f"invalid {protocol} protocol option(s): {problems}. Valid options: "
-            f"{', '.join(sorted(model.model_fields))}"
+            f"invalid {protocol} protocol option(s): {problems}. Valid options: {', '.join(sorted(model.model_fields))}"
         ) from None
 
 
-def build_metadata(
-    defaults: PolicyMetadata, advertised: dict | None, options: ConventionOptions
-) -> PolicyMetadata:
+def build_metadata(defaults: PolicyMetadata, advertised: dict | None, options: ConventionOptions) -> PolicyMetadata:
     """Defaults <- server-advertised metadata <- explicit options (see the module docstring).
 
     Raises ``ValueError`` when the result is inconsistent (e.g. ``replan_steps`` above
@@ -114,7 +109,10 @@ def build_metadata(
         base = PolicyMetadata.model_validate(advertised)
     d = base.model_dump()
     set_fields = (options.model_fields_set & set(ConventionOptions.model_fields)) - {
-        "use_server_metadata", "cameras", "image_size"}
+        "use_server_metadata",
+        "cameras",
+        "image_size",
+    }
     for name in set_fields:
         value = getattr(options, name)
         if value is not None:
@@ -156,13 +154,11 @@ def split_state(vector: np.ndarray, fields: list[str]) -> dict[str, np.ndarray]:
     v = np.asarray(vector, dtype=np.float64).ravel()
     need = sum(PROPRIO_FIELDS[f][0] for f in fields)
     if v.size != need:
-        raise ValueError(
-            f"state has {v.size} numbers but the policy's state_fields {fields} need {need}"
-        )
+        raise ValueError(f"state has {v.size} numbers but the policy's state_fields {fields} need {need}")
     out, i = {}, 0
     for f in fields:
         n = PROPRIO_FIELDS[f][0]
-        out[f] = v[i:i + n]
+        out[f] = v[i : i + n]
         i += n
     return out
 

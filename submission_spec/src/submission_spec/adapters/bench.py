@@ -24,8 +24,11 @@ from submission_spec.transports import make_client
 class _Chunk:
     def __init__(self) -> None:
         self.metadata = PolicyMetadata(
-            policy_name="bench", cameras=[CameraSpec(name="agentview"), CameraSpec(name="wrist")],
-            chunk_length=10, replan_steps=5)
+            policy_name="bench",
+            cameras=[CameraSpec(name="agentview"), CameraSpec(name="wrist")],
+            chunk_length=10,
+            replan_steps=5,
+        )
 
     def reset(self, episode_id: str, instruction: str) -> None:
         pass
@@ -45,8 +48,9 @@ class _Uvicorn:
         import uvicorn
 
         self.port = _free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error",
-                                                    access_log=False))
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error", access_log=False)
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> str:
@@ -94,8 +98,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"loopback round trip, {args.n} requests, 2 x 224x224x3 uint8 + state(8) -> (10, 7)")
     print(f"{'protocol':36s} {'median ms':>10s} {'p95 ms':>8s} {'mean ms':>8s} {'server ms':>10s}")
     for name, lat, server in rows:
-        print(f"{name:36s} {np.median(lat):10.2f} {np.percentile(lat, 95):8.2f} {lat.mean():8.2f} "
-              f"{np.mean(server) if server else float('nan'):10.3f}")
+        print(
+            f"{name:36s} {np.median(lat):10.2f} {np.percentile(lat, 95):8.2f} {lat.mean():8.2f} "
+            f"{np.mean(server) if server else float('nan'):10.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,7 @@ def _check_dtype(obj: np.ndarray | np.generic) -> None:
 def _default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         _check_dtype(obj)
-        return {b"__ndarray__": True, b"data": obj.tobytes(), b"dtype": obj.dtype.str,
-                b"shape": list(obj.shape)}
+        return {b"__ndarray__": True, b"data": obj.tobytes(), b"dtype": obj.dtype.str, b"shape": list(obj.shape)}
     if isinstance(obj, np.generic):
         _check_dtype(obj)
         return {b"__npgeneric__": True, b"data": obj.item(), b"dtype": obj.dtype.str}

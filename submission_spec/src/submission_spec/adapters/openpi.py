@@ -104,8 +104,7 @@ MESSAGE_TOO_BIG = 1009
 #: openpi's LIBERO conventions (``examples/libero/main.py``); see the module docstring.
 OPENPI_LIBERO_DEFAULTS = PolicyMetadata(
     policy_name="openpi",
-    cameras=[CameraSpec(name="agentview", height=224, width=224),
-             CameraSpec(name="wrist", height=224, width=224)],
+    cameras=[CameraSpec(name="agentview", height=224, width=224), CameraSpec(name="wrist", height=224, width=224)],
     image_orientation="rotate_180",
     resize_mode="resize_with_pad",
     state_fields=list(LIBERO_STATE8),
@@ -116,7 +115,6 @@ OPENPI_LIBERO_DEFAULTS = PolicyMetadata(
 )
 
 
-
 class _connect_here(connect):
     """websockets' ``connect`` that never follows a redirect: the evaluator talks to the URL it
     was given, and a policy server answering the handshake with a 3xx cannot send the connection
@@ -125,6 +123,7 @@ class _connect_here(connect):
 
     def process_redirect(self, exc: Exception) -> Exception | str:
         return exc
+
 
 class OpenPIOptions(ConventionOptions):
     """Options of :class:`OpenPIClient` (all may be given as strings).
@@ -156,9 +155,9 @@ def ws_url(url: str) -> str:
     ``host:port`` gets ``ws://``."""
     url = url.rstrip("/")
     if url.startswith("http://"):
-        return "ws://" + url[len("http://"):]
+        return "ws://" + url[len("http://") :]
     if url.startswith("https://"):
-        return "wss://" + url[len("https://"):]
+        return "wss://" + url[len("https://") :]
     if url.startswith(("ws://", "wss://")):
         return url
     return "ws://" + url
@@ -167,7 +166,7 @@ def ws_url(url: str) -> str:
 def http_url(url: str) -> str:
     """The HTTP form of a websocket URL (for ``GET /healthz``)."""
     url = ws_url(url)
-    return ("https://" + url[len("wss://"):]) if url.startswith("wss://") else "http://" + url[len("ws://"):]
+    return ("https://" + url[len("wss://") :]) if url.startswith("wss://") else "http://" + url[len("ws://") :]
 
 
 class OpenPIClient:
@@ -199,9 +198,16 @@ class OpenPIClient:
     async def _open(self) -> tuple[ClientConnection, Any]:
         """Handshake, then the metadata frame (bounded as one call by the caller's deadline)."""
         headers = {"Authorization": f"Api-Key {self.options.api_key}"} if self.options.api_key else None
-        ws = await _connect_here(self.url, compression=None, max_size=self.options.max_message_bytes,
-                           additional_headers=headers, open_timeout=None, ping_interval=None,
-                           close_timeout=1.0, proxy=None)
+        ws = await _connect_here(
+            self.url,
+            compression=None,
+            max_size=self.options.max_message_bytes,
+            additional_headers=headers,
+            open_timeout=None,
+            ping_interval=None,
+            close_timeout=1.0,
+            proxy=None,
+        )
         try:
             return ws, await ws.recv()
         except BaseException:
@@ -214,25 +220,39 @@ class OpenPIClient:
             ws, first = self._io.run(self._open, timeout=timeout)
         except DeadlineExceeded as exc:
             if clipped:
-                raise PolicyError("policy_episode_timeout", f"openpi {self.url}: the episode's policy time budget ran "
-                                  f"out while connecting ({timeout:.1f} s were left)") from exc
-            raise PolicyError("policy_connect_error", f"openpi {self.url}: no websocket handshake and metadata frame "
-                              f"within {timeout:.1f} s") from exc
+                raise PolicyError(
+                    "policy_episode_timeout",
+                    f"openpi {self.url}: the episode's policy time budget ran "
+                    f"out while connecting ({timeout:.1f} s were left)",
+                ) from exc
+            raise PolicyError(
+                "policy_connect_error",
+                f"openpi {self.url}: no websocket handshake and metadata frame within {timeout:.1f} s",
+            ) from exc
         except ConnectionClosed as exc:
-            raise PolicyError("policy_connect_error", f"openpi {self.url}: no metadata frame after connecting ({exc!r})") from exc
+            raise PolicyError(
+                "policy_connect_error", f"openpi {self.url}: no metadata frame after connecting ({exc!r})"
+            ) from exc
         except (OSError, InvalidHandshake, InvalidURI) as exc:
             raise PolicyError("policy_connect_error", f"openpi {self.url}: cannot connect: {exc!r}") from exc
         if isinstance(first, str):
             self._abort(ws)
-            raise PolicyError("policy_http_error", f"openpi {self.url}: server sent an error instead of its metadata: {snippet(first)}")
+            raise PolicyError(
+                "policy_http_error",
+                f"openpi {self.url}: server sent an error instead of its metadata: {snippet(first)}",
+            )
         try:
             meta = msgpack_numpy.unpackb(first)
         except ValueError as exc:
             self._abort(ws)
-            raise PolicyError("policy_bad_response", f"openpi {self.url}: metadata frame is not msgpack-numpy: {exc}") from exc
+            raise PolicyError(
+                "policy_bad_response", f"openpi {self.url}: metadata frame is not msgpack-numpy: {exc}"
+            ) from exc
         if not isinstance(meta, dict):
             self._abort(ws)
-            raise PolicyError("policy_bad_response", f"openpi {self.url}: metadata frame is a {type(meta).__name__}, not a map")
+            raise PolicyError(
+                "policy_bad_response", f"openpi {self.url}: metadata frame is a {type(meta).__name__}, not a map"
+            )
         self._ws, self._used = ws, False
         self._server_meta = meta
         self._echo = meta.get(ECHO_FLAG) is True
@@ -290,8 +310,11 @@ class OpenPIClient:
         """Poll ``/healthz``; ``policy_connect_error`` after ``timeout`` seconds."""
         if poll_until(lambda left: self.health(timeout=min(2.0, max(0.1, left))), timeout, poll):
             return
-        raise PolicyError("policy_connect_error", f"{http_url(self.url)}/healthz did not answer 200 within {timeout:.0f} s "
-                          "and no openpi websocket handshake succeeded (is the server up, and does it speak openpi?)")
+        raise PolicyError(
+            "policy_connect_error",
+            f"{http_url(self.url)}/healthz did not answer 200 within {timeout:.0f} s "
+            "and no openpi websocket handshake succeeded (is the server up, and does it speak openpi?)",
+        )
 
     def metadata(self) -> PolicyMetadata:
         """The conventions to evaluate with: openpi's LIBERO defaults, else what a LIBERO-Pro2.0
@@ -302,8 +325,9 @@ class OpenPIClient:
         if self._meta is None:
             advertised = (self._server_meta or {}).get(METADATA_KEY)
             try:
-                self._meta = build_metadata(OPENPI_LIBERO_DEFAULTS, advertised if isinstance(advertised, dict) else None,
-                                            self.options)
+                self._meta = build_metadata(
+                    OPENPI_LIBERO_DEFAULTS, advertised if isinstance(advertised, dict) else None, self.options
+                )
             except ValueError as exc:
                 raise PolicyError("policy_bad_response", f"openpi {self.url}: {exc}") from exc
         return self._meta
@@ -344,8 +368,11 @@ class OpenPIClient:
         ends (the runner stops at the error) and the next :meth:`reset` reconnects.
         """
         if self._ws is None:
-            raise PolicyError("policy_connect_error", f"openpi {self.url}: not connected (the connection was lost "
-                              "earlier in this episode; the next episode reconnects)")
+            raise PolicyError(
+                "policy_connect_error",
+                f"openpi {self.url}: not connected (the connection was lost "
+                "earlier in this episode; the next episode reconnects)",
+            )
         data = msgpack_numpy.packb(self.request(observation))
         timeout, clipped = time_left(self.options.request_timeout, deadline)
         ws = self._ws
@@ -369,8 +396,10 @@ class OpenPIClient:
         if isinstance(reply, str):
             code = self._close_code(ws)
             self._disconnect()
-            raise PolicyError("policy_http_error", f"openpi server reported an error (text frame, close code {code}):\n"
-                              f"{snippet(reply)}")
+            raise PolicyError(
+                "policy_http_error",
+                f"openpi server reported an error (text frame, close code {code}):\n{snippet(reply)}",
+            )
         try:
             answer = msgpack_numpy.unpackb(reply)
         except ValueError as exc:
@@ -380,10 +409,15 @@ class OpenPIClient:
             self._abort(ws)
             keys = sorted(map(str, answer)) if isinstance(answer, dict) else type(answer).__name__
             raise PolicyError("policy_bad_response", f"openpi answer has no 'actions' (got {keys})")
-        if self._echo and (answer.get(EPISODE_KEY) != observation.episode_id or answer.get(STEP_KEY) != observation.step):
+        if self._echo and (
+            answer.get(EPISODE_KEY) != observation.episode_id or answer.get(STEP_KEY) != observation.step
+        ):
             self._abort(ws)
-            raise PolicyError("policy_step_mismatch", f"answer echoes episode {answer.get(EPISODE_KEY)!r} step "
-                              f"{answer.get(STEP_KEY)!r}, request was episode {observation.episode_id!r} step {observation.step}")
+            raise PolicyError(
+                "policy_step_mismatch",
+                f"answer echoes episode {answer.get(EPISODE_KEY)!r} step "
+                f"{answer.get(STEP_KEY)!r}, request was episode {observation.episode_id!r} step {observation.step}",
+            )
         actions = check_chunk(answer["actions"], chunk_length, "openpi answer")
         timing = answer.get("server_timing")
         server_ms = finite_ms(timing.get("infer_ms")) if isinstance(timing, dict) else None
@@ -406,8 +440,10 @@ class OpenPIClient:
         return None
 
     def _too_big(self) -> PolicyError:
-        return PolicyError("policy_bad_response", f"openpi {self.url}: the answer is larger than max_message_bytes "
-                           f"({self.options.max_message_bytes} bytes)")
+        return PolicyError(
+            "policy_bad_response",
+            f"openpi {self.url}: the answer is larger than max_message_bytes ({self.options.max_message_bytes} bytes)",
+        )
 
     def _closed_error(self, exc: ConnectionClosed) -> PolicyError:
         if exc.sent is not None and exc.sent.code == MESSAGE_TOO_BIG:
@@ -415,5 +451,9 @@ class OpenPIClient:
         code = exc.rcvd.code if exc.rcvd is not None else None
         reason = exc.rcvd.reason if exc.rcvd is not None else ""
         if code == INTERNAL_ERROR:
-            return PolicyError("policy_http_error", f"openpi server closed the connection with 1011 (internal error): {reason}")
-        return PolicyError("policy_connect_error", f"openpi {self.url}: connection closed (code {code}) {reason}".strip())
+            return PolicyError(
+                "policy_http_error", f"openpi server closed the connection with 1011 (internal error): {reason}"
+            )
+        return PolicyError(
+            "policy_connect_error", f"openpi {self.url}: connection closed (code {code}) {reason}".strip()
+        )

@@ -89,9 +89,16 @@ class OpenPIPolicyServer:
         max_message_bytes: largest frame accepted.
     """
 
-    def __init__(self, policy: Policy | Callable[[Observation], np.ndarray], metadata: PolicyMetadata | None = None,
-                 *, host: str | None = None, port: int | None = None, keys: OpenPIKeys | None = None,
-                 max_message_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        policy: Policy | Callable[[Observation], np.ndarray],
+        metadata: PolicyMetadata | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        keys: OpenPIKeys | None = None,
+        max_message_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
         self.policy = as_policy(policy, metadata)
         self.host = host or os.environ.get("HOST", "127.0.0.1")
         self.port = int(port if port is not None else os.environ.get("PORT", "8000"))
@@ -171,7 +178,9 @@ class OpenPIPolicyServer:
                 log.exception("openpi request failed")
                 try:
                     await ws.send(traceback.format_exc())
-                    await ws.close(code=INTERNAL_ERROR, reason="Internal server error. Traceback included in previous frame.")
+                    await ws.close(
+                        code=INTERNAL_ERROR, reason="Internal server error. Traceback included in previous frame."
+                    )
                 except ConnectionClosed:
                     pass
                 return
@@ -185,8 +194,14 @@ class OpenPIPolicyServer:
     # ------------------------------------------------------------------ running
     async def run(self, started: threading.Event | None = None) -> None:
         """Serve until cancelled (or :meth:`stop`)."""
-        async with serve(self._handler, self.host, self.port, compression=None, max_size=self.max_message_bytes,
-                         process_request=self._health) as server:
+        async with serve(
+            self._handler,
+            self.host,
+            self.port,
+            compression=None,
+            max_size=self.max_message_bytes,
+            process_request=self._health,
+        ) as server:
             self._server = server
             self._loop = asyncio.get_running_loop()
             self.port = server.sockets[0].getsockname()[1]
@@ -236,8 +251,14 @@ class OpenPIPolicyServer:
         self.stop()
 
 
-def serve_openpi(policy: Policy | Callable[[Observation], np.ndarray], metadata: PolicyMetadata | None = None, *,
-                 host: str | None = None, port: int | None = None, keys: OpenPIKeys | None = None) -> None:
+def serve_openpi(
+    policy: Policy | Callable[[Observation], np.ndarray],
+    metadata: PolicyMetadata | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    keys: OpenPIKeys | None = None,
+) -> None:
     """Serve ``policy`` over openpi's protocol until SIGINT/SIGTERM (host: env ``HOST`` or
     127.0.0.1; port: env ``PORT`` or 8000). Blocks."""
     OpenPIPolicyServer(policy, metadata, host=host, port=port, keys=keys).serve_forever()

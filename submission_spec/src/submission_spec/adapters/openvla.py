@@ -102,8 +102,7 @@ OPENVLA_DEFAULTS = PolicyMetadata(
 
 OFT_DEFAULTS = PolicyMetadata(
     policy_name="openvla-oft",
-    cameras=[CameraSpec(name="agentview", height=256, width=256),
-             CameraSpec(name="wrist", height=256, width=256)],
+    cameras=[CameraSpec(name="agentview", height=256, width=256), CameraSpec(name="wrist", height=256, width=256)],
     image_orientation="rotate_180",
     resize_mode="stretch",
     state_fields=list(LIBERO_STATE8),
@@ -154,8 +153,10 @@ def parse_answer(body: bytes) -> tuple[Any, dict[str, Any]]:
     ``policy_bad_response`` for anything unreadable.
     """
     if body.strip() in (b"error", b'"error"'):
-        raise PolicyError("policy_http_error", 'OpenVLA server answered HTTP 200 "error" (its error signal; '
-                          "the traceback is in the server's log)")
+        raise PolicyError(
+            "policy_http_error",
+            'OpenVLA server answered HTTP 200 "error" (its error signal; the traceback is in the server\'s log)',
+        )
     try:
         obj = json_numpy.loads(body)
         if isinstance(obj, str):  # double-encoded answer
@@ -163,20 +164,29 @@ def parse_answer(body: bytes) -> tuple[Any, dict[str, Any]]:
                 raise PolicyError("policy_http_error", 'OpenVLA server answered HTTP 200 "error" (double-encoded)')
             obj = json_numpy.loads(obj)
     except ValueError as exc:
-        raise PolicyError("policy_bad_response", f"/act answer is not JSON / json-numpy: {exc}; body {snippet(body, 200)!r}") from exc
+        raise PolicyError(
+            "policy_bad_response", f"/act answer is not JSON / json-numpy: {exc}; body {snippet(body, 200)!r}"
+        ) from exc
     rest: dict[str, Any] = {}
     if isinstance(obj, dict):
         key = "actions" if "actions" in obj else "action" if "action" in obj else None
         if key is None:
-            raise PolicyError("policy_bad_response", f"/act answered a map without 'actions' or 'action': keys {sorted(obj)}")
+            raise PolicyError(
+                "policy_bad_response", f"/act answered a map without 'actions' or 'action': keys {sorted(obj)}"
+            )
         rest = {k: v for k, v in obj.items() if k != key}
         obj = obj[key]
     if isinstance(obj, list):
         try:
-            obj = np.stack([np.asarray(a, dtype=np.float64) for a in obj]) if obj and not np.isscalar(obj[0]) \
+            obj = (
+                np.stack([np.asarray(a, dtype=np.float64) for a in obj])
+                if obj and not np.isscalar(obj[0])
                 else np.asarray(obj, dtype=np.float64)
+            )
         except (ValueError, TypeError) as exc:
-            raise PolicyError("policy_bad_action_shape", f"/act answer is not a (7,) or (T, 7) number array: {exc}") from exc
+            raise PolicyError(
+                "policy_bad_action_shape", f"/act answer is not a (7,) or (T, 7) number array: {exc}"
+            ) from exc
     if not isinstance(obj, np.ndarray):
         raise PolicyError("policy_bad_response", f"/act answered a {type(obj).__name__}, not actions")
     return obj, rest
@@ -213,8 +223,9 @@ class OpenVLAClient:
         self.close()
 
     def _get(self, path: str, timeout: float) -> Reply:
-        return self._http.request("GET", path, timeout=timeout, connect_timeout=self.options.connect_timeout,
-                                  max_bytes=HEALTH_REPLY_BYTES)
+        return self._http.request(
+            "GET", path, timeout=timeout, connect_timeout=self.options.connect_timeout, max_bytes=HEALTH_REPLY_BYTES
+        )
 
     def health(self, timeout: float = 2.0) -> bool:
         """True when the server answers HTTP at all (status < 500) on ``health_path`` within
@@ -227,8 +238,10 @@ class OpenVLAClient:
     def wait_healthy(self, timeout: float, poll: float = 0.2) -> None:
         if poll_until(lambda left: self.health(timeout=min(2.0, max(0.1, left))), timeout, poll):
             return
-        raise PolicyError("policy_connect_error", f"{self.base_url}{self.options.health_path} did not answer HTTP "
-                          f"within {timeout:.0f} s (is the server up?)")
+        raise PolicyError(
+            "policy_connect_error",
+            f"{self.base_url}{self.options.health_path} did not answer HTTP within {timeout:.0f} s (is the server up?)",
+        )
 
     def metadata(self) -> PolicyMetadata:
         """The variant's defaults, else what a LIBERO-Pro2.0 SDK server advertises on
@@ -240,8 +253,11 @@ class OpenVLAClient:
             try:
                 resp = self._get(METADATA_PATH, self.options.connect_timeout)
             except DeadlineExceeded as exc:
-                raise PolicyError("policy_timeout", f"GET {self.base_url}{METADATA_PATH}: no complete answer within "
-                                  f"{self.options.connect_timeout:.1f} s") from exc
+                raise PolicyError(
+                    "policy_timeout",
+                    f"GET {self.base_url}{METADATA_PATH}: no complete answer within "
+                    f"{self.options.connect_timeout:.1f} s",
+                ) from exc
             except (httpx.HTTPError, ReplyTooLarge) as exc:
                 raise PolicyError("policy_connect_error", f"{self.base_url}: {exc!r}") from exc
             if resp.status_code == 200:
@@ -288,9 +304,14 @@ class OpenVLAClient:
         where = f"POST {self.base_url}{self.options.act_path} step {observation.step}"
         t0 = time.perf_counter()
         try:
-            resp = self._http.request("POST", self.options.act_path, content=text.encode(),
-                                      headers={"content-type": "application/json"}, timeout=timeout,
-                                      connect_timeout=self.options.connect_timeout)
+            resp = self._http.request(
+                "POST",
+                self.options.act_path,
+                content=text.encode(),
+                headers={"content-type": "application/json"},
+                timeout=timeout,
+                connect_timeout=self.options.connect_timeout,
+            )
         except (DeadlineExceeded, httpx.TimeoutException) as exc:
             raise timeout_error(where, timeout, clipped) from exc
         except ReplyTooLarge as exc:
@@ -301,12 +322,17 @@ class OpenVLAClient:
             raise PolicyError("policy_connect_error", f"{where}: {exc!r}") from exc
         latency_ms = (time.perf_counter() - t0) * 1e3
         if resp.status_code != 200:
-            raise PolicyError("policy_http_error", f"{where} answered HTTP {resp.status_code}: {snippet(resp.content, 300)}")
+            raise PolicyError(
+                "policy_http_error", f"{where} answered HTTP {resp.status_code}: {snippet(resp.content, 300)}"
+            )
         actions, rest = parse_answer(resp.content)
         if self._echo and (rest.get(EPISODE_KEY) != observation.episode_id or rest.get(STEP_KEY) != observation.step):
             self._http.drop()
-            raise PolicyError("policy_step_mismatch", f"answer echoes episode {rest.get(EPISODE_KEY)!r} step "
-                              f"{rest.get(STEP_KEY)!r}, request was episode {observation.episode_id!r} step {observation.step}")
+            raise PolicyError(
+                "policy_step_mismatch",
+                f"answer echoes episode {rest.get(EPISODE_KEY)!r} step "
+                f"{rest.get(STEP_KEY)!r}, request was episode {observation.episode_id!r} step {observation.step}",
+            )
         chunk = check_chunk(actions, chunk_length, "OpenVLA answer")
         timing = rest.get("server_timing")
         server_ms = finite_ms(timing.get("infer_ms")) if isinstance(timing, dict) else None

@@ -44,8 +44,9 @@ from submission_spec.policy import Observation, Policy, as_action_chunk, as_poli
 log = logging.getLogger("submission_spec.openvla_server")
 
 
-def create_openvla_app(policy: Policy | Callable[[Observation], np.ndarray],
-                       metadata: PolicyMetadata | None = None) -> FastAPI:
+def create_openvla_app(
+    policy: Policy | Callable[[Observation], np.ndarray], metadata: PolicyMetadata | None = None
+) -> FastAPI:
     """The FastAPI app (serve it with uvicorn)."""
     pol = as_policy(policy, metadata)
     lock = threading.Lock()
@@ -75,8 +76,9 @@ def create_openvla_app(policy: Policy | Callable[[Observation], np.ndarray],
         episode_id, step = state["episode_id"], payload.get(STEP_KEY, state["requests"])
         if not isinstance(episode_id, str) or not isinstance(step, int):
             raise TypeError(f"{EPISODE_KEY} must be a string and {STEP_KEY} an int")
-        return Observation(episode_id=episode_id, step=step, instruction=instruction, images=images,
-                           proprio=proprio), echo
+        return Observation(
+            episode_id=episode_id, step=step, instruction=instruction, images=images, proprio=proprio
+        ), echo
 
     def handle(payload: dict[str, Any]) -> tuple[Observation, bool, np.ndarray, float]:
         with lock:
@@ -109,8 +111,12 @@ def create_openvla_app(policy: Policy | Callable[[Observation], np.ndarray],
                 raise TypeError("payload must be a JSON object")
             obs, echo, chunk, infer_ms = await run_in_threadpool(handle, payload)
             if echo:
-                answer: Any = {"actions": chunk, EPISODE_KEY: obs.episode_id, STEP_KEY: obs.step,
-                               "server_timing": {"infer_ms": round(infer_ms, 3)}}
+                answer: Any = {
+                    "actions": chunk,
+                    EPISODE_KEY: obs.episode_id,
+                    STEP_KEY: obs.step,
+                    "server_timing": {"infer_ms": round(infer_ms, 3)},
+                }
             else:
                 answer = chunk[0] if len(chunk) == 1 else list(chunk)
             text = json_numpy.dumps(answer)
