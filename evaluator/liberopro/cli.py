@@ -5,14 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from liberopro.config import EvalConfig, config_error
 from liberopro.schema.results import CaseSummary, Summary
 
 app = typer.Typer(
@@ -30,7 +31,7 @@ DEMO_TASKS = "libero_goal:8,libero_spatial:5"
 DEMO_SHIFTS = "nominal,S01,S12,D01,D10"
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     # unwrapped (one line stays one line in a log) and escaped (a message may quote file content)
     console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
@@ -190,34 +191,7 @@ def print_summary(summary: Summary) -> None:
     )
 
 
-@dataclass
-class EvalArgs:
-    """Everything ``evaluate`` (and ``demo``) take from the command line."""
-
-    policy: str | None = None
-    policy_cmd: str | None = None
-    split: str | None = None
-    tasks: str | None = None
-    shifts: str = "nominal"
-    manifest: Path | None = None
-    episodes: int | None = None
-    max_steps: int | None = None
-    out: Path | None = None
-    seed: int = 0
-    encoding: str = "msgpack"
-    protocol: str = "liberopro"
-    protocol_options: list[str] | None = None
-    render_size: int | None = None
-    request_timeout: float = 30.0
-    episode_budget: float = 600.0
-    startup_timeout: float = 120.0
-    observations: str = "live"
-    recovery: str = "none"
-    replan_steps: int | None = None
-    check_static: bool = True
-
-
-def _instances(a: EvalArgs):
+def _instances(a: EvalConfig):
     """(instances, skipped reasons, episodes per instance) from a manifest or from tasks x cases."""
     from liberopro.generation import check_manifest, first_valid_static
     from liberopro.instances import make_instance, parse_cases
@@ -226,8 +200,6 @@ def _instances(a: EvalArgs):
     from liberopro.tasks import parse_task_list
 
     if a.manifest is not None:
-        if a.tasks or a.split or a.shifts != "nominal":
-            _fail("--manifest fixes the instances: do not combine it with --tasks, --split or --shifts")
         try:
             manifest = check_manifest(a.manifest)
         except ManifestError as exc:
@@ -267,20 +239,27 @@ def _instances(a: EvalArgs):
     return instances, skipped, a.episodes or 1
 
 
-def _diagnostics(a: EvalArgs):
+def _diagnostics(a: EvalConfig):
     from liberopro.instances import Diagnostic
 
-    obs = [o.strip() for o in a.observations.split(",") if o.strip()]
-    rec = [r.strip() for r in a.recovery.split(",") if r.strip()]
-    if not obs or any(o not in ("live", "frozen") for o in obs):
-        _fail(f"--observations takes live and/or frozen, not {a.observations!r}")
-    if not rec or any(r not in ("none", "hold", "retry", "restore") for r in rec):
-        _fail(f"--recovery takes none, hold, retry and/or restore, not {a.recovery!r}")
-    return [Diagnostic(o, r) for o in obs for r in rec]
+    return [Diagnostic(o, r) for o in a.observation_modes for r in a.recovery_protocols]
 
 
-def _evaluate(a: EvalArgs) -> Summary:
-    _require_renderer()  # before the imports below load mujoco
+def _config(**fields: object) -> EvalConfig:
+    """An :class:`~liberopro.config.EvalConfig` of ``fields``; a refused one ends the command with
+    the check's message (exit code 2)."""
+    from pydantic import ValidationError
+
+    try:
+        return EvalConfig(**fields)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        _fail(config_error(exc))
+
+
+def _evaluate(a: EvalConfig) -> Summary:
+    """Run the evaluation ``a`` asks for (a checked :class:`~liberopro.config.EvalConfig`), print its
+    summary and return it; ends the command through :func:`_fail` on anything that stops it.
+    The caller has checked the renderer (:func:`_require_renderer`): the imports here load mujoco."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -289,30 +268,11 @@ def _evaluate(a: EvalArgs) -> Summary:
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-    from submission_spec.transports import PROTOCOLS, parse_protocol_options
 
     from liberopro.instances import plan_episodes
     from liberopro.schema.manifest import content_hash
     from submission_spec import PolicyError
 
-    if (a.policy is None) == (a.policy_cmd is None):
-        _fail('give exactly one of --policy URL or --policy-cmd "CMD"')
-    if a.policy is not None and not a.policy.startswith(("http://", "https://", "ws://", "wss://")):
-        _fail(f"--policy {a.policy!r} is not a URL: give it with its scheme, e.g. http://127.0.0.1:8000")
-    if a.encoding not in ("msgpack", "json"):
-        _fail(f"--encoding must be msgpack or json, not {a.encoding!r}")
-    if a.protocol not in PROTOCOLS:
-        _fail(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {a.protocol!r}")
-    try:
-        options = parse_protocol_options(a.protocol_options)
-    except ValueError as exc:
-        _fail(str(exc))
-    if a.episodes is not None and a.episodes < 1:
-        _fail("--episodes must be at least 1")
-    if a.replan_steps is not None and a.replan_steps < 1:
-        _fail("--replan-steps must be at least 1")
-    if a.max_steps is not None and a.max_steps < 1:
-        _fail("--max-steps must be at least 1 (leave it out to run the suite's horizon)")
     instances, skipped, episodes = _instances(a)
     diagnostics = _diagnostics(a)
     for reason in skipped:
@@ -367,7 +327,7 @@ def _evaluate(a: EvalArgs) -> Summary:
                 policy_cmd=a.policy_cmd,
                 encoding=a.encoding,
                 protocol=a.protocol,
-                protocol_options=options,
+                protocol_options=a.protocol_option_values(),
                 settings=RunSettings(
                     max_steps=a.max_steps, episode_policy_budget_s=a.episode_budget, replan_steps=a.replan_steps
                 ),
@@ -456,36 +416,35 @@ def evaluate(
     ),
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
-    from dataclasses import replace
-
     from liberopro.study import PresetError, parse_replan_steps
 
     try:
         sweep = parse_replan_steps(replan_steps)
     except PresetError as exc:
         _fail(str(exc))
-    args = EvalArgs(
-        policy,
-        policy_cmd,
-        split,
-        tasks,
-        shifts,
-        manifest,
-        episodes,
-        max_steps,
-        out,
-        seed,
-        encoding,
-        protocol,
-        protocol_option,
-        render_size,
-        request_timeout,
-        episode_budget,
-        startup_timeout,
-        observations,
-        recovery,
-        sweep[0],
-        check_static,
+    _require_renderer()  # before anything loads mujoco (and, as always, before the other arguments are checked)
+    args = _config(
+        policy=policy,
+        policy_cmd=policy_cmd,
+        split=split,
+        tasks=tasks,
+        shifts=shifts,
+        manifest=manifest,
+        episodes=episodes,
+        max_steps=max_steps,
+        out=out,
+        seed=seed,
+        encoding=encoding,
+        protocol=protocol,
+        protocol_options=protocol_option,
+        render_size=render_size,
+        request_timeout=request_timeout,
+        episode_budget=episode_budget,
+        startup_timeout=startup_timeout,
+        observations=observations,
+        recovery=recovery,
+        replan_steps=sweep[0],
+        check_static=check_static,
     )
     if len(sweep) == 1:
         _evaluate(args)
@@ -493,7 +452,7 @@ def evaluate(
     base = out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     for k in sweep:  # one run directory per value: `liberopro report` reads them side by side
         console.print(f"replan-steps sweep: K = {k} -> {base / f'replan-{k}'}")
-        _evaluate(replace(args, replan_steps=k, out=base / f"replan-{k}"))
+        _evaluate(args.replace(replan_steps=k, out=base / f"replan-{k}"))
 
 
 @app.command()
@@ -504,8 +463,9 @@ def demo(
     """The main job on embedded defaults: the example zero policy, started as a child process, on
     two real tasks, nominal and four shifts (two static, two runtime)."""
     console.print(f"demo: example policy 'zero' on {DEMO_TASKS}, cases {DEMO_SHIFTS}, {max_steps} steps each")
+    _require_renderer()  # before anything loads mujoco
     _evaluate(
-        EvalArgs(
+        _config(
             policy_cmd=f"{sys.executable} -m submission_spec.examples zero",
             tasks=DEMO_TASKS,
             shifts=DEMO_SHIFTS,
