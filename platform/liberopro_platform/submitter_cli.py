@@ -13,7 +13,6 @@ says that it expired, and when).
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
@@ -24,7 +23,6 @@ from typing import Any
 
 import typer
 
-DEFAULT_CONFIG = Path("~/.config/liberopro/platform.toml")
 FINAL = ("published", "failed", "cancelled")
 
 
@@ -33,19 +31,25 @@ class PlatformError(Exception):
 
 
 def load_client_config() -> tuple[str, str | None]:
-    """``(api_url, token)`` from the environment, else the config file."""
-    path = Path(os.environ.get("LIBEROPRO_CONFIG", str(DEFAULT_CONFIG))).expanduser()
-    conf: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            conf = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise PlatformError(f"{path} is not valid TOML: {exc}") from exc
-    url = os.environ.get("LIBEROPRO_API_URL") or conf.get("api_url")
-    token = os.environ.get("LIBEROPRO_TOKEN") or conf.get("token")
-    if not url:
+    """``(api_url, token)`` from the environment, else the config file (:class:`ClientConfig`);
+    the URL without a trailing ``/``. Raises :class:`PlatformError` for a config file that is not
+    TOML or holds a value of the wrong type, and when no URL is set."""
+    from pydantic import ValidationError
+
+    # here, not at the top: this module is loaded by every `liberopro` command (pydantic-settings, ~0.2 s)
+    from liberopro_platform.client_config import ClientConfig, client_config_path
+
+    path = client_config_path()
+    try:
+        conf = ClientConfig()
+    except tomllib.TOMLDecodeError as exc:
+        raise PlatformError(f"{path} is not valid TOML: {exc}") from exc
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise PlatformError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from exc
+    if not conf.api_url:
         raise PlatformError(f"no platform URL: set LIBEROPRO_API_URL or api_url in {path}")
-    return str(url).rstrip("/"), token
+    return conf.api_url.rstrip("/"), conf.token
 
 
 class PlatformClient:
