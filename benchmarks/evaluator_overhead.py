@@ -10,12 +10,12 @@ and the notes.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 
 import numpy as np
+import typer
 from liberopro.instances import EpisodePlan, Instance
 from liberopro.policy_process import PolicyProcess
 from liberopro.runner import EpisodeRunner, RunSettings
@@ -51,16 +51,17 @@ def full_steps_per_s(runner: EpisodeRunner, ref: TaskRef, steps: int, reps: int)
     return statistics.median(rates), statistics.median(lat)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--reps", type=int, default=2)
-    ap.add_argument("--render-size", type=int, default=128)
-    args = ap.parse_args()
+def main(
+    steps: int = typer.Option(100, help="Policy steps per episode."),
+    reps: int = typer.Option(2, help="Episodes per task and mode (the median is printed)."),
+    render_size: int = typer.Option(128, help="Render resolution of the two cameras (px)."),
+) -> None:
+    """Steps per second of a raw in-process LIBERO loop with zero actions versus the full loop
+    through the example zero policy's HTTP server, in each encoding (one row per task and mode)."""
     versions = check_stack()
     print(
         f"stack: mujoco {versions['mujoco']}, robosuite {versions['robosuite']}, MUJOCO_GL={versions['mujoco_gl']}; "
-        f"{args.steps} steps x {args.reps} reps, two cameras at {args.render_size}px"
+        f"{steps} steps x {reps} reps, two cameras at {render_size}px"
     )
     print(f"{'task':<18} {'mode':<14} {'steps/s':>8} {'ratio':>6} {'/act ms':>8}")
     with PolicyProcess(
@@ -69,19 +70,19 @@ def main() -> None:
     ) as proc:
         for ref in TASKS:
             scenes: dict = {}
-            settings = RunSettings(render_size=args.render_size, max_steps=args.steps)
+            settings = RunSettings(render_size=render_size, max_steps=steps)
             raw = None
             for encoding in ("raw", "json", "msgpack"):
                 if encoding == "raw":
                     with make_client(proc.url, "liberopro") as client:
                         meta = client.metadata()
                     scene = EpisodeRunner(None, meta, settings, scenes=scenes).scene_for(ref)
-                    raw = raw_steps_per_s(scene, args.steps, args.reps)
+                    raw = raw_steps_per_s(scene, steps, reps)
                     print(f"{ref!s:<18} {'raw in-process':<14} {raw:8.2f} {1.0:6.2f} {'-':>8}")
                     continue
                 with make_client(proc.url, "liberopro", encoding=encoding) as client:
                     runner = EpisodeRunner(client, client.metadata(), settings, scenes=scenes)
-                    rate, lat = full_steps_per_s(runner, ref, args.steps, args.reps)
+                    rate, lat = full_steps_per_s(runner, ref, steps, reps)
                 print(f"{ref!s:<18} {'http ' + encoding:<14} {rate:8.2f} {rate / raw:6.2f} {lat:8.2f}")
             for s in scenes.values():
                 s.close()
@@ -89,4 +90,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    typer.run(main)

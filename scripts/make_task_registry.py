@@ -9,11 +9,11 @@ fails while the committed file differs from what LIBERO says.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from importlib import metadata
 from pathlib import Path
+
+import typer
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "evaluator" / "liberopro" / "data" / "tasks.json"
@@ -54,20 +54,17 @@ def render(registry: dict) -> str:
     return json.dumps(registry, indent=1, ensure_ascii=False) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 when the committed file differs")
-    args = ap.parse_args(argv)
+def main(check: bool = typer.Option(False, "--check", help="exit 1 when the committed file differs")) -> None:
+    """Write evaluator/liberopro/data/tasks.json from LIBERO (--check: only say whether it is current)."""
     text = render(registry_from_libero())
-    if args.check:
+    if check:
         same = OUT.exists() and OUT.read_text() == text
         print(f"{OUT.relative_to(REPO)} is {'current' if same else 'STALE'}")
-        return 0 if same else 1
+        raise typer.Exit(0 if same else 1)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text)
     print(f"wrote {OUT.relative_to(REPO)} ({len(json.loads(text)['tasks'])} tasks)")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    typer.run(main)

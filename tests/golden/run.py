@@ -19,13 +19,14 @@ them acts within the 24 steps each episode runs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import typer
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -93,13 +94,11 @@ def reduce_run(episodes_path: Path, obs_log: Path) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--record", action="store_true", help="rewrite expected.json from a fresh run")
-    args = parser.parse_args()
+def main(record: bool = typer.Option(False, "--record", help="rewrite expected.json from a fresh run")) -> None:
+    """The golden run: compare a fresh run with expected.json (exit 1 if it differs), or --record it."""
     with tempfile.TemporaryDirectory() as tmp:
         got = run_golden(Path(tmp))
-    if args.record:
+    if record:
         EXPECTED.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
         print(
             f"wrote {EXPECTED}: {len(got['records'])} episodes, "
@@ -108,8 +107,8 @@ def main() -> None:
     else:
         same = got == json.loads(EXPECTED.read_text())
         print("identical to expected.json" if same else "DIFFERS from expected.json")
-        sys.exit(0 if same else 1)
+        raise typer.Exit(0 if same else 1)
 
 
 if __name__ == "__main__":
-    main()
+    typer.run(main)
