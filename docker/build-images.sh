@@ -6,8 +6,13 @@
 #        liberopro/base-sim:bookworm     + Mesa EGL/GL, glib         (the evaluator: MuJoCo on the CPU)
 #        liberopro/base-redis:bookworm   redis-server, redis-tools   (compose's broker)
 #        liberopro/base-postgres:bookworm postgresql-15               (compose's database)
-#   2. a local wheelhouse (build/wheelhouse) of every locked dependency plus our own wheels
-#      (refreshed only when uv.lock or our sources change);
+#   2. a local wheelhouse (build/wheelhouse) of every locked dependency plus our own wheels, one per
+#      workspace member (refreshed only when uv.lock or our sources change), and per image the
+#      requirements it installs, exported from uv.lock (`uv export --package MEMBER`): each image
+#      gets exactly its member's locked dependencies, no list kept by hand:
+#        requirements-policy.txt     liberopro-submission-spec[server]  (the example policies)
+#        requirements-evaluator.txt  liberopro[sim] (+ the spec, a dependency)
+#        requirements-platform.txt   liberopro-leaderboard (+ liberopro-platform, liberopro, the spec)
 #   3. `docker build --network none` of each image from that wheelhouse:
 #        liberopro/example-zero, liberopro/example-random   submission_spec/examples/*/Dockerfile
 #        liberopro/evaluator                                docker/evaluator.Dockerfile
@@ -88,28 +93,17 @@ build_bases() {
 }
 
 # ---------------------------------------------------------------- 2. wheelhouse
-WHEELHOUSE_DONE=""
-wheelhouse() {
-  [ -n "$WHEELHOUSE_DONE" ] && return
-  WHEELHOUSE_DONE=1
-  need uv "scripts/setup-system.sh installs it"
-  local deps_stamp src_stamp t0=$SECONDS
-  deps_stamp="$(cat "$REPO/uv.lock" "$REPO/pyproject.toml" "$REPO/submission_spec/pyproject.toml" | sha256sum | cut -c1-16)"
-  src_stamp="$( (cd "$REPO" && find evaluator platform leaderboard submission_spec/src -type f \
-                  \( -name '*.py' -o -name '*.json' -o -name '*.mako' -o -name '*.txt' \) | sort | xargs cat) \
-                | sha256sum | cut -c1-16)"
-  mkdir -p "$WHEELS"
-  if [ "$(cat "$WHEELS/.deps-stamp" 2>/dev/null)" != "$deps_stamp" ]; then
-    log "wheelhouse: exporting the lock"
-    (cd "$REPO" && uv export --frozen --no-dev --no-hashes --no-emit-project --no-emit-workspace \
-       --format requirements-txt -o "$WHEELS/requirements.txt" >/dev/null)
-    if [ ! -x "$BUILD/pip-env/bin/pip" ]; then
-      uv venv -q --python 3.11 "$BUILD/pip-env"
-      uv pip install -q --python "$BUILD/pip-env/bin/python" pip wheel setuptools
-    fi
-    # The images run Debian's python3 (3.11.2 on bookworm, Linux): keep the requirements whose
-    # markers hold THERE (e.g. async-timeout for python < 3.11.3), without the markers.
-    "$BUILD/pip-env/bin/python" - "$WHEELS/requirements.txt" "${TARGET_PYTHON:-3.11.2}" <<'PY'
+# The images run Debian's python3 (3.11.2 on bookworm, Linux): keep the requirements whose markers
+# hold THERE (e.g. async-timeout for python < 3.11.3), without the markers.
+export_reqs() {  # NAME UV-EXPORT-ARGS...: $WHEELS/requirements-NAME.txt, the member's locked third-party deps
+  local out="$WHEELS/requirements-$1.txt"; shift
+  if [ ! -x "$BUILD/pip-env/bin/pip" ]; then
+    uv venv -q --python 3.11 "$BUILD/pip-env"
+    uv pip install -q --python "$BUILD/pip-env/bin/python" pip wheel setuptools
+  fi
+  (cd "$REPO" && uv export --frozen --no-dev --no-hashes --no-emit-workspace --no-header --no-annotate \
+     --format requirements-txt "$@" -o "$out" >/dev/null)
+  "$BUILD/pip-env/bin/python" - "$out" "${TARGET_PYTHON:-3.11.2}" <<'PY'
 import sys
 from pip._vendor.packaging.requirements import Requirement
 path, version = sys.argv[1], sys.argv[2]
@@ -128,39 +122,75 @@ for line in open(path):
         out.append(str(req))
 open(path, "w").write("\n".join(out) + "\n")
 PY
+}
+
+WHEELHOUSE_DONE=""
+wheelhouse() {
+  [ -n "$WHEELHOUSE_DONE" ] && return
+  WHEELHOUSE_DONE=1
+  need uv "scripts/setup-system.sh installs it"
+  local deps_stamp src_stamp t0=$SECONDS
+  deps_stamp="$(cat "$REPO/uv.lock" "$REPO/pyproject.toml" "$REPO"/{evaluator,platform,leaderboard,submission_spec}/pyproject.toml \
+                | sha256sum | cut -c1-16)"
+  src_stamp="$( (cd "$REPO" && find evaluator platform leaderboard submission_spec/src -type f \
+                  \( -name '*.py' -o -name '*.json' -o -name '*.mako' -o -name '*.txt' -o -name '*.toml' \) \
+                  | sort | xargs cat) | sha256sum | cut -c1-16)"
+  mkdir -p "$WHEELS"
+  if [ "$(cat "$WHEELS/.deps-stamp" 2>/dev/null)" != "$deps_stamp" ]; then
+    log "wheelhouse: exporting the lock, per image"
+    export_reqs policy --package liberopro-submission-spec --extra server
+    export_reqs evaluator --package liberopro --extra sim
+    export_reqs platform --package liberopro-leaderboard
+    cat "$WHEELS"/requirements-{policy,evaluator,platform}.txt | sort -u >"$WHEELS/requirements.txt"
     log "wheelhouse: pip wheel (downloads from PyPI what is not there yet)"
     "$BUILD/pip-env/bin/pip" wheel -q --disable-pip-version-check -r "$WHEELS/requirements.txt" -w "$WHEELS" \
       2> >(grep -v 'is ignored: it is neither' >&2)
     echo "$deps_stamp" >"$WHEELS/.deps-stamp"
   fi
   if [ "$(cat "$WHEELS/.src-stamp" 2>/dev/null)" != "$src_stamp" ] || ! ls "$WHEELS"/liberopro-*.whl >/dev/null 2>&1; then
-    log "wheelhouse: our own wheels"
+    log "wheelhouse: our own wheels (one per workspace member)"
     rm -f "$WHEELS"/liberopro-*.whl "$WHEELS"/liberopro_*.whl
-    (cd "$REPO" && uv build -q --wheel --out-dir "$WHEELS" . && \
-     uv build -q --wheel --out-dir "$WHEELS" --package liberopro-submission-spec)
+    local member
+    for member in liberopro liberopro-platform liberopro-leaderboard liberopro-submission-spec; do
+      (cd "$REPO" && uv build -q --wheel --package "$member" --out-dir "$WHEELS")
+    done
     echo "$src_stamp" >"$WHEELS/.src-stamp"
   fi
   log "wheelhouse ready in $((SECONDS - t0)) s: $(du -sh "$WHEELS" | cut -f1)"
 }
 
-# Build contexts: wheelhouse/ holds third-party wheels (a cached docker layer while uv.lock is
-# unchanged) and ours/ our own wheels (which change with every commit).
-split_ours() {  # DIR: move our wheels from DIR/wheelhouse to DIR/ours
-  mkdir -p "$1/ours"
-  cp -l "$WHEELS"/liberopro-*.whl "$WHEELS"/liberopro_submission_spec-*.whl "$1/ours/"
-  rm -f "$1/wheelhouse"/liberopro-*.whl "$1/wheelhouse"/liberopro_*.whl
-}
-
-# A context holding only the wheels that REQS (pip requirement specifiers) need, so a small image
-# does not send the whole wheelhouse to the daemon. Resolved by the base image's own python
-# (environment markers such as python_full_version < '3.11.3' then hold as in the image).
-context_for() {  # DIR REQS...
-  local dir="$1"; shift
-  rm -rf "$dir"; mkdir -p "$dir/wheelhouse"
-  docker run --rm --network none -v "$WHEELS:/wheelhouse:ro" -v "$dir/wheelhouse:/out" "$BASE_PYTHON" \
-    sh -c 'python3 -m venv /tmp/v && /tmp/v/bin/pip download -q --disable-pip-version-check --no-index \
-           --find-links /wheelhouse -d /out "$@"' sh "$@"
-  split_ours "$dir"
+# Build contexts: wheelhouse/ holds the third-party wheels of one image's requirements file (a
+# cached docker layer while uv.lock is unchanged), as wheelhouse/requirements.txt, and ours/ the
+# wheels of the workspace members it installs (which change with every commit). Hard links: the
+# image sends only its own wheels to the daemon.
+context_for() {  # DIR NAME MEMBER-WHEEL-GLOB...: the wheels of requirements-NAME.txt, and ours
+  local dir="$1" reqs="$WHEELS/requirements-$2.txt" glob; shift 2
+  rm -rf "$dir"; mkdir -p "$dir/wheelhouse" "$dir/ours"
+  cp "$reqs" "$dir/wheelhouse/requirements.txt"
+  "$BUILD/pip-env/bin/python" - "$reqs" "$WHEELS" "$dir/wheelhouse" <<'PY'
+import os, sys
+from pathlib import Path
+from pip._vendor.packaging.requirements import Requirement
+from pip._vendor.packaging.utils import canonicalize_name, parse_wheel_filename
+from pip._vendor.packaging.version import Version
+reqs, wheels, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+have = {}
+for whl in wheels.glob("*.whl"):
+    name, version, _, _ = parse_wheel_filename(whl.name)
+    have.setdefault((name, str(version)), []).append(whl)
+missing = []
+for line in map(str.strip, open(reqs)):
+    if line:
+        req = Requirement(line)
+        pin = str(Version(next(iter(req.specifier)).version))  # uv export pins each: name==version
+        found = have.get((canonicalize_name(req.name), pin)) or []
+        missing += [] if found else [line]
+        for whl in found:
+            os.link(whl, out / whl.name)
+if missing:
+    sys.exit(f"no wheel in {wheels} for: {', '.join(missing)}")
+PY
+  for glob in "$@"; do cp -l "$WHEELS"/$glob "$dir/ours/"; done
 }
 
 build() {  # IMAGE DOCKERFILE CONTEXT BASE [--build-arg K=V]...
@@ -172,7 +202,7 @@ build() {  # IMAGE DOCKERFILE CONTEXT BASE [--build-arg K=V]...
 }
 
 build_examples() {
-  context_for "$BUILD/ctx-policy" liberopro-submission-spec
+  context_for "$BUILD/ctx-policy" policy 'liberopro_submission_spec-*.whl'
   for name in zero random; do
     build "liberopro/example-$name:$TAG" "$REPO/submission_spec/examples/$name/Dockerfile" \
       "$BUILD/ctx-policy" "$BASE_PYTHON"
@@ -180,11 +210,11 @@ build_examples() {
 }
 
 build_evaluator() {
-  # The evaluator needs the whole locked stack: every wheel of the wheelhouse (hard links).
-  rm -rf "$BUILD/ctx-evaluator"; mkdir -p "$BUILD/ctx-evaluator"
-  cp -al "$WHEELS" "$BUILD/ctx-evaluator/wheelhouse"
-  rm -f "$BUILD/ctx-evaluator/wheelhouse"/.*stamp
-  split_ours "$BUILD/ctx-evaluator"
+  # MERGE(shard): the liberopro_platform wheel (installed without its dependencies) only for the
+  # image's entry point liberopro_platform.evaluator_entry, which imports liberopro, the spec and
+  # pydantic; drop it once the entry point is liberopro.shard.
+  context_for "$BUILD/ctx-evaluator" evaluator 'liberopro-*.whl' 'liberopro_submission_spec-*.whl' \
+    'liberopro_platform-*.whl'
   build "liberopro/evaluator:$TAG" "$REPO/docker/evaluator.Dockerfile" "$BUILD/ctx-evaluator" "$BASE_SIM"
 }
 
@@ -204,9 +234,8 @@ build_service() {  # NAME (redis|postgres): a Dockerfile and its entrypoint, FRO
 }
 
 build_platform() {
-  context_for "$BUILD/ctx-platform" liberopro-submission-spec \
-    fastapi uvicorn sqlalchemy alembic 'celery[redis]' docker 'psycopg[binary]' pydantic-settings \
-    python-multipart httpx typer rich msgpack pydantic numpy jinja2 matplotlib tenacity cachetools
+  context_for "$BUILD/ctx-platform" platform 'liberopro-*.whl' 'liberopro_platform-*.whl' \
+    'liberopro_leaderboard-*.whl' 'liberopro_submission_spec-*.whl'
   build "liberopro/platform:$TAG" "$REPO/docker/platform.Dockerfile" "$BUILD/ctx-platform" "$BASE_PYTHON"
 }
 

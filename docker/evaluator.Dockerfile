@@ -1,8 +1,10 @@
-# The LIBERO-Pro2.0 evaluator: the pinned simulation stack (MuJoCo on Mesa EGL), the evaluator
-# and the platform's evaluator entry point. Runs inside a sandbox next to a policy container:
+# The LIBERO-Pro2.0 evaluator: `liberopro[sim]` (the pinned simulation stack, MuJoCo on Mesa EGL)
+# and the policy client (liberopro-submission-spec, without its server extra). Runs inside a
+# sandbox next to a policy container:
 #   python -m liberopro_platform.evaluator_entry check URL CHECK_JSON | run URL SHARD_JSON
-# Built offline by docker/build-images.sh. Context: wheelhouse/ (every locked third-party wheel and
-# requirements.txt) and ours/ (the liberopro and liberopro-submission-spec wheels).
+# Built offline by docker/build-images.sh. Context: wheelhouse/ (the wheels of requirements.txt:
+# `uv export --package liberopro --extra sim` of uv.lock, nothing listed by hand) and ours/ (the
+# wheels of the workspace members it installs).
 # BASE_IMAGE needs python3, venv, libgl1 libegl1 libegl-mesa0 libgl1-mesa-dri libglib2.0-0.
 ARG BASE_IMAGE=liberopro/base-sim:bookworm
 
@@ -15,9 +17,15 @@ FROM ${BASE_IMAGE}
 # The third-party stack (a cached layer while uv.lock is unchanged), then our own wheels.
 COPY --from=deps /opt/venv /opt/venv
 COPY ours/ /tmp/ours/
-RUN /opt/venv/bin/pip install --no-cache-dir --no-index --no-deps /tmp/ours/*.whl \
+# pip checks that the locked stack above satisfies our wheels (no index: a missing one fails).
+# MERGE(shard): the liberopro_platform wheel, without its dependencies, only for the entry point
+# below (liberopro_platform.evaluator_entry imports liberopro, the spec and pydantic); drop it and
+# its line here once the entry point is liberopro.shard.
+RUN /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /tmp/ours 'liberopro[sim]' \
+ && /opt/venv/bin/pip install --no-cache-dir --no-index --no-deps /tmp/ours/liberopro_platform-*.whl \
  && /opt/venv/bin/pip uninstall -y -q pip && rm -rf /tmp/ours
 # Compile robosuite's numba functions once, here (each sandbox copies this cache to its /tmp).
+# MERGE(shard): warmup and the ENTRYPOINT below run liberopro_platform.evaluator_entry for now.
 RUN MUJOCO_GL=egl PYOPENGL_PLATFORM=egl NUMBA_CACHE_DIR=/opt/numba-cache HOME=/tmp \
     /opt/venv/bin/python -m liberopro_platform.evaluator_entry warmup >/dev/null 2>&1 \
  && chmod -R a+rX /opt/numba-cache \

@@ -29,6 +29,10 @@ FILE_NAME = re.compile(r"(?<![\w./:$-])((?:[\w.-]+/)*[\w.-]*\w\.(?:md|txt))\b")
 OUTPUTS = {
     "report.md": "written by `liberopro report` (evaluator/liberopro/report/)",
     "requirements.txt": "written by docker/build-images.sh for the offline wheel build",
+    **{
+        f"requirements-{image}.txt": "an image's locked requirements, exported by docker/build-images.sh"
+        for image in ("policy", "evaluator", "platform", "NAME")
+    },
     "cases.txt": "a temporary case list written by tests/evaluator/test_report.py",
 }
 

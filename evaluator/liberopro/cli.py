@@ -753,7 +753,7 @@ def check_policy_cmd(url: str = typer.Argument(..., help="Base URL of the policy
 def _register_extensions() -> None:
     """Commands contributed by other packages through the ``liberopro.commands`` entry point group
     (each a ``register(app)``): the platform's ``submit``, ``status`` and ``cancel``
-    (``pyproject.toml``). The evaluator imports none of them by name. One whose package or its
+    (``platform/pyproject.toml``). The evaluator imports none of them by name. One whose package or its
     dependencies are not installed (e.g. the platform's in an image that has only the evaluator's)
     adds nothing, as before; any other error in it raises."""
     from importlib.metadata import entry_points

@@ -1,8 +1,8 @@
 """The simulation stack: the one place that knows which versions we run, and that refuses the
 combinations known to be wrong.
 
-The pin itself lives in ``pyproject.toml`` (and ``uv.lock``); ``docs/simulation-stack.md`` holds
-the measurement that justifies it. Every result records :func:`stack_versions`.
+The pin itself lives in ``evaluator/pyproject.toml`` (the ``sim`` extra; locked in ``uv.lock``);
+``docs/simulation-stack.md`` holds the measurement that justifies it. Every result records :func:`stack_versions`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from importlib import metadata
 
-#: Versions the benchmark is pinned to (the same as pyproject.toml). A run on other versions
+#: Versions the benchmark is pinned to (the same as evaluator/pyproject.toml, extra sim). A run on other versions
 #: is refused unless ``LIBEROPRO_ALLOW_UNPINNED_STACK=1`` is set, and is then marked unpinned.
 PINNED = {
     "mujoco": "2.3.7",

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE_IMAGE = "liberopro/example-zero:latest"
+EXAMPLE_IMAGE = os.environ.get("LIBEROPRO_TEST_EXAMPLE_IMAGE", "liberopro/example-zero:latest")
 WORKER_NAME = "lptest-worker@platform-tests"
 
 

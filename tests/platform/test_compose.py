@@ -83,7 +83,7 @@ def test_platform_image_serves_the_api_and_installs_the_firewall(docker_client):
     from docker.errors import ImageNotFound
     from lp_helpers import free_port
 
-    image = "liberopro/platform:latest"
+    image = os.environ.get("LIBEROPRO_TEST_PLATFORM_IMAGE", "liberopro/platform:latest")
     try:
         docker_client.images.get(image)
     except ImageNotFound:

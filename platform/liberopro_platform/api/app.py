@@ -3,7 +3,7 @@
 
 The public site (the leaderboard's pages and ``/api/leaderboard``) is mounted from the
 ``liberopro_platform.site`` entry point group: the leaderboard package registers its router there
-(``pyproject.toml``), so the platform serves it without importing it (the leaderboard depends on
+(``leaderboard/pyproject.toml``), so the platform serves it without importing it (the leaderboard depends on
 the platform's models, never the other way; ``lint-imports`` checks it)."""
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ checker (:func:`check_policy`).
 
 The server SDK (:func:`serve`, :func:`create_app`) is imported on first use: importing the
 package loads no FastAPI or uvicorn, so the evaluator's client side and the light tools stay light
-(``from submission_spec import serve`` works as before).
+(``from submission_spec import serve`` works as before). The web stack is the ``server`` extra
+(``pip install 'liberopro-submission-spec[server]'``); without it, :func:`serve` and
+:func:`create_app` raise ``ModuleNotFoundError`` naming that command.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -15,10 +15,7 @@ import traceback
 from collections.abc import Callable
 
 import numpy as np
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from submission_spec import codec
 from submission_spec.arrays import NDArray
@@ -34,6 +31,18 @@ from submission_spec.models import (
     ServerTiming,
 )
 from submission_spec.policy import Observation, Policy, as_action_chunk, as_policy
+
+#: How to install what this module needs; the package itself installs without it (the client side).
+SERVER_EXTRA = "pip install 'liberopro-submission-spec[server]'"
+
+try:
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse, Response
+    from starlette.concurrency import run_in_threadpool
+except ModuleNotFoundError as exc:  # installed without the server extra
+    raise ModuleNotFoundError(
+        f"the submission_spec server SDK needs {exc.name}, which is not installed: {SERVER_EXTRA}", name=exc.name
+    ) from exc
 
 log = logging.getLogger("submission_spec.server")
 
@@ -180,7 +189,12 @@ def serve(
     """
     import sys
 
-    import uvicorn
+    try:
+        import uvicorn
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"serve() needs uvicorn, which is not installed: {SERVER_EXTRA}", name="uvicorn"
+        ) from exc
 
     host = host or os.environ.get("HOST", "127.0.0.1")
     port = int(port or os.environ.get("PORT") or 8000)

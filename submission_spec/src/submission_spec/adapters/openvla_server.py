@@ -31,9 +31,17 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
-from starlette.concurrency import run_in_threadpool
+
+try:
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse, Response
+    from starlette.concurrency import run_in_threadpool
+except ModuleNotFoundError as exc:  # installed without the server extra
+    raise ModuleNotFoundError(
+        f"the OpenVLA server adapter needs {exc.name}, which is not installed: "
+        "pip install 'liberopro-submission-spec[server]'",
+        name=exc.name,
+    ) from exc
 
 from submission_spec.adapters import json_numpy
 from submission_spec.adapters._common import EPISODE_KEY, STEP_KEY, split_state
