@@ -28,6 +28,17 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from liberopro.report.charts import (
+    Chart,
+    ChartCache,
+    category_chart,
+    compare_chart,
+    etag,
+    heatmap_chart,
+    shift_chart,
+    static_runtime_chart,
+)
+from liberopro.report.palette import css_variables
 from liberopro.schema.public import (
     CATEGORIES,
     COLUMN_BY_KEY,
@@ -41,18 +52,7 @@ from liberopro.schema.public import (
 from liberopro_platform.api.deps import SessionDep
 
 from liberopro_leaderboard.catalog import Catalog, build_catalog
-from liberopro_leaderboard.charts import (
-    Chart,
-    ChartCache,
-    category_chart,
-    compare_chart,
-    etag,
-    heatmap_chart,
-    shift_chart,
-    static_runtime_chart,
-)
 from liberopro_leaderboard.comparison import CompareResponse, compare
-from liberopro_leaderboard.palette import css_variables
 from liberopro_leaderboard.ranking import (
     DEFAULT_SORT,
     TEXT_SORTS,

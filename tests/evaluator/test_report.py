@@ -373,7 +373,7 @@ def test_preset_file(tmp_path):
 
 def test_leaderboard_charts_import_without_the_web_stack():
     code = (
-        "import sys, liberopro_leaderboard.charts, liberopro.report.build; "
+        "import sys, liberopro.report.charts, liberopro.report.build; "
         "bad = [m for m in ('fastapi', 'sqlalchemy', 'liberopro_platform', 'celery') if m in sys.modules]; "
         "assert not bad, bad; from liberopro_leaderboard import make_router; assert callable(make_router)"
     )

@@ -358,7 +358,7 @@ def _shot(name: str):
 def test_palette_contrast_numerically():
     """The palette itself: page text pairs >= 4.5:1, chart marks >= 3:1 on white, and the heatmap's
     cell text >= 4.5:1 on every colour of its colormap."""
-    from liberopro_leaderboard.palette import (
+    from liberopro.report.palette import (
         CHART,
         CHART_MARKS,
         HEATMAP_CMAP,

@@ -15,7 +15,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from liberopro_leaderboard.charts import (
+from liberopro import EVALUATOR_VERSION
+from liberopro.comparison import PairingError, compare_runs
+from liberopro.metrics import paired_difference
+from liberopro.report.charts import (
     Chart,
     categories_chart,
     difference_chart,
@@ -24,10 +27,6 @@ from liberopro_leaderboard.charts import (
     static_runtime_chart,
     sweep_chart,
 )
-
-from liberopro import EVALUATOR_VERSION
-from liberopro.comparison import PairingError, compare_runs
-from liberopro.metrics import paired_difference
 from liberopro.report.runs import CaseRow, Condition, Policy, Run
 from liberopro.schema.public import CATEGORIES, CaseRate, PairedDifference, Rate, shift_sort_key
 

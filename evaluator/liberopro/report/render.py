@@ -13,9 +13,8 @@ import html
 import re
 from pathlib import Path
 
-from liberopro_leaderboard.palette import css_variables
-
 from liberopro.report.build import Document, Figure, Heading, Table, Text
+from liberopro.report.palette import css_variables
 
 
 # ------------------------------------------------------------------------------- Markdown

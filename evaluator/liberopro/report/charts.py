@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from html import escape
 
 from cachetools import LRUCache
-from liberopro.schema.public import CATEGORIES, CaseRate, PairedDifference, Rate
 
-from liberopro_leaderboard.palette import CHART, HEATMAP_CMAP, SERIES, text_on
+from liberopro.report.palette import CHART, HEATMAP_CMAP, SERIES, text_on
+from liberopro.schema.public import CATEGORIES, CaseRate, PairedDifference, Rate
 
 _RENDER_LOCK = threading.Lock()
 
@@ -404,7 +404,7 @@ def heatmap_chart(
 
 
 def series_style(i: int) -> tuple[str, str]:
-    """Colour and hatch of the i-th series of a chart (:data:`~liberopro_leaderboard.palette.SERIES`)."""
+    """Colour and hatch of the i-th series of a chart (:data:`~liberopro.report.palette.SERIES`)."""
     key, hatch = SERIES[i % len(SERIES)]
     return CHART[key], hatch
 
