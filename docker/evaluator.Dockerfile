@@ -1,6 +1,6 @@
-# The LIBERO-Pro2.0 evaluator: the pinned simulation stack (MuJoCo on Mesa EGL), the evaluator
-# and the platform's evaluator entry point. Runs inside a sandbox next to a policy container:
-#   python -m liberopro_platform.evaluator_entry check URL CHECK_JSON | run URL SHARD_JSON
+# The LIBERO-Pro2.0 evaluator: the pinned simulation stack (MuJoCo on Mesa EGL) and the evaluator,
+# whose shard runner is the entry point. Runs inside a sandbox next to a policy container:
+#   python -m liberopro.shard check URL CHECK_JSON | run URL SHARD_JSON
 # Built offline by docker/build-images.sh. Context: wheelhouse/ (every locked third-party wheel and
 # requirements.txt) and ours/ (the liberopro and liberopro-submission-spec wheels).
 # BASE_IMAGE needs python3, venv, libgl1 libegl1 libegl-mesa0 libgl1-mesa-dri libglib2.0-0.
@@ -19,7 +19,7 @@ RUN /opt/venv/bin/pip install --no-cache-dir --no-index --no-deps /tmp/ours/*.wh
  && /opt/venv/bin/pip uninstall -y -q pip && rm -rf /tmp/ours
 # Compile robosuite's numba functions once, here (each sandbox copies this cache to its /tmp).
 RUN MUJOCO_GL=egl PYOPENGL_PLATFORM=egl NUMBA_CACHE_DIR=/opt/numba-cache HOME=/tmp \
-    /opt/venv/bin/python -m liberopro_platform.evaluator_entry warmup >/dev/null 2>&1 \
+    /opt/venv/bin/python -m liberopro.shard warmup >/dev/null 2>&1 \
  && chmod -R a+rX /opt/numba-cache \
  && (useradd --uid 10001 --no-create-home --home-dir /tmp evaluator 2>/dev/null \
      || echo 'evaluator:x:10001:10001::/tmp:/usr/sbin/nologin' >> /etc/passwd)
@@ -27,4 +27,4 @@ ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 MUJOCO_GL=egl PYOPENGL_PLATFORM=
     NUMBA_CACHE_DIR=/tmp/numba-cache LIBEROPRO_NUMBA_CACHE_SEED=/opt/numba-cache
 USER 10001:10001
 WORKDIR /tmp
-ENTRYPOINT ["python", "-m", "liberopro_platform.evaluator_entry"]
+ENTRYPOINT ["python", "-m", "liberopro.shard"]
