@@ -2,7 +2,7 @@
 
 The CLI (``liberopro evaluate``) calls :func:`run_evaluation`; the platform's shard runner
 (:mod:`liberopro.shard`) runs the same episode runner and opens its policy the same way
-(:func:`liberopro.policy_session.open_policy`).
+(:func:`liberopro.policy_connection.open_policy`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from liberopro import EVALUATOR_VERSION
 from liberopro.instances import EpisodePlan, Instance
-from liberopro.policy_session import open_policy
+from liberopro.policy_connection import open_policy
 from liberopro.results import EpisodeRecord, ResultsWriter
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.schema.results import Summary, run_header
@@ -54,12 +54,13 @@ def run_evaluation(
     fields, e.g. the CLI's ``manifest`` and ``manifest_sha256``).
 
     Exactly one of ``policy_url`` / ``policy_cmd``, opened by
-    :func:`liberopro.policy_session.open_policy` (a command's output goes to
+    :func:`liberopro.policy_connection.open_policy` (a command's output goes to
     ``out_dir/policy.log``). ``protocol`` names the policy's wire protocol
-    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises :class:`liberopro.stack.StackError`
-    for a refused simulation stack and :class:`submission_spec.PolicyError` when the policy
-    cannot be reached or its metadata is invalid (nothing can run then); any failure inside an
-    episode is recorded in that episode instead.
+    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises
+    :class:`liberopro.stack.StackError` for a refused simulation stack, :class:`submission_spec.PolicyError`
+    when the policy cannot be reached or its metadata is invalid (nothing can run then) and
+    ``ValueError`` for neither or both of ``policy_url`` / ``policy_cmd`` or a bad protocol
+    option; any failure inside an episode is recorded in that episode instead.
     """
     if (policy_url is None) == (policy_cmd is None):
         raise ValueError("give exactly one of policy_url or policy_cmd")

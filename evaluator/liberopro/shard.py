@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from liberopro.policy_session import PolicySession
+from liberopro.policy_connection import PolicyConnection
 from liberopro.schema.results import (
     ConformanceEvent,
     DoneEvent,
@@ -139,15 +139,15 @@ def run_shard(
     policy_log: Path | None = None,
     max_restarts: int = 3,
     should_stop: Callable[[], bool] = lambda: False,
-    on_open: Callable[[PolicySession], None] | None = None,
+    on_open: Callable[[PolicyConnection], None] | None = None,
 ) -> None:
     """Run the shard's episodes against the policy, emitting events (``hello``, ``metadata``, one
     ``episode`` per episode, ``done``).
 
     The policy is ``policy_url`` or ``policy_cmd`` (exactly one; a command's output goes to
     ``policy_log`` and it is restarted up to ``max_restarts`` times when it died before an
-    episode), opened by :func:`liberopro.policy_session.open_policy` once the shard's instances
-    were checked; ``on_open`` sees the open :class:`~liberopro.policy_session.PolicySession`
+    episode), opened by :func:`liberopro.policy_connection.open_policy` once the shard's instances
+    were checked; ``on_open`` sees the open :class:`~liberopro.policy_connection.PolicyConnection`
     before the first episode. A policy failure ends only its episode; a policy that is down
     (crashed and restarting) is waited for up to ``spec.restart_wait_s`` seconds before the
     next episode (once: a policy that stayed down is not waited for again until it answers).
@@ -165,7 +165,7 @@ def run_shard(
     from liberopro import EVALUATOR_VERSION
     from liberopro.evaluation import auto_render_size
     from liberopro.instances import instance_problems, plan_episodes
-    from liberopro.policy_session import open_policy
+    from liberopro.policy_connection import open_policy
     from liberopro.runner import EpisodeRunner, RunSettings
     from liberopro.schema.manifest import ManifestError
     from liberopro.stack import check_stack

@@ -1,5 +1,5 @@
 """The shard runner the platform runs in the evaluator container (``python -m liberopro.shard``)
-and the one way a run opens its policy (:func:`liberopro.policy_session.open_policy`, shared by
+and the one way a run opens its policy (:func:`liberopro.policy_connection.open_policy`, shared by
 ``liberopro evaluate`` and the shard runner).
 
 The fast tests need no simulator: usage, exit codes and the event lines of a shard whose policy
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from liberopro.policy_connection import open_policy
 from liberopro.policy_process import free_port
-from liberopro.policy_session import open_policy
 from liberopro.schema.results import DoneEvent, EpisodeEvent, ErrorEvent, HelloEvent, MetadataEvent
 from liberopro.schema.shard import MARK, CheckSpec, ShardSpec, event_line, parse_event
 from liberopro.shard import main
@@ -125,7 +125,7 @@ def test_open_policy_starts_a_command_reads_its_metadata_and_stops_it_and_reache
         with open_policy(served.url, protocol="liberopro", client_options={"encoding": "json"}) as policy:
             assert policy.metadata == served.metadata and policy.process is None
             assert policy.running() and policy.exit_code() is None and policy.pids == []
-        assert served.running(), "closing the URL session touches no process"
+        assert served.running(), "closing the URL connection touches no process"
     assert not served.running()
     with pytest.raises(psutil.NoSuchProcess):
         psutil.Process(pid).status()  # stopped and reaped
@@ -165,7 +165,7 @@ def test_open_policy_refuses_bad_arguments_before_starting_anything(tmp_path):
 @pytest.mark.sim  # one real LIBERO episode of 2 steps
 def test_a_shard_runs_in_process_against_a_policy_command(tmp_path):
     """What the local backend does: the runner starts the command itself (after the instances
-    were checked), hands the open session to ``on_open`` and emits hello, metadata, one episode
+    were checked), hands the open connection to ``on_open`` and emits hello, metadata, one episode
     per pair and done."""
     from liberopro.shard import run_shard
 

@@ -1,7 +1,8 @@
 """The local backend, for development: the policy is a child process started from a shell
-command (:class:`liberopro.policy_process.PolicyProcess`; for a shard, through the evaluator's
-:func:`liberopro.policy_session.open_policy`) and the evaluator runs inside the worker process. Same interface as the Docker sandbox, NO isolation: never use it for
-untrusted submissions (the API accepts command submissions only when this backend is set).
+command (:class:`liberopro.policy_process.PolicyProcess`; for a shard, by the shard runner
+through :func:`liberopro.policy_connection.open_policy`) and the evaluator runs inside the worker
+process. Same interface as the Docker sandbox, NO isolation: never use it for untrusted
+submissions (the API accepts command submissions only when this backend is set).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from liberopro.policy_session import PolicySession
+from liberopro.policy_connection import PolicyConnection
 from liberopro.schema.results import Event
 from liberopro.schema.shard import CheckSpec, ShardSpec
 from liberopro.shard import ShardStopped, check, run_shard
@@ -132,7 +133,7 @@ class LocalBackend:
                 flags["timed_out"] = True
             return flags["stopped"] or flags["timed_out"]
 
-        opened: dict[str, PolicySession] = {}
+        opened: dict[str, PolicyConnection] = {}
 
         def name_cause(record: dict[str, Any]) -> None:
             policy = opened.get("policy")

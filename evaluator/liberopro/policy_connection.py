@@ -4,7 +4,7 @@
 
 :func:`open_policy` takes either the URL of a running server (it waits for its health check) or
 a shell command (started as a :class:`liberopro.policy_process.PolicyProcess`, which waits for
-it), reads ``GET /metadata`` and yields a :class:`PolicySession`; on the way out the client is
+it), reads ``GET /metadata`` and yields a :class:`PolicyConnection`; on the way out the client is
 closed and the process, if any, stopped (SIGTERM to its process group, then SIGKILL).
 """
 
@@ -23,7 +23,7 @@ from submission_spec import PolicyMetadata
 
 
 @dataclass
-class PolicySession:
+class PolicyConnection:
     """A connected policy: ``client`` (a :func:`submission_spec.transports.make_client` client:
     ``health``, ``metadata``, ``reset``, ``act``), its validated ``metadata``, the ``url`` it
     answers on and, when it was started from a command, its ``process``."""
@@ -73,8 +73,8 @@ def open_policy(
     startup_timeout: float = 120.0,
     log_path: Path | None = None,
     max_restarts: int = 3,
-) -> Iterator[PolicySession]:
-    """Reach the policy at ``url``, or start ``cmd``, and yield a :class:`PolicySession` whose
+) -> Iterator[PolicyConnection]:
+    """Reach the policy at ``url``, or start ``cmd``, and yield a :class:`PolicyConnection` whose
     metadata was read; close the client and stop the process on the way out (every path).
 
     Args:
@@ -87,7 +87,7 @@ def open_policy(
             client's ``wait_healthy`` for a URL, by :meth:`PolicyProcess.start` for a command,
             both through :func:`submission_spec.polling.poll_until`).
         log_path: where a command's stdout and stderr go (required with ``cmd``).
-        max_restarts: how often :meth:`PolicySession.ensure_running` may restart a command that died.
+        max_restarts: how often :meth:`PolicyConnection.ensure_running` may restart a command that died.
 
     Raises:
         ValueError: neither or both of ``url`` and ``cmd``, ``cmd`` without ``log_path``, or an
@@ -120,4 +120,4 @@ def open_policy(
         client = stack.enter_context(make_client(url, protocol, **options))
         if process is None:
             client.wait_healthy(startup_timeout)
-        yield PolicySession(client=client, metadata=client.metadata(), url=url, process=process)
+        yield PolicyConnection(client=client, metadata=client.metadata(), url=url, process=process)
