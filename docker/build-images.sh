@@ -210,11 +210,7 @@ build_examples() {
 }
 
 build_evaluator() {
-  # MERGE(shard): the liberopro_platform wheel (installed without its dependencies) only for the
-  # image's entry point liberopro_platform.evaluator_entry, which imports liberopro, the spec and
-  # pydantic; drop it once the entry point is liberopro.shard.
-  context_for "$BUILD/ctx-evaluator" evaluator 'liberopro-*.whl' 'liberopro_submission_spec-*.whl' \
-    'liberopro_platform-*.whl'
+  context_for "$BUILD/ctx-evaluator" evaluator 'liberopro-*.whl' 'liberopro_submission_spec-*.whl'
   build "liberopro/evaluator:$TAG" "$REPO/docker/evaluator.Dockerfile" "$BUILD/ctx-evaluator" "$BASE_SIM"
 }
 

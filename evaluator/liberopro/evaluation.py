@@ -1,12 +1,12 @@
 """One evaluation end to end: policy up, metadata read, episodes run, records and summary written.
 
-The CLI (``liberopro evaluate``), the benchmark script and the platform's evaluator container
-all call :func:`run_evaluation`.
+The CLI (``liberopro evaluate``) calls :func:`run_evaluation`; the platform's shard runner
+(:mod:`liberopro.shard`) runs the same episode runner and opens its policy the same way
+(:func:`liberopro.policy_connection.open_policy`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import sys
 from collections.abc import Callable
@@ -14,11 +14,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from submission_spec.transports import make_client
-
 from liberopro import EVALUATOR_VERSION
 from liberopro.instances import EpisodePlan, Instance
-from liberopro.policy_process import PolicyProcess
+from liberopro.policy_connection import open_policy
 from liberopro.results import EpisodeRecord, ResultsWriter
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.schema.results import Summary, run_header
@@ -55,11 +53,14 @@ def run_evaluation(
     returns the :class:`~liberopro.schema.results.Summary` written (``extra_header``: more header
     fields, e.g. the CLI's ``manifest`` and ``manifest_sha256``).
 
-    Exactly one of ``policy_url`` / ``policy_cmd``. ``protocol`` names the policy's wire protocol
-    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises :class:`liberopro.stack.StackError`
-    for a refused simulation stack and :class:`submission_spec.PolicyError` when the policy
-    cannot be reached or its metadata is invalid (nothing can run then); any failure inside an
-    episode is recorded in that episode instead.
+    Exactly one of ``policy_url`` / ``policy_cmd``, opened by
+    :func:`liberopro.policy_connection.open_policy` (a command's output goes to
+    ``out_dir/policy.log``). ``protocol`` names the policy's wire protocol
+    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises
+    :class:`liberopro.stack.StackError` for a refused simulation stack, :class:`submission_spec.PolicyError`
+    when the policy cannot be reached or its metadata is invalid (nothing can run then) and
+    ``ValueError`` for neither or both of ``policy_url`` / ``policy_cmd`` or a bad protocol
+    option; any failure inside an episode is recorded in that episode instead.
     """
     if (policy_url is None) == (policy_cmd is None):
         raise ValueError("give exactly one of policy_url or policy_cmd")
@@ -70,26 +71,15 @@ def run_evaluation(
     options = {"connect_timeout": connect_timeout, "request_timeout": request_timeout, **(protocol_options or {})}
     if protocol == "liberopro":
         options["encoding"] = encoding
-    make_client("http://127.0.0.1:1", protocol, **options).close()  # bad protocol options fail before any start
-    proc = (
-        PolicyProcess(
-            policy_cmd,
-            out_dir / "policy.log",
-            startup_timeout=startup_timeout,
-            protocol=protocol,
-            client_options=options,
-        )
-        if policy_cmd
-        else None
-    )
-    with contextlib.ExitStack() as stack:
-        if proc is not None:
-            stack.enter_context(proc)
-        url = proc.url if proc is not None else policy_url
-        client = stack.enter_context(make_client(url, protocol, **options))
-        if proc is None:
-            client.wait_healthy(startup_timeout)
-        meta = client.metadata()
+    with open_policy(
+        policy_url,
+        policy_cmd,
+        protocol=protocol,
+        client_options=options,
+        startup_timeout=startup_timeout,
+        log_path=out_dir / "policy.log",
+    ) as policy:
+        client, meta = policy.client, policy.metadata
         settings = settings or RunSettings()
         settings.render_size = render_size or auto_render_size(meta)
         instances: dict[str, Instance] = {p.instance.instance_id: p.instance for p in plans}
@@ -97,7 +87,9 @@ def run_evaluation(
             for inst in instances.values():
                 fh.write(inst.model_dump_json() + "\n")
         writer = ResultsWriter(out_dir)
-        runner = EpisodeRunner(client, meta, settings, before_episode=proc.ensure_running if proc else None)
+        runner = EpisodeRunner(
+            client, meta, settings, before_episode=policy.ensure_running if policy.process is not None else None
+        )
 
         def record(r: EpisodeRecord) -> None:
             writer.add(r)
@@ -121,8 +113,8 @@ def run_evaluation(
                 "encoding": encoding,
                 "protocol_options": {k: "***" if k == "api_key" else v for k, v in (protocol_options or {}).items()},
                 "metadata": meta.model_dump(mode="json"),
-                "restarts": proc.restarts if proc else 0,
-                "pids": proc.pids if proc else [],
+                "restarts": policy.restarts,
+                "pids": policy.pids,
             },
             settings=asdict(settings),
             instances=len(instances),

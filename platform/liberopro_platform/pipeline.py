@@ -14,13 +14,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from liberopro.schema.shard import ShardSpec
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from liberopro_platform.config import Settings
 from liberopro_platform.db import transaction
-from liberopro_platform.evaluator_entry import ShardSpec
 from liberopro_platform.heartbeat import CONTROL, SHARDS, all_rows, describe_absence, is_live
 from liberopro_platform.image_refs import IMAGE_ID
 from liberopro_platform.models import (

@@ -38,9 +38,9 @@ def test_committed_json_schema_matches_the_models():
     )
 
 
-def test_the_schema_module_loads_no_simulator():
+def test_the_schema_modules_load_no_simulator():
     code = (
-        "import sys, liberopro.schema.results; "
+        "import sys, liberopro.schema.results, liberopro.schema.manifest, liberopro.schema.shard; "
         "print([m for m in sys.modules if m.split('.')[0] in ('robosuite', 'mujoco', 'libero', 'cv2')])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -5,7 +5,7 @@ union (``liberopro.schema.results.Event``) and handed to the shard callbacks by 
 from __future__ import annotations
 
 from liberopro.schema.results import DoneEvent, EpisodeEvent, ErrorEvent, HelloEvent, MetadataEvent, event_json
-from liberopro_platform.evaluator_entry import MARK, parse_event
+from liberopro.schema.shard import MARK, parse_event
 from liberopro_platform.sandbox.base import POLICY_CRASHED, dispatch_event
 
 from tests.evaluator.report_runs import policy_records

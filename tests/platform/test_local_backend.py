@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import secrets
 import sys
+from pathlib import Path
 
+import pytest
 from lp_helpers import InlineEnqueue
 from sqlalchemy import select
+
+HOSTILE = Path(__file__).parent / "hostile" / "hostile.py"
 
 
 def test_local_backend_runs_the_whole_pipeline(migrated_pg, manifest_path, tmp_path):
@@ -75,3 +79,60 @@ def test_local_backend_reports_a_command_that_never_serves(migrated_pg, tmp_path
     assert not out.ok
     assert "/health" in out.failure and "$PORT" in out.fix
     assert "loading" in out.policy_log
+
+
+class RecordingCallbacks:
+    """Shard callbacks that keep what the backend reports."""
+
+    def __init__(self) -> None:
+        self.hello, self.metadata, self.records = None, None, []
+
+    def on_hello(self, info):
+        self.hello = info
+
+    def on_metadata(self, metadata):
+        self.metadata = metadata
+
+    def on_record(self, record):
+        self.records.append(record)
+
+    def heartbeat(self):
+        pass
+
+    def should_stop(self):
+        return False
+
+
+@pytest.mark.sim  # two real LIBERO episodes of at most 4 steps
+def test_local_backend_names_a_policy_process_that_crashed_mid_episode_and_restarts_it(tmp_path):
+    """The shard runner starts the command itself (liberopro.shard, open_policy); the backend
+    still sees the process (on_open) to name the cause of a transport failure, and the runner
+    restarts the process before the next episode."""
+    from liberopro.instances import make_instance
+    from liberopro.schema.shard import ShardSpec
+    from liberopro.tasks import TaskRef
+    from liberopro_platform.config import Settings
+    from liberopro_platform.sandbox.base import POLICY_CRASHED, PolicySource
+    from liberopro_platform.sandbox.local_backend import LocalBackend
+
+    inst = make_instance(TaskRef("libero_goal", 0), [], seed=7)
+    assert not isinstance(inst, str), inst
+    backend = LocalBackend(Settings(data_dir=tmp_path, backend="local", policy_restarts=1), "local@test")
+    command = f"BEHAVIOR=crash {sys.executable} {HOSTILE}"
+    spec = ShardSpec(
+        submission_id="crash",
+        shard_index=0,
+        instances=[inst],
+        episodes=[(inst.instance_id, 0), (inst.instance_id, 1)],
+        max_steps=4,
+        request_timeout_s=5,
+        startup_timeout_s=60,
+        restart_wait_s=30,
+    )
+    callbacks = RecordingCallbacks()
+    outcome = backend.run_shard(PolicySource(submission_id="crash", command=command), spec, callbacks, 600)
+    assert outcome.status == "completed", outcome
+    assert callbacks.hello["stack"]["mujoco"] and callbacks.metadata["policy_name"] == "example-zero"
+    assert [r["termination_reason"] for r in callbacks.records] == [POLICY_CRASHED, POLICY_CRASHED]
+    assert all("the policy process exited with code 3 during the episode" in r["detail"] for r in callbacks.records)
+    assert outcome.policy_log.count("CRASH exiting with code 3") == 2  # restarted once, crashed again

@@ -22,8 +22,8 @@ SIMULATOR = ("robosuite", "mujoco", "libero", "cv2")
 def test_the_manifest_models_and_the_platform_loader_import_no_simulator():
     code = (
         "import sys, json\n"
-        "import liberopro.schema.manifest, liberopro_platform.planning, liberopro_platform.evaluator_entry\n"
-        "import liberopro_platform.pipeline\n"
+        "import liberopro.schema.manifest, liberopro.schema.shard, liberopro_platform.planning\n"
+        "import liberopro_platform.pipeline, liberopro_platform.sandbox.docker_backend\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {SIMULATOR!r}\n"
         "                         or m in ('liberopro.sim', 'liberopro.shifts', 'liberopro.instances'))))"
     )
@@ -38,7 +38,7 @@ def test_a_real_eval_manifest_loads_in_the_platform_and_plans_shards(tmp_path):
     realised on init state 0 in the simulator: one scene build, two one-step episodes)."""
     from liberopro.results import EpisodeRecord, summarize
     from liberopro.schema.public import metrics_of
-    from liberopro_platform.evaluator_entry import ShardSpec
+    from liberopro.schema.shard import ShardSpec
 
     out = tmp_path / "hidden.jsonl"
     env = {**os.environ, "LIBEROPRO_EVAL_SEED": "90210", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}

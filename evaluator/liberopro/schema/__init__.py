@@ -8,4 +8,6 @@ that the platform, whose image has none of them, reads exactly the models the ev
 * :mod:`liberopro.schema.results`: results (``episodes.jsonl`` records, ``summary.json``, the run
   header) and the evaluator's events, versioned by ``RESULTS_SCHEMA_VERSION``
   (``docs/results.md``; JSON Schema in ``docs/results.schema.json``).
+* :mod:`liberopro.schema.shard`: the shard contract with the platform (the shard file, the
+  validation check's limits, the ``LIBEROPRO-EVENT`` stdout lines of :mod:`liberopro.shard`).
 """

@@ -6,8 +6,9 @@ the evaluator emits to the platform (``docs/results.md``).
 * :class:`Summary`: ``summary.json``; a :class:`RunHeader` (built by :func:`run_header`, the one
   place a header is made) plus the episode counts, the :class:`Headline` metrics and one
   :class:`CaseSummary` per row.
-* :data:`Event`: what ``liberopro_platform.evaluator_entry`` writes on its ``LIBEROPRO-EVENT``
-  lines, one pydantic discriminated union keyed on ``type`` (:func:`parse_event_json`).
+* :data:`Event`: what the shard runner (``liberopro.shard``) writes on its ``LIBEROPRO-EVENT``
+  lines (:mod:`liberopro.schema.shard`), one pydantic discriminated union keyed on ``type``
+  (:func:`parse_event_json`).
 
 Versioning: :data:`RESULTS_SCHEMA_VERSION` is written in every record and summary; it is bumped
 on any incompatible change (a key removed or renamed, a meaning or unit changed). Adding an

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from liberopro.schema.results import DoneEvent, EpisodeEvent, ErrorEvent, Event, HelloEvent, MetadataEvent
-
-from liberopro_platform.evaluator_entry import ShardSpec
+from liberopro.schema.shard import ShardSpec
 
 #: Termination reasons the platform adds to the evaluator's (it sees the policy container die).
 POLICY_OUT_OF_MEMORY = "policy_out_of_memory"

@@ -14,7 +14,7 @@ its names (:mod:`.archive`) and tagged ``liberopro/submission/<id>``; a registry
 pulled only from an allowed registry, and a failed pull is reported without the engine's
 (network) detail. The shard's slice of the hidden manifest goes into a volume mounted into the
 evaluator container only. The evaluator reports through marked stdout lines
-(:mod:`liberopro_platform.evaluator_entry`); its stderr is kept for admins only.
+(:mod:`liberopro.shard`, the image's entry point); its stderr is kept for admins only.
 
 Every container, volume and network carries ``org.liberopro.sandbox=1`` and the owning
 worker's name: :class:`_Sandbox` removes them on every return path, and :meth:`DockerBackend.sweep`
@@ -37,9 +37,9 @@ from typing import Any
 
 import tenacity
 from liberopro.schema.results import ConformanceEvent, DoneEvent, EpisodeEvent, ErrorEvent
+from liberopro.schema.shard import CheckSpec, ShardSpec, parse_event
 
 from liberopro_platform.config import Settings
-from liberopro_platform.evaluator_entry import CheckSpec, ShardSpec, parse_event
 from liberopro_platform.image_refs import (
     IMAGE_ID,
     SUBMISSION_REPO,

@@ -1,7 +1,8 @@
 """The local backend, for development: the policy is a child process started from a shell
-command (:class:`liberopro.policy_process.PolicyProcess`) and the evaluator runs inside the
-worker process. Same interface as the Docker sandbox, NO isolation: never use it for
-untrusted submissions (the API accepts command submissions only when this backend is set).
+command (:class:`liberopro.policy_process.PolicyProcess`; for a shard, by the shard runner
+through :func:`liberopro.policy_connection.open_policy`) and the evaluator runs inside the worker
+process. Same interface as the Docker sandbox, NO isolation: never use it for untrusted
+submissions (the API accepts command submissions only when this backend is set).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from liberopro.policy_connection import PolicyConnection
 from liberopro.schema.results import Event
+from liberopro.schema.shard import CheckSpec, ShardSpec
+from liberopro.shard import ShardStopped, check, run_shard
 
 from liberopro_platform.config import Settings
-from liberopro_platform.evaluator_entry import CheckSpec, ShardSpec, ShardStopped, check, run_shard
 from liberopro_platform.sandbox.base import (
     POLICY_CRASHED,
     POLICY_TRANSPORT_FAILURES,
@@ -109,9 +112,8 @@ class LocalBackend:
     def run_shard(
         self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks, time_limit_s: float
     ) -> ShardOutcome:
-        """Run the shard in this process against the command's server."""
-        from liberopro.policy_process import PolicyProcess
-
+        """Run the shard in this process against the command's server (started by the shard
+        runner once the shard's instances were checked, restarted up to ``policy_restarts`` times)."""
         from submission_spec import PolicyError
 
         s = self.settings
@@ -131,14 +133,14 @@ class LocalBackend:
                 flags["timed_out"] = True
             return flags["stopped"] or flags["timed_out"]
 
-        proc = PolicyProcess(
-            source.command or "", log_path, startup_timeout=spec.startup_timeout_s, max_restarts=s.policy_restarts
-        )
+        opened: dict[str, PolicyConnection] = {}
 
         def name_cause(record: dict[str, Any]) -> None:
-            dead = proc.proc is None or proc.proc.poll() is not None
-            if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES and dead:
-                code = proc.proc.returncode if proc.proc is not None else None
+            policy = opened.get("policy")
+            if policy is None:
+                return
+            if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES and not policy.running():
+                code = policy.exit_code()
                 record["detail"] = (
                     f"the policy process exited with code {code} during the episode; "
                     f"the evaluator saw {record['termination_reason']}: {record.get('detail')}"
@@ -152,8 +154,15 @@ class LocalBackend:
         beater = threading.Thread(target=beat, daemon=True)
         beater.start()
         try:
-            with proc:
-                run_shard(proc.url, spec, emit, should_stop, on_episode_start=proc.ensure_running)
+            run_shard(
+                spec,
+                emit,
+                policy_cmd=source.command or "",
+                policy_log=log_path,
+                max_restarts=s.policy_restarts,
+                should_stop=should_stop,
+                on_open=lambda policy: opened.update(policy=policy),
+            )
             return ShardOutcome("completed", policy_log=truncate_log(_read(log_path), s.log_max_bytes))
         except ShardStopped:
             status = "timed_out" if flags["timed_out"] else "stopped"

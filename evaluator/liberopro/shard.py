@@ -1,16 +1,25 @@
-"""The evaluator side of a sandbox: what runs inside the evaluator container (or in-process for
-the local backend).
+"""The shard runner: what the platform runs inside the evaluator container (or in-process for its
+local backend).
 
-Two commands, both talking to the worker only through marked lines on stdout
-(``LIBEROPRO-EVENT {json}``, one :data:`liberopro.schema.results.Event` each); anything else the evaluator prints goes to stderr, which the
-worker keeps for admins and never shows to the submitter:
+``python -m liberopro.shard`` has three commands, all talking to the platform's worker only
+through marked lines on stdout (``LIBEROPRO-EVENT {json}``, one
+:data:`liberopro.schema.results.Event` each; :mod:`liberopro.schema.shard`); anything else the
+evaluator prints goes to stderr, which the worker keeps for admins and never shows to the
+submitter:
 
-``check URL``   the spec conformance check (validation): one ``conformance`` event.
-``run URL SHARD_JSON``   the shard's episodes: ``hello`` (evaluator and simulator versions),
-                ``metadata``, one ``episode`` per finished episode, then ``done`` or ``error``.
+``check URL CHECK_JSON``   the spec conformance check (validation): one ``conformance`` event;
+                exit 0.
+``run URL SHARD_JSON_PATH``   the shard's episodes: ``hello`` (evaluator and simulator versions),
+                ``metadata``, one ``episode`` per finished episode, then ``done`` (exit 0) or
+                ``error`` (exit 3: the policy could not be used; exit 4: the simulation stack or
+                the shard's instances were refused).
+``warmup``      compile robosuite's numba functions into ``NUMBA_CACHE_DIR`` (the image build).
 
-The shard file holds only this shard's instances (a slice of the hidden manifest) and the
-``[instance_id, episode_index]`` pairs still to run.
+Anything else: a usage line on stderr, exit 2. No signal handler is installed: SIGTERM (the
+worker stopping the container on cancel or time limit) ends the process at once.
+
+The shard file (:class:`liberopro.schema.shard.ShardSpec`) holds only this shard's instances (a
+slice of the hidden manifest) and the ``[instance_id, episode_index]`` pairs still to run.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from liberopro.schema.manifest import Instance
+from liberopro.policy_connection import PolicyConnection
 from liberopro.schema.results import (
     ConformanceEvent,
     DoneEvent,
@@ -32,64 +41,20 @@ from liberopro.schema.results import (
     Event,
     HelloEvent,
     MetadataEvent,
-    event_json,
-    parse_event_json,
 )
-from pydantic import BaseModel, ConfigDict, ValidationError
+from liberopro.schema.shard import CheckSpec, ShardSpec, event_line
 
-MARK = "LIBEROPRO-EVENT "
-
-log = logging.getLogger("liberopro_platform.evaluator_entry")
+log = logging.getLogger("liberopro.shard")
 
 Emit = Callable[[Event], None]
+
+USAGE = "usage: python -m liberopro.shard check URL CHECK_JSON | run URL SHARD_JSON | warmup"
 
 
 def stdout_emit(event: Event) -> None:
     """Write one event line to stdout and flush it (the worker reads the stream live)."""
-    sys.stdout.write(MARK + event_json(event) + "\n")
+    sys.stdout.write(event_line(event) + "\n")
     sys.stdout.flush()
-
-
-def parse_event(line: str) -> Event | None:
-    """The event on ``line``, or None for any other line (a marked line that is no valid event
-    is logged and skipped)."""
-    if not line.startswith(MARK):
-        return None
-    try:
-        return parse_event_json(line[len(MARK) :])
-    except ValidationError as exc:
-        log.warning("skipped a malformed evaluator event: %s", str(exc)[:500])
-        return None
-
-
-class ShardSpec(BaseModel):
-    """What one shard run needs: its instances (typed: :class:`liberopro.schema.manifest.Instance`,
-    the slice of the verified manifest), the ``(instance_id, episode_index)`` pairs to run, and
-    the limits."""
-
-    model_config = ConfigDict(extra="forbid")
-    submission_id: str
-    shard_index: int
-    instances: list[Instance]
-    episodes: list[tuple[str, int]]
-    seed: int = 0
-    max_steps: int | None = None
-    protocol: str = "liberopro"
-    connect_timeout_s: float = 5.0
-    request_timeout_s: float = 30.0
-    episode_budget_s: float = 600.0
-    startup_timeout_s: float = 120.0
-    restart_wait_s: float = 120.0
-    render_size: int | None = None
-
-
-class CheckSpec(BaseModel):
-    """Time limits of the validation check."""
-
-    protocol: str = "liberopro"
-    health_timeout_s: float = 120.0
-    request_timeout_s: float = 30.0
-    act_limit_s: float = 10.0
 
 
 class ShardStopped(Exception):
@@ -148,7 +113,9 @@ def _adapter_check(url: str, spec: CheckSpec) -> dict[str, Any]:
 
 
 def check(url: str, spec: CheckSpec) -> dict[str, Any]:
-    """The conformance report of the policy at ``url`` as a dict (never raises for a policy fault)."""
+    """The conformance report of the policy at ``url`` as a dict
+    (:meth:`submission_spec.conformance.ConformanceReport.to_dict`); never raises for a policy
+    fault (it is a failed check in the report)."""
     if spec.protocol != "liberopro":
         return _adapter_check(url, spec)
     from submission_spec.conformance import check_policy
@@ -164,29 +131,47 @@ def check(url: str, spec: CheckSpec) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- a shard
 def run_shard(
-    url: str,
     spec: ShardSpec,
     emit: Emit,
+    *,
+    policy_url: str | None = None,
+    policy_cmd: str | None = None,
+    policy_log: Path | None = None,
+    max_restarts: int = 3,
     should_stop: Callable[[], bool] = lambda: False,
-    on_episode_start: Callable[[], None] | None = None,
+    on_open: Callable[[PolicyConnection], None] | None = None,
 ) -> None:
-    """Run the shard's episodes against the policy at ``url``, emitting events. A policy failure
-    ends only its episode; a policy that is down (crashed and restarting) is waited for up to
-    ``restart_wait_s`` before the next episode (``on_episode_start`` may restart it first).
+    """Run the shard's episodes against the policy, emitting events (``hello``, ``metadata``, one
+    ``episode`` per episode, ``done``).
+
+    The policy is ``policy_url`` or ``policy_cmd`` (exactly one; a command's output goes to
+    ``policy_log`` and it is restarted up to ``max_restarts`` times when it died before an
+    episode), opened by :func:`liberopro.policy_connection.open_policy` once the shard's instances
+    were checked; ``on_open`` sees the open :class:`~liberopro.policy_connection.PolicyConnection`
+    before the first episode. A policy failure ends only its episode; a policy that is down
+    (crashed and restarting) is waited for up to ``spec.restart_wait_s`` seconds before the
+    next episode (once: a policy that stayed down is not waited for again until it answers).
+    ``should_stop`` is asked before every episode and during that wait.
+
     Raises only for what stops the whole shard: :class:`liberopro.stack.StackError`,
     :class:`liberopro.schema.manifest.ManifestError` (an instance the shift catalog rejects, or
     an episode of no instance: checked whole before the policy is contacted),
     :class:`submission_spec.PolicyError` before the first episode (unreachable policy, bad
-    metadata), :class:`ShardStopped`."""
+    metadata), :class:`ShardStopped`; ``ValueError`` for neither or both of ``policy_url`` and
+    ``policy_cmd``.
+    """
+    from submission_spec.polling import poll_until
+
     from liberopro import EVALUATOR_VERSION
     from liberopro.evaluation import auto_render_size
     from liberopro.instances import instance_problems, plan_episodes
+    from liberopro.policy_connection import open_policy
     from liberopro.runner import EpisodeRunner, RunSettings
     from liberopro.schema.manifest import ManifestError
     from liberopro.stack import check_stack
-    from submission_spec.polling import poll_until
-    from submission_spec.transports import make_client
 
+    if (policy_url is None) == (policy_cmd is None):
+        raise ValueError("give exactly one of policy_url or policy_cmd")
     versions = check_stack()
     emit(HelloEvent(evaluator_version=EVALUATOR_VERSION, stack=versions))
     instances = {i.instance_id: i for i in spec.instances}
@@ -198,10 +183,18 @@ def run_shard(
     for instance_id, episode_index in spec.episodes:
         plans.append(plan_episodes([instances[instance_id]], episode_index + 1, spec.seed)[episode_index])
     options: dict[str, Any] = {"connect_timeout": spec.connect_timeout_s, "request_timeout": spec.request_timeout_s}
-    client = make_client(url, spec.protocol, **options)
-    try:
-        client.wait_healthy(spec.startup_timeout_s)
-        meta = client.metadata()
+    with open_policy(
+        policy_url,
+        policy_cmd,
+        protocol=spec.protocol,
+        client_options=options,
+        startup_timeout=spec.startup_timeout_s,
+        log_path=policy_log,
+        max_restarts=max_restarts,
+    ) as policy:
+        if on_open is not None:
+            on_open(policy)
+        client, meta = policy.client, policy.metadata
         emit(MetadataEvent(metadata=meta.model_dump(mode="json")))
         settings = RunSettings(max_steps=spec.max_steps, episode_policy_budget_s=spec.episode_budget_s)
         settings.render_size = spec.render_size or auto_render_size(meta)
@@ -215,8 +208,7 @@ def run_shard(
         def before_episode() -> None:
             if should_stop():
                 raise ShardStopped("stop requested")
-            if on_episode_start is not None:
-                on_episode_start()
+            policy.ensure_running()
             if client.health(timeout=2.0):
                 state["down"] = False
                 return
@@ -231,15 +223,15 @@ def run_shard(
         finally:
             runner.close()
         emit(DoneEvent(episodes=len(plans)))
-    finally:
-        client.close()
 
 
 def warmup() -> None:
     """Build one small LIBERO scene and step it, so that robosuite's numba functions are compiled
-    into ``NUMBA_CACHE_DIR`` (the evaluator image does this at build time: without it every
-    sandbox spends ~30 s compiling before its first episode)."""
+    into ``NUMBA_CACHE_DIR`` (the evaluator image does this at build time,
+    ``docker/evaluator.Dockerfile``: without it every sandbox spends ~30 s compiling before its
+    first episode)."""
     import numpy as np
+
     from liberopro.sim import LiberoScene
     from liberopro.tasks import TaskRef, task_info
 
@@ -267,8 +259,10 @@ def seed_numba_cache() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m liberopro_platform.evaluator_entry check URL CHECK_JSON``,
-    ``... run URL SHARD_JSON_PATH`` or ``... warmup``."""
+    """``python -m liberopro.shard check URL CHECK_JSON``, ``... run URL SHARD_JSON_PATH`` or
+    ``... warmup`` (module docstring); returns the exit code: 0 done, 2 usage, 3 the policy could
+    not be used, 4 the stack or the shard's instances were refused (each with an ``error``
+    event). Other exceptions propagate (a traceback on stderr, exit 1)."""
     args = sys.argv[1:] if argv is None else argv
     if args == ["warmup"]:
         warmup()
@@ -280,12 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) == 3 and args[0] == "run":
         from liberopro.schema.manifest import ManifestError
         from liberopro.stack import StackError
-
         from submission_spec import PolicyError
 
         spec = ShardSpec.model_validate_json(Path(args[2]).read_text())
+        seed_numba_cache()  # robosuite's numba functions, compiled at image build (~0.9 MB)
         try:
-            run_shard(args[1], spec, stdout_emit)
+            run_shard(spec, stdout_emit, policy_url=args[1])
         except PolicyError as exc:
             stdout_emit(ErrorEvent(kind="policy", reason=exc.reason, message=exc.detail))
             return 3
@@ -293,9 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             stdout_emit(ErrorEvent(kind="internal", message=str(exc)))
             return 4
         return 0
-    print(
-        "usage: python -m liberopro_platform.evaluator_entry check URL CHECK_JSON | run URL SHARD_JSON", file=sys.stderr
-    )
+    print(USAGE, file=sys.stderr)
     return 2
 
 
