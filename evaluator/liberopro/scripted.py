@@ -126,8 +126,14 @@ def default_stages(scene: LiberoScene, sem: TaskSemantics) -> list[Stage]:
 
 
 # ----------------------------------------------------------------------------- rotations
+# _rotvec and _axis_rot stay hand-written, not scipy.spatial.transform.Rotation (as_rotvec,
+# from_rotvec(...).as_matrix()): scipy goes through a quaternion and differs in the last bits on
+# ~96% / ~99% of random inputs (for _rotvec up to 1.5e-8 where acos of the trace loses precision,
+# <= 4 ulp for the controller's small corrections; for _axis_rot <= 7.8e-16). They make the
+# scripted controller's actions: its rollouts trigger the dynamic shifts while generated
+# instances are validated (liberopro.generation) and make what a review records. tests/evaluator/test_rotations.py checks both against scipy.
 def _rotvec(rot: np.ndarray) -> np.ndarray:
-    """Axis-angle vector of a rotation matrix."""
+    """Axis-angle vector (3,) (radians times the unit axis) of a 3x3 rotation matrix."""
     cos = np.clip((np.trace(rot) - 1.0) / 2.0, -1.0, 1.0)
     angle = math.acos(cos)
     if angle < 1e-6:
@@ -140,6 +146,7 @@ def _rotvec(rot: np.ndarray) -> np.ndarray:
 
 
 def _axis_rot(axis: np.ndarray, angle: float) -> np.ndarray:
+    """3x3 matrix of a turn by ``angle`` (radians) about ``axis`` (any non-zero length), Rodrigues."""
     axis = np.asarray(axis, dtype=np.float64) / np.linalg.norm(axis)
     k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
     return np.eye(3) + math.sin(angle) * k + (1 - math.cos(angle)) * (k @ k)

@@ -27,7 +27,6 @@ instance only where the old wording would be false"; S08 "the instruction stays 
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -279,9 +278,17 @@ INSTANCE_SIZE_RATIO = (0.5, 1.25)
 
 
 def natural_quat(name: str) -> np.ndarray:
-    """Upright orientation (w, x, y, z) of a catalogued type (identity for other types)."""
-    roll = math.radians(CATALOGUE[name].roll_deg) if name in CATALOGUE else 0.0
-    return np.array([math.cos(roll / 2), math.sin(roll / 2), 0.0, 0.0])
+    """Upright orientation (w, x, y, z), shape (4,) float64, of a catalogued type: its
+    ``roll_deg`` (:data:`CATALOGUE`) about x; identity for other types.
+
+    scipy's ``Rotation.from_euler`` (imported here: the catalog reaches this module at call time
+    and stays light), bit-identical to the hand formula ``(cos(r/2), sin(r/2), 0, 0)`` it replaced
+    (``tests/evaluator/test_rotations.py`` pins it: the orientation is set into MuJoCo by S06).
+    """
+    from scipy.spatial.transform import Rotation
+
+    roll_deg = CATALOGUE[name].roll_deg if name in CATALOGUE else 0.0
+    return Rotation.from_euler("x", roll_deg, degrees=True).as_quat(scalar_first=True)
 
 
 def natural_size(name: str) -> tuple[float, float, float]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from liberopro.shifts._placement import entity_pose, is_ground, quat_mul, yaw_quat
+from liberopro.shifts._placement import entity_pose, is_ground, quat_conj, quat_mul, yaw_quat
 
 #: Ray grid spacing over a footprint (m).
 RAY_STEP_M = 0.012
@@ -313,12 +313,8 @@ def prop_record(scene, name: str) -> dict:
 def prop_yaw(scene, name: str) -> float:
     """A prop's turn about z from its upright pose (deg), from its simulated orientation."""
     bid = prop_body(scene, name)
-    q = quat_mul(scene.model.body_quat[bid], _conj(prop_base_quat(scene, name)))
+    q = quat_mul(scene.model.body_quat[bid], quat_conj(prop_base_quat(scene, name)))
     return math.degrees(2 * math.atan2(q[3], q[0]))
-
-
-def _conj(q: np.ndarray) -> np.ndarray:
-    return np.array([q[0], -q[1], -q[2], -q[3]])
 
 
 def prop_contacts(scene, names: list[str]) -> list[str]:

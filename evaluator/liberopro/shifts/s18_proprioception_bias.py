@@ -41,8 +41,16 @@ from liberopro.shifts.s15_camera_calibration import unit
 TOL = 1e-6
 
 
+# The quaternion helpers here and the offset quaternion in ``offsets`` stay hand-written, not
+# scipy.spatial.transform.Rotation: scipy's composition sums the products in another order and
+# from_quat/from_rotvec renormalise, so on random inputs it differs in the last bits from
+# quat_mul_xyzw on ~91% (up to 2176 ulp, 4.4e-16), from quat_conj_xyzw on ~33% (<= 3 ulp), from
+# the offset quaternion on ~64% (<= 2 ulp) and from rotation_between on ~96% (4.3e-14). The biased
+# quaternion is what the policy receives (its actions follow from it) and rotation_between's
+# errors are recorded in ``applied`` (3 significant digits of values ~1e-16). tests/evaluator/
+# test_rotations.py checks them against scipy within tolerance and pins the difference.
 def quat_mul_xyzw(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton product of (x, y, z, w) quaternions."""
+    """Hamilton product ``a * b`` of (x, y, z, w) quaternions (robosuite's order), shape (4,)."""
     x1, y1, z1, w1 = a
     x2, y2, z2, w2 = b
     return np.array(
@@ -56,6 +64,7 @@ def quat_mul_xyzw(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def quat_conj_xyzw(q: np.ndarray) -> np.ndarray:
+    """Conjugate (inverse of a unit quaternion), (x, y, z, w), shape (4,)."""
     return np.array([-q[0], -q[1], -q[2], q[3]])
 
 
