@@ -11,6 +11,14 @@ our CPU machines). A soft reset keeps model edits, so every model field a shift 
 registered through :meth:`LiberoScene.model_field` and restored at the start of every episode;
 fixture placement is re-drawn from the freshly seeded RNG as in a hard reset. The test suite
 checks that soft and hard resets give the same episode.
+
+Observation timing: observations (camera images and proprioception) are sampled once per
+control step, at its end, after the 25th physics substep, and after every direct state edit
+(:meth:`LiberoScene.refresh`). robosuite's own timed sampling (each observable at its sampling
+rate, here 20 Hz, counted in 2 ms substeps) is switched off: it sampled at substep 24 of 25 and
+every forced update moved that phase by about 2 substeps, so a shift that only edited state also
+changed when the following frames were taken (~1.25 grey levels on average after one refresh).
+See ``docs/libero-facts.md``, "Observation timing".
 """
 
 from __future__ import annotations
@@ -35,6 +43,25 @@ CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 
 #: The settle action: hold still, gripper open (LIBERO: -1 opens).
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
+
+
+def _sample_only_when_forced(env) -> None:
+    """Switch off robosuite's timed observable sampling on ``env`` (a robosuite ``MujocoEnv``).
+
+    robosuite calls ``env._update_observables()`` after every physics substep and each
+    observable samples when its timer says so (``robosuite/utils/observables.py``,
+    ``Observable.update``); forced updates (``force=True``: reset, set_init_state,
+    ``_get_observations(force_update=True)``) sample every observable at once. After this only
+    forced updates sample, so the scene decides when observations are taken: at the end of each
+    control step and after each state edit. The instance attribute shadows the method; a hard
+    reset keeps the env object and so keeps it."""
+    sample = env._update_observables
+
+    def update_observables(force: bool = False) -> None:
+        if force:
+            sample(force=True)
+
+    env._update_observables = update_observables
 
 
 @dataclass
@@ -151,6 +178,7 @@ class LiberoScene:
                 use_camera_obs=bool(self.cameras),
                 hard_reset=hard_reset,
             )
+        _sample_only_when_forced(self.inner)
         self._snapshots: dict[str, np.ndarray] = {}
         self._obs: dict | None = None
         #: Prop name -> body id (empty for a scene without props).
@@ -236,8 +264,10 @@ class LiberoScene:
         """One 20 Hz control step (25 physics substeps of 2 ms) with a LIBERO action (7,) in
         [-1, 1]. Returns True when LIBERO's goal predicate holds."""
         self.make_gl_current()
-        obs, _, done, _ = self.env.step(np.asarray(action, dtype=np.float64))
-        self._obs = obs
+        _, _, done, _ = self.env.step(np.asarray(action, dtype=np.float64))
+        # Sampled here, at the end of the step (robosuite's step returns the previous samples:
+        # its timed sampling is off, see the module docstring).
+        self._obs = self.inner._get_observations(force_update=True)
         return bool(done)
 
     def success(self) -> bool:
@@ -245,7 +275,9 @@ class LiberoScene:
         return bool(self.env.check_success())
 
     def refresh(self) -> None:
-        """Recompute derived quantities and observations after a direct state edit."""
+        """Recompute derived quantities and observations after a direct state edit. Sampling
+        happens only at the end of a step and here, so a refresh (even a no-op one) changes
+        nothing about when later frames are taken."""
         self.make_gl_current()
         self.inner.sim.forward()
         self.inner._update_observables(force=True)

@@ -215,15 +215,40 @@ def _d19() -> Instance:
     )
 
 
-def test_hold_recovery_keeps_the_robot_still_then_the_policy_resumes(serve_app, scenes):
+@pytest.fixture
+def eef_track(monkeypatch):
+    """The end effector's position after every control step the scene executes (metres, world
+    frame), the settle steps included: measured on the real robot, not counted by the loop."""
+    from liberopro.sim import LiberoScene
+
+    track: list[np.ndarray] = []
+    step = LiberoScene.step
+
+    def recording_step(self, action):
+        done = step(self, action)
+        track.append(self.eef_pos().copy())
+        return done
+
+    monkeypatch.setattr(LiberoScene, "step", recording_step)
+    return track
+
+
+def test_hold_recovery_keeps_the_robot_still_then_the_policy_resumes(serve_app, scenes, eef_track):
     policy = Recorder(metadata("sweep"), sweep(speed=0.3))
     rec, _ = _run(serve_app, scenes, policy, _d19(), Diagnostic(recovery="hold"), max_steps=30)
     assert rec.valid and rec.recovery["protocol"] == "hold" and rec.recovery["hold_steps"] == 6
     pushed = rec.shifts[0]["applied"]["push_steps"]
-    assert rec.recovery["at_step"] == 2 + pushed
+    at = rec.recovery["at_step"]
+    assert at == 2 + pushed
     asked = [o.step for o in policy.observations[-rec.latency.requests :]]
-    held = range(rec.recovery["at_step"], rec.recovery["at_step"] + 6)
+    held = range(at, at + 6)
     assert not set(asked) & set(held) and asked[-1] == 29
+    # Measured on the robot: still while held, moving again (the sweep) once the policy resumes.
+    loop = eef_track[-30:]  # the policy loop's 30 steps (the settle steps come before)
+    held_motion = np.linalg.norm(loop[at + 5] - loop[at - 1])
+    resumed_motion = np.linalg.norm(loop[at + 11] - loop[at + 5])
+    assert held_motion < 0.004, (held_motion, resumed_motion)
+    assert resumed_motion > 0.012, resumed_motion
 
 
 def test_restore_recovery_returns_the_robot_to_its_start_pose(serve_app, scenes):
@@ -235,7 +260,11 @@ def test_restore_recovery_returns_the_robot_to_its_start_pose(serve_app, scenes)
     assert np.linalg.norm(np.array(rec.recovery["restored_eef_m"]) - start) < 0.01
 
 
-def test_retry_recovery_gives_extra_steps(serve_app, scenes):
-    policy = Recorder(metadata("hold"))
+def test_retry_recovery_gives_extra_steps(serve_app, scenes, eef_track):
+    policy = Recorder(metadata("sweep", chunk=8, replan=8), lambda o: np.tile([0, 0.3, 0, 0, 0, 0, -1.0], (8, 1)))
     rec, _ = _run(serve_app, scenes, policy, _d19(), Diagnostic(recovery="retry"), max_steps=25)
     assert rec.recovery["extra_steps"] == 5 and rec.steps == 30
+    assert len(eef_track) >= 30 and np.linalg.norm(eef_track[-1] - eef_track[-6]) > 0.012  # the extra steps ran
+    # The chunk in progress is dropped: the policy is asked afresh at the step the recovery acts.
+    asked = [o.step for o in policy.observations[-rec.latency.requests :]]
+    assert rec.recovery["at_step"] in asked and asked[0] == 0, asked
