@@ -180,6 +180,13 @@ def print_summary(summary: Summary) -> None:
                 "(the episode ended before its phase and its fallback step; see `liberopro shifts` for the "
                 "fallback steps, and raise --max-steps): those episodes count with their outcome"
             )
+        f = c.runtime_fired
+        if f and f.succeeded_before_firing:
+            out.print(
+                f"[yellow]note:[/] {escape(c.case)}: {f.succeeded_before_firing} episode(s) succeeded before the runtime "
+                f"shift fired, on {', '.join(f.late_fallback_tasks)}: faster than the fallback rule's margin allows "
+                "(evaluator/liberopro/data/fastest_success.json is too late for those tasks)"
+            )
         for reason in c.invalid_reasons:
             out.print(f"[yellow]note:[/] {escape(c.case)}: invalid episode (not scored): {escape(reason[:300])}")
     stack = summary.stack

@@ -39,7 +39,7 @@ from liberopro.catalog import make_shift
 from liberopro.loop import start_action
 from liberopro.paraphrases import PARAPHRASES
 from liberopro.shifts.adapter import ShiftLayer
-from liberopro.shifts.base import EpisodeContext, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext
 from submission_spec.models import PROPRIO_FIELDS
 
 CAMS = ("agentview", "wrist")
@@ -592,8 +592,13 @@ def test_d20_after_a_paraphrase_equal_to_its_own_takes_the_next_one():
     assert shift.applied["changed_from_drawn"] is True
 
 
-def test_d20_invalid_when_the_restatement_never_reaches_the_policy():
-    with pytest.raises(ShiftInvalid, match="not asked again"):
-        _ask(_d20(1), 6, asked=(0, 2))
-    with pytest.raises(ShiftInvalid, match="never restated"):
-        _ask(_d20(1, fallback_step=40), 6, asked=(0, 2))
+def test_d20_that_never_reached_the_policy_stays_valid_as_any_unfired_runtime_shift():
+    """One rule for every runtime shift (issue 11, item 4): an episode that ended before D20 fired,
+    or before the policy was asked again after it fired, ended before the shift could act; it is
+    valid and counts with its outcome, as for D01-D19 (version 1 of the results made it invalid)."""
+    fired = _d20(1)
+    _ask(fired, 6, asked=(0, 2))  # fired at step 3, never asked again
+    assert fired.fired_at == 3 and fired.applied["post_condition"]["deliveries"] == 0
+    unfired = _d20(1, fallback_step=40)
+    _ask(unfired, 6, asked=(0, 2))  # the episode ended before the fallback step
+    assert unfired.fired_at is None and "post_condition" not in unfired.applied
