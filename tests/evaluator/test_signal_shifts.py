@@ -163,6 +163,32 @@ def test_s14_adds_zero_mean_noise_of_sigma_to_both_cameras_from_the_episode_gene
     assert all(abs(post[c]["median_sigma"] - sigma) < 0.5 and post[c]["measured_steps"] == 4 for c in CAMS)
 
 
+def test_s14_records_the_noise_as_the_policy_receives_it_without_changing_what_it_receives():
+    """Issue 11 item 9: sigma 7.5 added at 256 px reaches a policy asking for 224 px at about
+    4.7 grey levels (area averaging of independent noise) and one asking for 128 px at about 3.75
+    (sigma / 2). The record gives both (``median_sigma`` as added, ``received_median_sigma`` as
+    received); the images delivered are the same bytes with or without that measurement."""
+    from liberopro.observation import resize
+
+    sizes = {"agentview": 224, "wrist": 128}
+
+    def received(cam, img):
+        return resize(img, sizes[cam], sizes[cam], "stretch")
+
+    measured = make_shift("S14", {"sigma": 7.5})
+    ctx = EpisodeContext(scene=None, sem=None, rng=np.random.default_rng(SEED), received=received)  # type: ignore[arg-type]
+    run = episode(measured, 3, frames=lambda t: frame(t, size=256), ctx=ctx)
+    unmeasured = make_shift("S14", {"sigma": 7.5})
+    plain = episode(unmeasured, 3, frames=lambda t: frame(t, size=256))
+    assert all(same_frame(a, b) for a, b in zip(run.delivered, plain.delivered, strict=True))
+    post = measured.applied["post_condition"]
+    assert post["agentview"]["median_sigma"] == pytest.approx(7.5, abs=0.2)
+    assert post["agentview"]["received_median_sigma"] == pytest.approx(4.7, abs=0.2)
+    assert post["agentview"]["received_size"] == [224, 224]
+    assert post["wrist"]["received_median_sigma"] == pytest.approx(3.75, abs=0.2)
+    assert "received_median_sigma" not in unmeasured.applied["post_condition"]["agentview"]  # no policy known
+
+
 def test_s14_leaves_the_input_frame_unchanged():
     clean = frame(0)
     episode(make_shift("S14", {"sigma": 20.0}), 1, frames=lambda t: clean)

@@ -34,7 +34,7 @@ class SensorNoiseBurst(WindowShift):
         if not self.active(step):
             return frame
         self.mark(step)
-        return self._level.apply(frame, ctx.rng)
+        return self._level.apply(frame, ctx.rng, ctx.received)
 
     def measure(self, ctx: EpisodeContext) -> dict:
         return self._level.check(self.id)
