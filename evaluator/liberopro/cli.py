@@ -506,7 +506,9 @@ def evaluate(
 @app.command()
 def demo(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory."),
-    max_steps: int = typer.Option(50, help="Policy steps per episode (runtime shifts fall back to firing at step 40)."),
+    max_steps: int = typer.Option(
+        50, help="Policy steps per episode (runtime shifts fall back to firing at their per-task fallback step)."
+    ),
 ) -> None:
     """The main job on embedded defaults: the example zero policy, started as a child process, on
     two real tasks, nominal and four shifts (two static, two runtime)."""
