@@ -181,6 +181,13 @@ def print_summary(summary: Summary) -> None:
                 "(the episode ended before its phase and its fallback step; see `liberopro shifts` for the "
                 "fallback steps, and raise --max-steps): those episodes count with their outcome"
             )
+        f = c.runtime_fired
+        if f and f.succeeded_before_firing:
+            out.print(
+                f"[yellow]note:[/] {escape(c.case)}: {f.succeeded_before_firing} episode(s) succeeded before the runtime "
+                f"shift fired, on {', '.join(f.late_fallback_tasks)}: faster than the fallback rule's margin allows "
+                "(evaluator/liberopro/data/fastest_success.json is too late for those tasks)"
+            )
         for reason in c.invalid_reasons:
             out.print(f"[yellow]note:[/] {escape(c.case)}: invalid episode (not scored): {escape(reason[:300])}")
     stack = summary.stack
@@ -458,7 +465,9 @@ def evaluate(
 @app.command()
 def demo(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory."),
-    max_steps: int = typer.Option(50, help="Policy steps per episode (runtime shifts fall back to firing at step 40)."),
+    max_steps: int = typer.Option(
+        50, help="Policy steps per episode (runtime shifts fall back to firing at their per-task fallback step)."
+    ),
 ) -> None:
     """The main job on embedded defaults: the example zero policy, started as a child process, on
     two real tasks, nominal and four shifts (two static, two runtime)."""

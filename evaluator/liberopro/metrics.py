@@ -81,6 +81,12 @@ def bootstrap_mean_of_rates(
 
     Returns ``mean``, ``ci95`` ([2.5, 97.5] percentiles; None without data), ``cases``,
     ``episodes``.
+
+    Degenerate data: when the replicates cannot vary (every episode has the same outcome: all
+    failed, or all succeeded) the percentile interval is zero-width ([0, 0]), which claims a
+    certainty no finite run gives. ``ci95`` is then the Wilson score interval (:func:`wilson`) at
+    the mean with n = all episodes: [0, z^2/(n+z^2)] for all failures (0 of 40: [0, 0.088]), its
+    mirror for all successes.
     """
     import numpy as np
 
@@ -110,6 +116,8 @@ def bootstrap_mean_of_rates(
     stats = np.nanmean(np.where(wsum > 0, case_rates, np.nan), axis=1)
     stats = stats[~np.isnan(stats)]
     lo, hi = (float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))) if len(stats) else (None, None)
+    if lo is not None and (hi - lo < 1e-12 or k.sum() in (0, n.sum())):  # cannot vary (docstring)
+        lo, hi = wilson(point * n.sum(), int(n.sum()))
     return {
         "mean": round(point, 6),
         "ci95": None if lo is None else [round(lo, 6), round(hi, 6)],
@@ -168,6 +176,14 @@ def paired_bootstrap(
     Returns ``value`` (the statistic at the observed rates; None without pairs), ``ci95``
     ([2.5, 97.5] percentiles; None without pairs), ``tasks`` and ``pairs`` (episodes per
     condition that entered).
+
+    Degenerate data: when the statistic is the same in every replicate (no paired episode whose
+    outcomes move it: e.g. every start fails in every condition, or the composition fails exactly
+    where its weakest constituent does) the percentile interval is zero-width. A difference of
+    paired success rates is bounded in size by the share of pairs whose outcomes differ, so
+    ``ci95`` is then ``[value - u, value + u]`` (within [-1, 1]), ``u`` the exact
+    (Clopper-Pearson) 97.5% upper bound on that share with 0 of n pairs seen:
+    ``u = 1 - 0.025 ** (1 / n)`` (n = 40: 0.088; about 3.7/n), :func:`discordance_bound`.
     """
     import numpy as np
 
@@ -184,12 +200,24 @@ def paired_bootstrap(
     per_task = np.stack([x[rng.integers(0, len(x), size=(replicates, len(x)))].mean(axis=1) for x in tasks], axis=1)
     rates = (weight[:, :, None] * per_task).sum(axis=1) / n_tasks  # (B, K)
     stats = np.asarray(stat(rates), dtype=float)
+    lo, hi = float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+    n_pairs = int(sum(len(x) for x in tasks))
+    if hi - lo < 1e-12:  # the statistic cannot vary (docstring)
+        u = discordance_bound(n_pairs)
+        lo, hi = max(-1.0, value - u), min(1.0, value + u)
     return {
         "value": round(value, 6),
-        "ci95": [round(float(np.percentile(stats, 2.5)), 6), round(float(np.percentile(stats, 97.5)), 6)],
+        "ci95": [round(lo, 6), round(hi, 6)],
         "tasks": n_tasks,
         "pairs": int(sum(len(x) for x in tasks)),
     }
+
+
+def discordance_bound(n: int, alpha: float = 0.05) -> float:
+    """The exact (Clopper-Pearson) one-sided ``1 - alpha/2`` upper bound on a proportion when 0 of
+    ``n`` trials were positive: ``1 - (alpha/2) ** (1/n)`` (1.0 for n = 0). 0 of 40 gives 0.0880,
+    0 of 100 gives 0.0362."""
+    return 1.0 if n <= 0 else 1.0 - (alpha / 2) ** (1.0 / n)
 
 
 def paired_difference(a: dict[PairKey, bool], b: dict[PairKey, bool], **kwargs: Any) -> dict:

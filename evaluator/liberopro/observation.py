@@ -48,6 +48,17 @@ def resize(img: np.ndarray, height: int, width: int, mode: str) -> np.ndarray:
     return out
 
 
+def received_image(meta: PolicyMetadata, camera: str, img: np.ndarray) -> np.ndarray | None:
+    """Camera ``camera``'s rendered image ``img`` ((H, W, 3) uint8, as rendered) as the policy
+    receives it: oriented and resized as :func:`to_message` does (same functions, same order).
+    None when the policy does not ask for that camera. Used to measure what a shift's change
+    amounts to after the resize (S14, D13), never to build the message."""
+    for cam in meta.cameras:
+        if cam.name == camera:
+            return resize(orient(img, meta.image_orientation), cam.height, cam.width, meta.resize_mode)
+    return None
+
+
 def to_message(
     frame: RawFrame, meta: PolicyMetadata, episode_id: str, step: int, instruction: str
 ) -> ObservationMessage:

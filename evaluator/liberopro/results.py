@@ -188,15 +188,33 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> Headline:
     )
 
 
-def _fired_counts(valid: list[EpisodeRecord]) -> dict[str, int] | None:
-    """For a case with runtime shifts: how many valid episodes saw every runtime shift fire by its
-    phase, how many by a fallback step (at least one), and how many ended before one fired."""
+def _fired_counts(valid: list[EpisodeRecord]) -> dict[str, Any] | None:
+    """For a case with runtime shifts (:class:`~liberopro.schema.results.FiredCounts`): how many
+    valid episodes saw every runtime shift fire by its phase, how many by a fallback step (at
+    least one), and how many ended before one fired; how many of those succeeded (0 when the
+    fallback rule holds) and on which tasks; the range of fallback steps; the counts per shift."""
     if not any(s.kind == "runtime" for s in (valid[0].shifts if valid else [])):
         return None
-    out = {"phase": 0, "fallback": 0, "not_fired": 0}
+    out: dict[str, Any] = {"phase": 0, "fallback": 0, "not_fired": 0, "succeeded_before_firing": 0}
+    late: set[str] = set()
+    steps: list[int] = []
+    by_shift: dict[str, dict[str, int]] = {}
     for r in valid:
-        by = [s.fired_by for s in r.shifts if s.kind == "runtime"]
-        out["not_fired" if None in by else "fallback" if "fallback" in by else "phase"] += 1
+        runtime = [s for s in r.shifts if s.kind == "runtime"]
+        by = [s.fired_by for s in runtime]
+        kind = "not_fired" if None in by else "fallback" if "fallback" in by else "phase"
+        out[kind] += 1
+        if kind == "not_fired" and r.success:
+            out["succeeded_before_firing"] += 1
+            late.add(r.task_key)
+        for s in runtime:
+            counts = by_shift.setdefault(s.id, {"phase": 0, "fallback": 0, "not_fired": 0})
+            counts[s.fired_by or "not_fired"] += 1
+            if isinstance(s.params.get("fallback_step"), int):
+                steps.append(s.params["fallback_step"])
+    out["late_fallback_tasks"] = sorted(late)
+    out["fallback_steps"] = [min(steps), max(steps)] if steps else None
+    out["by_shift"] = dict(sorted(by_shift.items()))
     return out
 
 

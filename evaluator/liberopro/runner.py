@@ -25,6 +25,7 @@ policy failure, which ends only this episode with its reason.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import traceback
@@ -48,7 +49,7 @@ from liberopro.loop import (
     recovery_for,
     start_action,
 )
-from liberopro.observation import to_libero_action, to_message
+from liberopro.observation import received_image, to_libero_action, to_message
 from liberopro.phases import PhaseTracker
 from liberopro.results import EpisodeRecord
 from liberopro.shifts import Shift, ShiftInvalid
@@ -265,7 +266,7 @@ class EpisodeRunner:
         t_start = time.perf_counter()
         try:
             scene = self.current_scene = self.scene_for(ref, self.variant_of(stack.shifts))
-            stack.bind(scene, sem, plan.seed)
+            stack.bind(scene, sem, plan.seed, received=functools.partial(received_image, self.meta))
             scene.start_episode(info.init_states()[plan.init_state_index], plan.seed)
             stack.prepare(scene)  # static edits, settle steps, static post-conditions
             out.tracker = PhaseTracker(scene, sem)

@@ -23,10 +23,11 @@ class ShiftEntry(BaseModel):
     category: str
     kind: str
     trigger: str | None = Field(None, description="Runtime shifts: the task phase(s) that fire it.")
-    fallback_step: int | dict[str, int] | None = Field(
+    fallback_step: str | dict[str, str] | None = Field(
         None,
-        description="Runtime shifts: the policy step at which it fires if its phase is never reached "
-        "(per trigger phase where they differ).",
+        description="Runtime shifts: when it fires if its phase is never reached, as the rule giving the "
+        "policy step from the task, e.g. '0.25*S(task)' with S(task) the privileged oracle's fastest "
+        "success on the task in policy steps (per trigger phase where a shift has several).",
     )
     summary: str
     parameters: dict[str, Any] = Field({}, description="Default parameter ranges instances are drawn from.")

@@ -138,6 +138,32 @@ def test_weakest_single_gap_is_paired_over_the_compositions_own_tasks():
     assert comp["paired_rates"] == {"composition": 0.0, "S01": 0.0, "D10": 1.0}
 
 
+def test_weakest_single_gap_over_a_task_set_unlike_the_constituents():
+    """The synthetic check of issue 11: the composition ran on tasks 2 and 3 (and 4, which D10 did
+    not run); its constituents on tasks 0-3. S01 always succeeds on tasks 0-1 and always fails on
+    2-3, as the composition does; D10 always succeeds. Unpaired, S01's rate is 0.5 and the gap
+    would read 0.0 - 0.5 = -0.5; paired over the composition's own tasks and starts it is 0.0.
+    The composition fails exactly where S01 does, so no replicate moves the gap: its interval is
+    the exact +-0.088 of 0 discordant pairs in 20 x 2 (not a zero-width [0, 0])."""
+    records = []
+    for e in range(10):
+        for t in (2, 3, 4):
+            records.append(rec("S01+D10", t, False, e))
+        for t in range(4):
+            records.append(rec("S01", t, t < 2, e))
+            records.append(rec("D10", t, True, e))
+        records.append(rec("S01", 4, False, e))
+    comp = summarize(records, {}).to_json()["headline"]["compositions"][0]
+    assert comp["success_rate"] == 0.0 and comp["constituents"] == {"S01": 0.4, "D10": 1.0}
+    unpaired_s01 = sum(t < 2 for t in range(4)) / 4
+    assert comp["success_rate"] - unpaired_s01 == -0.5  # what the unpaired gap over tasks 0-3 reports
+    assert comp["weakest_single_gap"] == 0.0 and comp["weakest_constituent"] == "S01"
+    assert comp["paired_tasks"] == 2 and comp["paired_episodes"] == 20  # task 4 has no D10 episodes
+    assert comp["paired_rates"] == {"composition": 0.0, "S01": 0.0, "D10": 1.0}
+    u = 1 - 0.025 ** (1 / 20)
+    assert comp["gap_ci95"] == [pytest.approx(-u, abs=1e-6), pytest.approx(u, abs=1e-6)]
+
+
 def test_paired_difference_excludes_zero_where_unpaired_intervals_overlap():
     """Starts differ a lot in difficulty (the even starts of every task are solved nominally, the
     odd ones never), and the shift costs one solvable start per task: each rate's interval is
@@ -189,32 +215,90 @@ def test_bootstrap_interval_covers_the_true_rate_at_its_level():
     assert 0.1 < float(np.mean(widths)) < 0.5
 
 
-def test_bootstrap_is_deterministic_and_brackets_the_mean():
-    data = {"S01": {"a": [True, False, True], "b": [False, False]}, "S12": {"a": [True], "b": [True, False]}}
-    one, two = bootstrap_mean_of_rates(data), bootstrap_mean_of_rates(data)
-    assert one == two
-    assert one["ci95"][0] <= one["mean"] <= one["ci95"][1]
-    assert one["episodes"] == 8 and one["cases"] == 2
+def test_bootstrap_interval_matches_the_binomial_one_on_a_known_case():
+    """One task, 100 episodes, 50 successes: resampling tasks does nothing and the episode level
+    is Binomial(100, 0.5)/100, whose central 95% is 0.50 +- 0.098. The percentile interval must
+    have that width and centre (a bracketing check alone would pass [0, 1] or [0.5, 0.5]), and be
+    a pure function of the data."""
+    data = {"S01": {"a": [True] * 50 + [False] * 50}}
+    one = bootstrap_mean_of_rates(data)
+    assert one == bootstrap_mean_of_rates(data)  # fixed seed
+    lo, hi = one["ci95"]
+    assert one["mean"] == 0.5 and one["episodes"] == 100 and one["cases"] == 1
+    assert lo == pytest.approx(0.40, abs=0.015) and hi == pytest.approx(0.60, abs=0.015)
+    assert hi - lo == pytest.approx(2 * 1.96 * 0.05, abs=0.02)
+
+
+@pytest.mark.parametrize("outcome", [False, True])
+def test_bootstrap_interval_of_a_single_outcome_is_the_wilson_one_not_zero_width(outcome):
+    """40 episodes over 4 tasks that all fail (or all succeed): every bootstrap replicate equals
+    the mean, so the percentile interval would be [0, 0]; the reported one is the Wilson interval
+    at n = 40 ([0, 0.088], or its mirror)."""
+    data = {"S01": {f"t{i}": [outcome] * 10 for i in range(4)}}
+    got = bootstrap_mean_of_rates(data)
+    assert got["mean"] == float(outcome)
+    expected = wilson(40.0 * outcome, 40)
+    assert got["ci95"] == [pytest.approx(expected[0], abs=1e-6), pytest.approx(expected[1], abs=1e-6)]
+    assert got["ci95"][1] - got["ci95"][0] == pytest.approx(0.0876, abs=1e-3)
+
+
+def test_paired_intervals_without_discordant_pairs_are_the_exact_bound_not_zero_width():
+    """40 starts that fail with and without the shift: the paired difference is 0 in every
+    replicate; the interval is +-(1 - 0.025^(1/40)) = +-0.088, the exact bound on the share of
+    discordant pairs 0 of 40 leaves open."""
+    from liberopro.metrics import discordance_bound, mean_paired_difference, paired_difference
+
+    keys = [(f"libero_goal:{t}", e, e) for t in range(4) for e in range(10)]
+    fail = dict.fromkeys(keys, False)
+    d = paired_difference(fail, dict(fail))
+    assert d["value"] == 0.0 and d["pairs"] == 40
+    assert discordance_bound(40) == pytest.approx(0.0880, abs=1e-4)
+    assert d["ci95"] == [pytest.approx(-0.0880, abs=1e-4), pytest.approx(0.0880, abs=1e-4)]
+    m = mean_paired_difference({"D10": (fail, dict(fail))})
+    assert m["ci95"] == d["ci95"]
 
 
 def test_summary_counts_how_runtime_shifts_fired_per_case():
-    def fired(ok: bool, e: int, by: str | None):
-        r = rec("D01", 0, ok, e)
+    def fired(ok: bool, e: int, by: str | None, task: int = 0, step: int = 23):
+        r = rec("D01", task, ok, e)
         r.shifts[0].fired_by, r.shifts[0].fired_at_step = by, None if by is None else 12
+        r.shifts[0].params = {"trigger": "approach", "fallback_step": step}
         return r
 
     records = [
         fired(True, 0, "phase"),
         fired(False, 1, "phase"),
-        fired(False, 2, "fallback"),
+        fired(False, 2, "fallback", task=1, step=33),
         fired(False, 3, None),
+        fired(True, 4, None, task=1, step=33),  # a success before the fallback: the table is too late there
+        fired(False, 5, "fallback", task=1, step=33),
         rec("nominal", 0, True, 0),
         rec("S01", 0, True, 0),
     ]
+    records[5].valid = False  # an invalid episode is in no count
     rows = {c["case"]: c for c in summarize(records, {}).to_json()["cases"]}
-    assert rows["D01"]["runtime_fired"] == {"phase": 2, "fallback": 1, "not_fired": 1}
-    assert rows["D01"]["runtime_not_fired"] == 1 and rows["D01"]["episodes"] == 4  # unfired episodes count
+    got = rows["D01"]["runtime_fired"]
+    assert {k: got[k] for k in ("phase", "fallback", "not_fired")} == {"phase": 2, "fallback": 1, "not_fired": 2}
+    assert got["succeeded_before_firing"] == 1 and got["late_fallback_tasks"] == ["libero_goal:1"]
+    assert got["fallback_steps"] == [23, 33]
+    assert got["by_shift"] == {"D01": {"phase": 2, "fallback": 1, "not_fired": 2}}
+    # unfired episodes count with their outcome: 5 valid episodes, 2 successes
+    assert rows["D01"]["runtime_not_fired"] == 2 and rows["D01"]["episodes"] == 5 and rows["D01"]["successes"] == 2
     assert rows["S01"]["runtime_fired"] is None and rows["nominal"]["runtime_fired"] is None
     assert rows["D01"]["drop_from_nominal"]["pairs"] == 1  # only start 0 ran in both
     typed = summarize(records, {}).case("D01")  # the same through the model
-    assert typed.runtime_fired.model_dump() == rows["D01"]["runtime_fired"] and typed.drop_from_nominal.pairs == 1
+    assert typed.runtime_fired.model_dump(mode="json") == got and typed.drop_from_nominal.pairs == 1
+
+
+def test_summary_counts_each_runtime_shift_of_a_composition():
+    """D01+D10: an episode where D01 fired by its phase and D10 by its fallback counts as
+    ``fallback`` for the case, and per shift as each fired."""
+    r = rec("D01+D10", 0, False, 0)
+    r.shifts[0].fired_by, r.shifts[0].fired_at_step = "phase", 12
+    r.shifts[1].fired_by, r.shifts[1].fired_at_step = "fallback", 23
+    got = summarize([r], {}).to_json()["cases"][0]["runtime_fired"]
+    assert (got["phase"], got["fallback"], got["not_fired"]) == (0, 1, 0)
+    assert got["by_shift"] == {
+        "D01": {"phase": 1, "fallback": 0, "not_fired": 0},
+        "D10": {"phase": 0, "fallback": 1, "not_fired": 0},
+    }

@@ -12,6 +12,7 @@ import pytest
 from liberopro.results import summarize
 from liberopro.schema.results import (
     EVENT_ADAPTER,
+    RESULTS_SCHEMA_VERSION,
     SCHEMA_PATH,
     DoneEvent,
     EpisodeEvent,
@@ -125,7 +126,7 @@ def test_old_and_partial_summaries_still_load():
         "unknown_top_level": True,
     }
     s = Summary.load(old)
-    assert "schema_version" not in s.model_fields_set and s.schema_version == 1
+    assert "schema_version" not in s.model_fields_set and s.schema_version == RESULTS_SCHEMA_VERSION
     assert s.case("nominal").success_rate == 0.5 and s.case("nominal").a_later_key == 1
     assert s.headline.overall.mean == 0.4 and s.headline.nominal is None and s.headline.compositions == []
     assert s.headline.category("static", "Condition") is None and s.settings.episodes_per_instance == 10

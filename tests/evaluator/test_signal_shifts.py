@@ -39,7 +39,7 @@ from liberopro.catalog import make_shift
 from liberopro.loop import start_action
 from liberopro.paraphrases import PARAPHRASES
 from liberopro.shifts.adapter import ShiftLayer
-from liberopro.shifts.base import EpisodeContext, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext
 from submission_spec.models import PROPRIO_FIELDS
 
 CAMS = ("agentview", "wrist")
@@ -161,6 +161,32 @@ def test_s14_adds_zero_mean_noise_of_sigma_to_both_cameras_from_the_episode_gene
     post = shift.applied["post_condition"]
     assert shift.applied["cameras"] == list(CAMS)
     assert all(abs(post[c]["median_sigma"] - sigma) < 0.5 and post[c]["measured_steps"] == 4 for c in CAMS)
+
+
+def test_s14_records_the_noise_as_the_policy_receives_it_without_changing_what_it_receives():
+    """Issue 11 item 9: sigma 7.5 added at 256 px reaches a policy asking for 224 px at about
+    4.7 grey levels (area averaging of independent noise) and one asking for 128 px at about 3.75
+    (sigma / 2). The record gives both (``median_sigma`` as added, ``received_median_sigma`` as
+    received); the images delivered are the same bytes with or without that measurement."""
+    from liberopro.observation import resize
+
+    sizes = {"agentview": 224, "wrist": 128}
+
+    def received(cam, img):
+        return resize(img, sizes[cam], sizes[cam], "stretch")
+
+    measured = make_shift("S14", {"sigma": 7.5})
+    ctx = EpisodeContext(scene=None, sem=None, rng=np.random.default_rng(SEED), received=received)  # type: ignore[arg-type]
+    run = episode(measured, 3, frames=lambda t: frame(t, size=256), ctx=ctx)
+    unmeasured = make_shift("S14", {"sigma": 7.5})
+    plain = episode(unmeasured, 3, frames=lambda t: frame(t, size=256))
+    assert all(same_frame(a, b) for a, b in zip(run.delivered, plain.delivered, strict=True))
+    post = measured.applied["post_condition"]
+    assert post["agentview"]["median_sigma"] == pytest.approx(7.5, abs=0.2)
+    assert post["agentview"]["received_median_sigma"] == pytest.approx(4.7, abs=0.2)
+    assert post["agentview"]["received_size"] == [224, 224]
+    assert post["wrist"]["received_median_sigma"] == pytest.approx(3.75, abs=0.2)
+    assert "received_median_sigma" not in unmeasured.applied["post_condition"]["agentview"]  # no policy known
 
 
 def test_s14_leaves_the_input_frame_unchanged():
@@ -592,8 +618,13 @@ def test_d20_after_a_paraphrase_equal_to_its_own_takes_the_next_one():
     assert shift.applied["changed_from_drawn"] is True
 
 
-def test_d20_invalid_when_the_restatement_never_reaches_the_policy():
-    with pytest.raises(ShiftInvalid, match="not asked again"):
-        _ask(_d20(1), 6, asked=(0, 2))
-    with pytest.raises(ShiftInvalid, match="never restated"):
-        _ask(_d20(1, fallback_step=40), 6, asked=(0, 2))
+def test_d20_that_never_reached_the_policy_stays_valid_as_any_unfired_runtime_shift():
+    """One rule for every runtime shift (issue 11, item 4): an episode that ended before D20 fired,
+    or before the policy was asked again after it fired, ended before the shift could act; it is
+    valid and counts with its outcome, as for D01-D19 (version 1 of the results made it invalid)."""
+    fired = _d20(1)
+    _ask(fired, 6, asked=(0, 2))  # fired at step 3, never asked again
+    assert fired.fired_at == 3 and fired.applied["post_condition"]["deliveries"] == 0
+    unfired = _d20(1, fallback_step=40)
+    _ask(unfired, 6, asked=(0, 2))  # the episode ended before the fallback step
+    assert unfired.fired_at is None and "post_condition" not in unfired.applied

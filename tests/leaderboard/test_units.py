@@ -135,4 +135,7 @@ def test_methodology_page_and_api_serve_the_catalog(seeded_db):
         data = c.get("/api/leaderboard/methodology").json()
         assert [s["id"] for s in data["shifts"]] == list(SPECS)
         d07 = next(s for s in data["shifts"] if s["id"] == "D07")
-        assert d07["fallback_step"] == {"approach": 40, "transport": 100} and d07["trigger"] == "approach or transport"
+        assert (
+            d07["fallback_step"] == {"approach": "0.25*S(task)", "transport": "0.5*S(task)"}
+            and d07["trigger"] == "approach or transport"
+        )

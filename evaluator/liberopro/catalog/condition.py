@@ -12,7 +12,7 @@ from pydantic import Field
 
 from liberopro.catalog import task_options as task
 from liberopro.catalog.sampling import Choice, Direction, TaskPermutation, Uniform
-from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, fixed_fallback
+from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, phase_fallback
 
 #: D02: least distance (m) from the robot and the carried target to the receiver when it moves.
 RECEIVER_ROBOT_CLEARANCE_M = 0.02
@@ -51,7 +51,7 @@ S01 = ShiftSpec(
 
 
 class RuntimeObjectPoseParams(RuntimeParams):
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach")
     trigger: Literal["approach"] = "approach"
     distance_m: Annotated[float, Field(ge=0.0, le=0.5), Uniform(0.05, 0.12)]
     direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]
@@ -105,7 +105,7 @@ S02 = ShiftSpec(
 
 
 class RuntimeReceiverPoseParams(RuntimeParams):
-    fallback: ClassVar[FallbackRule] = fixed_fallback(transport=100)
+    fallback: ClassVar[FallbackRule] = phase_fallback("transport")
     trigger: Literal["transport"] = "transport"
     distance_m: Annotated[float, Field(ge=0.0, le=0.5), Uniform(0.05, 0.12)]
     min_distance_m: float = Field(default=0.05, ge=0.0, le=0.5)
@@ -153,7 +153,7 @@ S03 = ShiftSpec(
 
 
 class RuntimeRelativeLayoutParams(RuntimeParams):
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach")
     trigger: Literal["approach"] = "approach"
     partners: Annotated[tuple[str, ...], Field(min_length=1), _PARTNERS]
 
@@ -236,7 +236,7 @@ S05 = ShiftSpec(
 class RuntimePathObstacleParams(RuntimeParams):
     """As :class:`PathObstacleParams`, plus the trigger."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(transport=80)
+    fallback: ClassVar[FallbackRule] = phase_fallback("transport")
     trigger: Literal["transport"] = "transport"
     fraction: Annotated[float, Field(ge=0.1, le=0.9), Uniform(0.4, 0.6, 3)]
     height_m: Annotated[float, Field(ge=0.02, le=0.12), Uniform(0.06, 0.12)]
@@ -264,7 +264,7 @@ D05 = ShiftSpec(
 class ObstructionParams(RuntimeParams):
     """``cover``: fraction of the goal region's area the block covers; ``height_m`` of the block."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(placement=120)
+    fallback: ClassVar[FallbackRule] = phase_fallback("placement")
     trigger: Literal["placement"] = "placement"
     cover: Annotated[float, Field(ge=0.05, le=0.5), Uniform(0.15, 0.3, 3)]
     height_m: Annotated[float, Field(ge=0.01, le=0.06), Uniform(0.02, 0.03)]

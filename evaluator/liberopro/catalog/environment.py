@@ -26,7 +26,7 @@ from liberopro.catalog.sampling import (
     Uniform,
     uniform,
 )
-from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, fixed_fallback
+from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, phase_fallback
 
 # ------------------------------------------------------------------ appearance (S10, S11, S13)
 #: Square resolution of the appearance shifts' measurement renders (px), whatever the policy's.
@@ -200,7 +200,7 @@ S08 = ShiftSpec(
 class RuntimeLookalikeParams(RuntimeParams):
     """As :class:`LookalikeParams`, plus the trigger."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach")
     trigger: Literal["approach"] = "approach"
     lookalike: Annotated[str, _LOOKALIKE]
     target_type: Annotated[str, _TARGET_TYPE]
@@ -253,7 +253,7 @@ S09 = ShiftSpec(
 class RuntimeOcclusionParams(RuntimeParams):
     """As :class:`OcclusionParams`, plus the trigger."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(grasp=60)
+    fallback: ClassVar[FallbackRule] = phase_fallback("grasp")
     trigger: Literal["grasp"] = "grasp"
     fraction: Annotated[float, Field(ge=0.05, le=0.95), Uniform(0.2, 0.5, 3)]
     depth_ratio: Annotated[float, Field(ge=0.1, le=0.8), Uniform(0.2, 0.35, 3)]
@@ -380,7 +380,7 @@ S12 = ShiftSpec(
 class CameraMotionParams(RuntimeParams):
     """As S15's :class:`~liberopro.catalog.observation.CameraParams`, plus the trigger."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40, transport=100)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach", "transport")
     trigger: Annotated[Literal["approach", "transport"], Coin("approach", "transport")] = "approach"
     shift_m: Annotated[float, Field(ge=0, le=0.3), Uniform(0.03, 0.08)]
     shift_azimuth_deg: Annotated[float, Uniform(-180, 180, 1)]
@@ -414,7 +414,7 @@ class LightingChangeParams(RuntimeParams):
     """``mode``: ``dim`` (lights x ``scale`` for the rest of the episode) or ``flicker`` (x
     ``scale`` and back every ``period_steps`` for ``duration_steps``)."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach")
     trigger: Literal["approach"] = "approach"
     mode: Annotated[Literal["dim", "flicker"], Coin("dim", "flicker")]
     scale: Annotated[float, Fixed(0.3)] = Field(default=0.3, ge=0.05, le=0.9)

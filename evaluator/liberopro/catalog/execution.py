@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from liberopro.catalog.sampling import Coin, Integers, Uniform
-from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, fixed_fallback
+from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, phase_fallback
 
 #: LIBERO's action limits, and the full range of one action number: action-noise sigmas are
 #: fractions of it (``docs/shifts.md``, S20).
@@ -47,7 +47,7 @@ S19 = ShiftSpec(
 class DelayBurstParams(RuntimeParams):
     """Actions ``delay_steps`` control steps late for ``duration_steps`` policy steps."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach")
     trigger: Literal["approach"] = "approach"
     delay_steps: Annotated[int, Field(ge=1, le=20), Integers(2, 5)]
     duration_steps: Annotated[int, Field(ge=1, le=500), _WINDOW]
@@ -99,7 +99,7 @@ S20 = ShiftSpec(
 class ActionNoiseBurstParams(RuntimeParams):
     """As :class:`ActionNoiseParams` for ``duration_steps`` policy steps."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(transport=120)
+    fallback: ClassVar[FallbackRule] = phase_fallback("transport")
     trigger: Literal["transport"] = "transport"
     sigma_frac: Annotated[float, Field(gt=0, le=0.5), Uniform(0.05, 0.2)]
     duration_steps: Annotated[int, Field(ge=1, le=500), _WINDOW]
@@ -149,7 +149,7 @@ S21 = ShiftSpec(
 class DropParams(RuntimeParams):
     """``drop_fraction`` of the commands in ``duration_steps`` policy steps replaced by a hold."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(grasp=80)
+    fallback: ClassVar[FallbackRule] = phase_fallback("grasp")
     trigger: Literal["grasp"] = "grasp"
     drop_fraction: Annotated[float, Field(gt=0, le=1), Uniform(0.3, 0.7, 3)]
     duration_steps: Annotated[int, Field(ge=1, le=500), _WINDOW]
@@ -170,7 +170,7 @@ D15 = ShiftSpec(
 class ControlRateParams(RuntimeParams):
     """Each action held for ``hold_periods`` control periods for ``duration_steps`` policy steps."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach")
     trigger: Literal["approach"] = "approach"
     hold_periods: Annotated[int, Field(ge=2, le=10), Integers(2, 3)]
     duration_steps: Annotated[int, Field(ge=1, le=500), _WINDOW]

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from liberopro.catalog import task_options as task
 from liberopro.catalog.sampling import TaskIndex, TaskIndexed
-from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, fixed_fallback
+from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, phase_fallback
 
 _INDEX = TaskIndex(task.paraphrases, "uniform over the task's curated paraphrases (>= 3)")
 _TEXT = TaskIndexed(task.paraphrases, "index", "the paraphrase at index")
@@ -37,7 +37,7 @@ S22 = ShiftSpec(
 class RestatementParams(RuntimeParams):
     """``index`` into the task's curated paraphrases; ``text`` is that paraphrase."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach")
     trigger: Literal["approach"] = "approach"
     index: Annotated[int, Field(ge=0), _INDEX]
     text: Annotated[str, _TEXT]

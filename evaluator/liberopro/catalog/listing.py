@@ -26,6 +26,13 @@ def row(spec: ShiftSpec) -> dict[str, Any]:
     }
 
 
+def _fallback_rule() -> str:
+    from liberopro.catalog import fallbacks
+
+    per = ", ".join(f"{p} {f:g}" for p, f in fallbacks.FRACTION.items())
+    return f"`fallback_step = max({fallbacks.MIN_FALLBACK_STEP}, floor(f * S(task)))` with f = {per}"
+
+
 def rows() -> list[dict[str, Any]]:
     """Every shift in catalog order (``liberopro shifts --json``)."""
     return [row(s) for s in SPECS.values()]
@@ -56,6 +63,13 @@ def markdown() -> str:
         "bounds, see the catalog modules); a runtime shift fires at its trigger phase or, if that phase "
         "is never reached, at its fallback step. Resources are what a shift takes over: two shifts of "
         "a composition may not own one at the same moment.",
+        "",
+        f"Fallback steps follow one rule for every runtime shift ({_fallback_rule()}): `S(task)` is the "
+        "privileged oracle's fastest success on the task in policy steps "
+        "(`evaluator/liberopro/data/fastest_success.json`), so the fallback comes before any policy can "
+        "complete the task and every runtime episode either sees its shift or ends earlier by failure "
+        "(`evaluator/liberopro/catalog/fallbacks.py`). `fallback_step` below shows the rule; instances "
+        "carry the step for their task.",
         "",
         "| ID | name | category | kind | trigger | what changes | parameters (defaults) | resources | post-condition |",
         "|---|---|---|---|---|---|---|---|---|",

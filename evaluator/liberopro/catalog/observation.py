@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from liberopro.catalog.sampling import Choice, Coin, Integers, Uniform, When
-from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, fixed_fallback
+from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, phase_fallback
 
 _WINDOW = Integers(10, 30)
 
@@ -42,7 +42,7 @@ S14 = ShiftSpec(
 class NoiseBurstParams(RuntimeParams):
     """``sigma`` (grey levels, 0-255) of the pixel noise for ``duration_steps`` policy steps."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(transport=120)
+    fallback: ClassVar[FallbackRule] = phase_fallback("transport")
     trigger: Literal["transport"] = "transport"
     sigma: Annotated[float, Field(gt=0, le=64), Uniform(10.0, 25.0, 2)]
     duration_steps: Annotated[int, Field(ge=1, le=500), _WINDOW]
@@ -138,7 +138,7 @@ S16 = ShiftSpec(
 class FreezeParams(RuntimeParams):
     """``duration_steps``: policy steps the frame captured at the trigger is delivered."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach")
     trigger: Literal["approach"] = "approach"
     duration_steps: Annotated[int, Field(ge=1, le=500), _WINDOW]
 
@@ -158,7 +158,7 @@ D10 = ShiftSpec(
 class DropoutParams(RuntimeParams):
     """``camera`` whose images are blank (all zeros) for ``duration_steps`` policy steps."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(grasp=80)
+    fallback: ClassVar[FallbackRule] = phase_fallback("grasp")
     trigger: Literal["grasp"] = "grasp"
     camera: Annotated[Literal["agentview", "wrist"], Coin("agentview", "wrist")]
     duration_steps: Annotated[int, Field(ge=1, le=500), _WINDOW]
@@ -179,7 +179,7 @@ D11 = ShiftSpec(
 class ObsLatencyParams(RuntimeParams):
     """Observations ``delay_steps`` policy steps old for ``duration_steps`` steps."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach")
     trigger: Literal["approach"] = "approach"
     delay_steps: Annotated[int, Field(ge=1, le=50), Integers(3, 8)]
     duration_steps: Annotated[int, Field(ge=1, le=500), _WINDOW]

@@ -21,7 +21,7 @@ from liberopro.catalog.sampling import (
     SphereElevation,
     Uniform,
 )
-from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, fixed_fallback
+from liberopro.catalog.spec import FallbackRule, RuntimeParams, ShiftParams, ShiftSpec, phase_fallback
 
 #: Arm joints of LIBERO's Panda (0 = base yaw ... 6 = flange rotation).
 N_ARM_JOINTS = 7
@@ -106,7 +106,7 @@ class GraspLossParams(RuntimeParams):
     """The gripper forced open for ``open_steps`` policy steps, extended by at most
     ``release_timeout_steps`` until no finger touches what it held."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(transport=100)
+    fallback: ClassVar[FallbackRule] = phase_fallback("transport")
     trigger: Literal["transport"] = "transport"
     open_steps: Annotated[int, Field(ge=1, le=40), Integers(10, 14)]
     release_timeout_steps: int = Field(default=10, ge=0, le=40)
@@ -132,7 +132,7 @@ class DisplacementParams(RuntimeParams):
     """The end effector pushed ``distance_m`` horizontally toward ``direction_deg`` (world) by a
     bounded intervention of at most ``max_steps`` policy steps."""
 
-    fallback: ClassVar[FallbackRule] = fixed_fallback(approach=40, transport=40)
+    fallback: ClassVar[FallbackRule] = phase_fallback("approach", "transport")
     trigger: Annotated[Literal["approach", "transport"], Coin("approach", "transport")] = "approach"
     distance_m: Annotated[float, Field(ge=0.0, le=0.2), Uniform(0.03, 0.08)]
     direction_deg: Annotated[float, Field(ge=0.0, lt=360.0), Direction(1)]

@@ -63,27 +63,43 @@ class ShiftParams(BaseModel):
 
 
 class FallbackRule(BaseModel):
-    """When a runtime shift fires if its trigger phase is never reached: today a fixed policy step
-    per trigger phase (``docs/shifts.md``: "every runtime shift has a fallback step"). Issue 11
-    replaces it by a rule derived from the task; callers ask :meth:`step` only."""
+    """When a runtime shift fires if its trigger phase is never reached: the one rule of
+    :mod:`liberopro.catalog.fallbacks`, ``F(task, phase) = max(10, floor(FRACTION[phase] *
+    S(task)))`` with ``S(task)`` the oracle's fastest success on the task (issue 11, item 4).
+    A shift declares only the phases it may be triggered by; every shift and phase follows the
+    same rule. Callers ask :meth:`step` only."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    steps: dict[Phase, int] = Field(min_length=1)
+    triggers: tuple[Phase, ...] = Field(min_length=1)
 
-    def step(self, trigger: str) -> int:
-        """The fallback step (policy-loop step, 0-based) for ``trigger``; ``KeyError`` for a
-        phase the rule does not cover."""
-        return self.steps[trigger]  # type: ignore[index]
+    def step(self, trigger: str, task: str | None = None) -> int:
+        """The fallback step (policy-loop step, 0-based) for ``trigger`` on ``task``
+        (``"libero_goal:3"``, :func:`liberopro.catalog.fallbacks.fallback_step`); without a task,
+        the earliest over all tasks. ``KeyError`` for a phase the shift cannot be triggered by or
+        a task the table does not list."""
+        from liberopro.catalog import fallbacks
 
-    def describe(self) -> int | dict[str, int]:
-        """The listing's value: the step, or the step per trigger where they differ."""
-        values = set(self.steps.values())
-        return next(iter(values)) if len(values) == 1 else {str(k): v for k, v in self.steps.items()}
+        if trigger not in self.triggers:
+            raise KeyError(trigger)
+        return fallbacks.fallback_step(task, trigger) if task is not None else fallbacks.earliest_fallback_step(trigger)
+
+    @property
+    def steps(self) -> dict[str, int]:
+        """Trigger -> the fallback step without a task (the earliest over all tasks)."""
+        return {t: self.step(t) for t in self.triggers}
+
+    def describe(self) -> str | dict[str, str]:
+        """The listing's value: the rule, or the rule per trigger where a shift has several."""
+        from liberopro.catalog import fallbacks
+
+        rules = {str(t): fallbacks.describe(t) for t in self.triggers}
+        return next(iter(rules.values())) if len(rules) == 1 else rules
 
 
-def fixed_fallback(**steps: int) -> FallbackRule:
-    """``fixed_fallback(approach=40, transport=100)``."""
-    return FallbackRule(steps=steps)  # type: ignore[arg-type]
+def phase_fallback(*triggers: str) -> FallbackRule:
+    """``phase_fallback("approach", "transport")``: the fallback rule for a shift triggered by
+    these phases (the first is the default trigger)."""
+    return FallbackRule(triggers=triggers)  # type: ignore[arg-type]
 
 
 class RuntimeParams(ShiftParams):
@@ -91,7 +107,8 @@ class RuntimeParams(ShiftParams):
     ``Literal`` of the phases allowed, the first being the default) and the fallback step.
 
     ``fallback`` (a class attribute) is the shift's :class:`FallbackRule`; when ``fallback_step``
-    is not given it is the rule's step for the trigger."""
+    is not given it is the rule's step for the trigger without a task (the earliest over all
+    tasks); :meth:`ShiftSpec.sample_params` gives the task's own step."""
 
     fallback: ClassVar[FallbackRule]
     trigger: str
@@ -99,8 +116,9 @@ class RuntimeParams(ShiftParams):
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        """A subclass declaring ``fallback`` gets the rule's step for its default trigger as the
-        field's default (so the JSON schema and the listing show it)."""
+        """A subclass declaring ``fallback`` gets the rule's step for its default trigger, without a
+        task (the earliest over all tasks), as the field's default (so the JSON schema shows it);
+        instances drawn for a task carry that task's step (:meth:`ShiftSpec.sample_params`)."""
         super().__pydantic_init_subclass__(**kwargs)
         rule = cls.__dict__.get("fallback")
         if rule is not None:
@@ -115,7 +133,7 @@ class RuntimeParams(ShiftParams):
         rule = getattr(cls, "fallback", None)
         if isinstance(data, dict) and "fallback_step" not in data and rule is not None:
             trigger = data.get("trigger", cls.model_fields["trigger"].default)
-            if trigger in rule.steps:  # else validation names the bad trigger
+            if trigger in rule.triggers:  # else validation names the bad trigger
                 data = {**data, "fallback_step": rule.step(trigger)}
         return data
 
@@ -173,7 +191,7 @@ class ShiftSpec:
             if not self.triggers or any(t not in PHASES for t in self.triggers):
                 problems.append(f"triggers {self.triggers} are not phases {PHASES}")
             rule = getattr(self.Params, "fallback", None)
-            if rule is None or set(rule.steps) != set(self.triggers):
+            if rule is None or set(rule.triggers) != set(self.triggers):
                 problems.append("Params.fallback must give a step for every trigger")
         unknown = set(self.differs_from_definition) - set(self.Params.model_fields)
         if unknown:
@@ -204,8 +222,14 @@ class ShiftSpec:
     ) -> ShiftParams:
         """Draw parameters from the declared distributions (``rng``: the instance's generator).
 
-        ``ref``/``sem`` are needed by task-dependent draws only (``ValueError`` without them)."""
-        return self.Params(**sample_fields(self.Params, rng, ref, sem))
+        ``ref``/``sem`` are needed by task-dependent draws only (``ValueError`` without them).
+        A runtime shift drawn for a task gets that task's fallback step for its drawn trigger
+        (:mod:`liberopro.catalog.fallbacks`; no generator call, so the other draws are unchanged)."""
+        fields = sample_fields(self.Params, rng, ref, sem)
+        if self.fallback is not None and ref is not None and "fallback_step" not in fields:
+            trigger = fields.get("trigger", self.triggers[0])
+            fields["fallback_step"] = self.fallback.step(trigger, str(ref))
+        return self.Params(**fields)
 
     def validate_params(self, params: Mapping[str, Any] | ShiftParams) -> ShiftParams:
         """``params`` as this shift's model; ``pydantic.ValidationError`` names the bad field."""

@@ -40,7 +40,11 @@ from pydantic import (
 
 from liberopro.metrics import PairKey
 
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
+#: Version history: 2 (issue 11): a runtime shift that never fired (the episode ended before its
+#: phase and its fallback step) leaves the episode valid for every shift, D20 included (version 1
+#: made an unfired D20 invalid); ``runtime_fired`` gained ``succeeded_before_firing``,
+#: ``fallback_steps`` and ``by_shift``; degenerate rate intervals are no longer zero-width.
 
 #: Where the committed JSON Schema of the results lives (repository root ``docs/``).
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "docs" / "results.schema.json"
@@ -230,13 +234,37 @@ class PairedDifference(_Tolerant):
     pairs: int = 0
 
 
-class FiredCounts(_Tolerant):
-    """For a case with runtime shifts: valid episodes where every runtime shift fired by its
-    phase, where one fired by its fallback step, and where one never fired."""
+class ShiftFiredCounts(_Tolerant):
+    """One runtime shift of a case, over the case's valid episodes: fired by its trigger phase
+    (``phase``), by its fallback step (``fallback``), or never (``not_fired``: the episode ended
+    before both)."""
 
     phase: int = 0
     fallback: int = 0
     not_fired: int = 0
+
+
+class FiredCounts(_Tolerant):
+    """For a case with runtime shifts, how its valid episodes met them (issue 11, item 4; the
+    fallback rule is :mod:`liberopro.catalog.fallbacks`). Every valid episode is in exactly one of
+    ``phase`` (every runtime shift fired by its trigger phase), ``fallback`` (at least one by its
+    fallback step, none unfired) and ``not_fired`` (the episode ended before at least one fired:
+    "ended before firing"); all three count in the case's success rate with their outcome.
+
+    ``succeeded_before_firing``: episodes of ``not_fired`` that ended in a success. The fallback
+    step comes before any success is possible, so this is 0 unless a policy beat the rule's margin
+    on some task: then ``late_fallback_tasks`` names those tasks. ``fallback_steps``: the smallest
+    and largest fallback step of the case's runtime shifts over its episodes (policy steps; they
+    differ per task). ``by_shift``: the three counts per runtime shift id (compositions may hold
+    two runtime shifts)."""
+
+    phase: int = 0
+    fallback: int = 0
+    not_fired: int = 0
+    succeeded_before_firing: int = 0
+    late_fallback_tasks: list[str] = Field(default_factory=list)
+    fallback_steps: tuple[int, int] | None = None
+    by_shift: dict[str, ShiftFiredCounts] = Field(default_factory=dict)
 
 
 class CaseSummary(_Tolerant):

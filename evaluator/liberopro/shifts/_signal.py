@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import cv2
@@ -98,14 +99,29 @@ SIGMA_ABS_TOL = 0.5
 
 
 class NoiseLevel:
-    """Per-camera noise measurements over steps (shared by S14 and D13)."""
+    """Per-camera noise measurements over steps (shared by S14 and D13).
+
+    The noise is added, and its post-condition measured, at the render resolution. Where the
+    episode knows how the policy receives each camera (``received``, the evaluator's orientation
+    and resize: :attr:`liberopro.shifts.base.EpisodeContext.received`), the level is also
+    measured on the noisy and the clean image both passed through it: the noise the policy
+    actually sees (``received_median_sigma``), lower after an area-averaging resize, which
+    averages neighbouring pixels' independent noise. That measurement changes nothing the policy
+    receives (copies, no generator call)."""
 
     def __init__(self, sigma: float) -> None:
         self.sigma = sigma
         self.values: dict[str, list[float]] = {}
         self.unmeasured: dict[str, int] = {}
+        self.received: dict[str, list[float]] = {}
+        self.received_size: dict[str, list[int]] = {}
 
-    def apply(self, frame: RawFrame, rng: np.random.Generator) -> RawFrame:
+    def apply(
+        self,
+        frame: RawFrame,
+        rng: np.random.Generator,
+        received: Callable[[str, np.ndarray], np.ndarray | None] | None = None,
+    ) -> RawFrame:
         images = {}
         for cam, img in frame.images.items():
             noisy = add_pixel_noise(img, self.sigma, rng)
@@ -114,11 +130,21 @@ class NoiseLevel:
                 self.unmeasured[cam] = self.unmeasured.get(cam, 0) + 1
             else:
                 self.values.setdefault(cam, []).append(est)
+            if received is not None:
+                got, clean = received(cam, noisy), received(cam, img)
+                if got is not None and clean is not None:
+                    self.received_size[cam] = list(got.shape[:2])
+                    est_r, _ = estimate_noise_sigma(got, clean, self.sigma, min_values=25)
+                    if est_r is not None:
+                        self.received.setdefault(cam, []).append(est_r)
             images[cam] = noisy
         return dataclasses.replace(frame, images=images)
 
     def check(self, shift_id: str) -> dict:
-        """Measured level per camera; raises :class:`ShiftInvalid` when a camera's median is off."""
+        """Measured level per camera (at render resolution: ``median_sigma``, ``min_sigma``,
+        ``max_sigma``; as the policy receives it, where known: ``received_median_sigma`` and
+        ``received_size`` [height, width]); raises :class:`ShiftInvalid` when a camera's median
+        at render resolution is off (the post-condition is on the noise as added)."""
         out = {}
         for cam in sorted(set(self.values) | set(self.unmeasured)):
             vals = self.values.get(cam, [])
@@ -129,6 +155,10 @@ class NoiseLevel:
                 "measured_steps": len(vals),
                 "unmeasurable_steps": self.unmeasured.get(cam, 0),
             }
+            if cam in self.received_size:
+                got = self.received.get(cam, [])
+                out[cam]["received_median_sigma"] = round(float(np.median(got)), 3) if got else None
+                out[cam]["received_size"] = self.received_size[cam]
         if not out:
             raise ShiftInvalid(shift_id, "the policy received no camera image to add noise to")
         for cam, m in out.items():

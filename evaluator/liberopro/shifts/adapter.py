@@ -11,7 +11,7 @@ paraphrase, whatever order the case lists them in).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -78,11 +78,21 @@ class ShiftStack:
         """The shifts of an instance's entries (``id``, ``params``), each class imported by id."""
         return cls([get_shift(e.id)(e.params) for e in entries])
 
-    def bind(self, scene: LiberoScene, sem: TaskSemantics, seed: int) -> None:
+    def bind(
+        self,
+        scene: LiberoScene,
+        sem: TaskSemantics,
+        seed: int,
+        received: Callable[[str, np.ndarray], np.ndarray | None] | None = None,
+    ) -> None:
         """One context per shift: the scene, the task's semantics and the shift's own generator,
-        seeded from (episode seed, shift id, index in the instance) (:func:`stable_seed`)."""
+        seeded from (episode seed, shift id, index in the instance) (:func:`stable_seed`);
+        ``received`` (camera, image) -> the image as the policy receives it
+        (:attr:`EpisodeContext.received`, measurements only)."""
         contexts = [
-            EpisodeContext(scene=scene, sem=sem, rng=np.random.default_rng(stable_seed(seed, s.id, i)))
+            EpisodeContext(
+                scene=scene, sem=sem, rng=np.random.default_rng(stable_seed(seed, s.id, i)), received=received
+            )
             for i, s in enumerate(self.shifts)
         ]
         pairs = sorted(zip(self.shifts, contexts, strict=True), key=lambda sc: sc[0].kind != "static")

@@ -31,6 +31,7 @@ Every shift records what it applied (``self.applied``), with measured values.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -60,7 +61,10 @@ class EpisodeContext:
     """What a shift may touch during one episode.
 
     ``rng`` is the shift's own generator for this episode, seeded from (episode seed, shift id):
-    a shift never draws from numpy's global RNG, which LIBERO reseeds.
+    a shift never draws from numpy's global RNG, which LIBERO reseeds. ``received`` maps (camera
+    name, rendered (H, W, 3) uint8 image) to that image as the policy receives it (orientation
+    and resize, :func:`liberopro.observation.received_image`; None for a camera it does not ask
+    for), for measurements only; None where no policy is known (validation on fakes, tests).
     """
 
     scene: LiberoScene
@@ -68,6 +72,7 @@ class EpisodeContext:
     rng: np.random.Generator
     phases: Any = None  # PhaseTracker, once the policy loop has started
     last_action: np.ndarray = field(default_factory=lambda: np.array([0, 0, 0, 0, 0, 0, -1.0]))
+    received: Callable[[str, np.ndarray], np.ndarray | None] | None = None
 
 
 def stable_seed(*parts: object) -> int:

@@ -14,8 +14,7 @@ teleport, so exactly; re-measured from the simulator), the target did not move, 
 clearance held.
 
 Defaults: distance 5-12 cm (minimum 5 cm), direction uniform, yaw uniform in [-20, 20] deg;
-fallback step 100
-(transport comes later than approach: LIBERO demonstrations lift the target after 40-80 steps).
+the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`).
 """
 
 from __future__ import annotations

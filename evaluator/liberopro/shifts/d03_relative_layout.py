@@ -11,7 +11,7 @@ Post-condition, measured at the moment of the swap: each unit's bottom object is
 former place (teleport: within 1 mm, re-measured from the simulator), nothing interpenetrates,
 and neither touches the robot.
 
-Defaults: partners in random order; fallback step 40 (as D01).
+Defaults: partners in random order; the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`).
 """
 
 from __future__ import annotations

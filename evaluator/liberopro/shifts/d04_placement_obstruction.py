@@ -16,7 +16,7 @@ inside the region, covers 10-50% of the region's area (the uncovered area and th
 footprint are recorded: LIBERO's ``On`` holds for a target resting partly on the block and
 partly on the receiver), no simulated contact, >= 2 cm from the robot.
 
-Defaults: trigger placement; fallback step 120; cover 0.15-0.3; height 2-3 cm. Not applicable
+Defaults: trigger placement; the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`); cover 0.15-0.3; height 2-3 cm. Not applicable
 where the goal region moves with a drawer (a static block cannot ride in it: libero_goal 3,
 libero_10 3) or to a push (the pushed plate is larger than its goal region: any block on it
 blocks the push: libero_goal 5), nor to articulated goals.

@@ -14,7 +14,7 @@ the remaining path (the segment passes within 1 mm of its centre), at most 12 cm
 free above it (going over stays possible), a 10 cm lane beside it recorded (going around), no
 simulated contact.
 
-Defaults: trigger transport; fallback step 80; fraction 0.4-0.6; height 6-12 cm; width 8-14 cm;
+Defaults: trigger transport; the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`); fraction 0.4-0.6; height 6-12 cm; width 8-14 cm;
 thickness 3-5 cm. Applicability: as S05 (tasks with a goal region).
 """
 

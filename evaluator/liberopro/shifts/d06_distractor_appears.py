@@ -15,7 +15,7 @@ the robot), the episode is invalid with that reason. Statically not applicable: 
 task 8 "put both moka pots on the stove", the one pair the reference study found not
 applicable).
 
-Defaults: trigger approach; fallback step 40; gap 5-15 cm; direction uniform; yaw -45..45 deg.
+Defaults: trigger approach; the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`); gap 5-15 cm; direction uniform; yaw -45..45 deg.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ at least 20% of its pixels in the moved view.
 
 Defaults: shift 3-8 cm along a direction of uniform azimuth and elevation in [-30, 30] deg; turn
 5-10 deg about an axis of uniform azimuth and elevation in [-60, 60] deg (camera frame); trigger
-approach or transport (even odds); fallback step 40 (approach) or 100 (transport).
+approach or transport (even odds); the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`) for the drawn trigger.
 """
 
 from __future__ import annotations

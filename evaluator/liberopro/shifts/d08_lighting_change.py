@@ -19,7 +19,7 @@ brightness; for ``flicker``, every delivered third-person frame in the window is
 its level and mean brightness, and the episode end checks that the dim ones were darker.
 
 Defaults: mode dim or flicker (even odds), scale 0.3, flicker window 10-30 steps, period 2-6
-steps, fallback step 40.
+steps, the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`).
 """
 
 from __future__ import annotations

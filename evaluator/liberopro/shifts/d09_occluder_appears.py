@@ -11,7 +11,7 @@ just before the board appears). It stays for the rest of the episode.
 Post-condition, measured at the firing step: hidden fraction within 0.05 of the stated one and
 in 0.2-0.5 (segmentation renders); board > 0.9 m from the robot base, without collisions.
 
-Defaults: trigger grasp; fallback step 60; fraction 0.2-0.5; depth ratio 0.2-0.35; side uniform.
+Defaults: trigger grasp; the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`); fraction 0.2-0.5; depth ratio 0.2-0.35; side uniform.
 Applies to every task.
 """
 

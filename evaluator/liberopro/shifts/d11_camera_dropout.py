@@ -7,9 +7,8 @@ afterwards.
 only one camera, not the named one, loses the one it receives (``applied["camera"]`` says which
 and ``substituted`` marks it): every policy experiences a dropout.
 
-Defaults: trigger ``grasp`` (first gripper contact with the target), fallback step 80 (policy
-steps; the grasp of a nominal LIBERO rollout typically comes within 40-100 steps, and 80 + 30
-stays well inside the shortest horizon, 220), ``camera`` either with probability 1/2,
+Defaults: trigger ``grasp`` (first gripper contact with the target), the fallback step of the per-task rule
+(:mod:`liberopro.catalog.fallbacks`), ``camera`` either with probability 1/2,
 ``duration_steps`` uniform in {10, ..., 30}.
 
 Post-condition, measured on the delivered frames over the window (window rule:

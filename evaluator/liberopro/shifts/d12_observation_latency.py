@@ -10,8 +10,7 @@ Realisation: the shift keeps the last ``delay_steps + 1`` incoming frames at eve
 delivers the frame of step ``t - delay_steps`` (or the oldest one kept, if the episode is
 younger than the delay).
 
-Defaults: trigger ``approach``, fallback step 40 (the approach of a nominal rollout typically
-comes within 20-60 steps), ``delay_steps`` uniform in {3, ..., 8}, ``duration_steps`` uniform
+Defaults: trigger ``approach``, the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`), ``delay_steps`` uniform in {3, ..., 8}, ``duration_steps`` uniform
 in {10, ..., 30}.
 
 Post-condition, measured over the window (window rule: :mod:`liberopro.shifts._signal`): every

@@ -4,8 +4,7 @@ camera the policy receives, for a window of ``duration_steps`` steps (``docs/def
 (:mod:`liberopro.shifts.s14_sensor_noise`): ``sigma`` grey levels (0-255), independent per pixel,
 channel and step, from ``ctx.rng``, at the render resolution.
 
-Defaults: trigger ``transport`` (target lifted, or the articulation moving), fallback step 120
-(120 + 30 stays inside the shortest horizon, 220), ``sigma`` uniform in [10, 25] grey levels (the
+Defaults: trigger ``transport`` (target lifted, or the articulation moving), the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`), ``sigma`` uniform in [10, 25] grey levels (the
 upper part of S14's range: a burst is a disturbance, not a steady sensor property),
 ``duration_steps`` uniform in {10, ..., 30}.
 
@@ -34,7 +33,7 @@ class SensorNoiseBurst(WindowShift):
         if not self.active(step):
             return frame
         self.mark(step)
-        return self._level.apply(frame, ctx.rng)
+        return self._level.apply(frame, ctx.rng, ctx.received)
 
     def measure(self, ctx: EpisodeContext) -> dict:
         return self._level.check(self.id)

@@ -9,7 +9,7 @@ holds (zero arm delta, gripper command of the last executed action); afterwards 
 ``delay_steps`` steps before executes. When the window closes the channel is restored: the
 commands still queued are dropped (recorded) and the current command executes at once.
 
-Defaults: trigger ``approach``, fallback step 40, ``delay_steps`` uniform in {2, ..., 5},
+Defaults: trigger ``approach``, the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`), ``delay_steps`` uniform in {2, ..., 5},
 ``duration_steps`` uniform in {10, ..., 30}.
 
 Post-condition, measured on the executed actions over the window (window rule:

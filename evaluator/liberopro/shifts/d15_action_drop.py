@@ -7,7 +7,7 @@ Realisation: when the shift fires, exactly ``round(drop_fraction x duration_step
 window's steps are drawn without replacement from the episode's generator (``ctx.rng``) and
 recorded; at those steps the command is replaced by a hold, at the others it executes unchanged.
 
-Defaults: trigger ``grasp``, fallback step 80, ``drop_fraction`` uniform in [0.3, 0.7],
+Defaults: trigger ``grasp``, the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`), ``drop_fraction`` uniform in [0.3, 0.7],
 ``duration_steps`` uniform in {10, ..., 30}.
 
 Post-condition, measured on the executed actions over the window (window rule:

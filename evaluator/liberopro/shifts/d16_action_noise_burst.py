@@ -5,7 +5,7 @@ noise on executed actions for a window). The noise is S20's
 the range of [-1, 1]) on each of the six arm numbers, from ``ctx.rng``, clipped to [-1, 1]; the
 gripper is untouched.
 
-Defaults: trigger ``transport``, fallback step 120, ``sigma_frac`` uniform in [0.05, 0.2] (S20's
+Defaults: trigger ``transport``, the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`), ``sigma_frac`` uniform in [0.05, 0.2] (S20's
 range), ``duration_steps`` uniform in {10, ..., 30}.
 
 Post-condition, measured on executed minus commanded arm numbers over the window (window rule:

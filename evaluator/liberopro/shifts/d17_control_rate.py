@@ -10,7 +10,7 @@ the firing step) the policy's command is latched and it executes at that step an
 a held command moves the end effector ``m`` times as far as the single command asked. The
 policy keeps being asked as usual.
 
-Defaults: trigger ``approach``, fallback step 40, ``hold_periods`` 2 or 3, ``duration_steps``
+Defaults: trigger ``approach``, the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`), ``hold_periods`` 2 or 3, ``duration_steps``
 uniform in {10, ..., 30}.
 
 Post-condition, measured on the executed actions over the window (window rule:

@@ -35,7 +35,7 @@ extension (e.g. a policy pushing a door with its hand: opening the fingers drops
 
 Applicability: every task except pushing (libero_goal 5): a pushed plate is never held.
 
-Defaults: trigger ``transport``; fallback step 100 (as D02, the other transport shift);
+Defaults: trigger ``transport``; the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`);
 ``open_steps`` uniform in {10, ..., 14}; ``release_timeout_steps`` 10.
 """
 

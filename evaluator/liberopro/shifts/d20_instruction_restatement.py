@@ -10,12 +10,16 @@ instance's shift list), the restatement is the next paraphrase of the list that 
 so the policy always sees a change. Runner order matters: a language shift listed after D20
 rewrites D20's text.
 
-Defaults: trigger ``approach``, fallback step 40, ``index`` uniform over the task's paraphrases.
+Defaults: trigger ``approach``, the fallback step of the one rule for every runtime shift
+(:mod:`liberopro.catalog.fallbacks`), ``index`` uniform over the task's paraphrases.
 
 Post-condition, measured on the instructions the policy receives: every instruction delivered
-from the firing step on is the restatement, it differs from the one delivered before, and it
-reached the policy at least once (a policy asked only before the trigger never received it:
-the shift was not realised and the episode is invalid, as is one that ended before the trigger).
+from the firing step on is the restatement and it differs from the one delivered before.
+An episode that ended before the shift fired, or before the policy was asked again after it
+fired (``deliveries`` 0), is valid like an unfired episode of any runtime shift: it ended before
+the shift could act, which the fallback rule allows only for a failure, and it counts with its
+outcome (``docs/evaluator.md``, "Phases and triggers"; issue 11 item 4: one rule for every
+runtime shift).
 """
 
 from __future__ import annotations
@@ -78,23 +82,12 @@ class InstructionRestatement(RuntimeShift):
         return self._text
 
     def on_episode_end(self, ctx: EpisodeContext) -> None:
-        if self.fired_at is None:
-            raise ShiftInvalid(
-                self.id,
-                f"the episode ended after {self._last_step + 1} steps, before the "
-                f"{self.trigger} phase or the fallback step {self.params.fallback_step}: "
-                "the instruction was never restated",
-            )
+        if self.fired_at is None:  # ended before the phase and the fallback step: valid, counted
+            return
         self.applied["post_condition"] = {
             "delivered_at_steps": self._delivered[:50],
             "deliveries": len(self._delivered),
             "differs_from_before": self._text is not None and self._text != self._before,
         }
-        if not self._delivered:
-            raise ShiftInvalid(
-                self.id,
-                f"fired at step {self.fired_at} but the policy was not asked again before "
-                "the episode ended: the restatement never reached it",
-            )
-        if self._text == self._before:
+        if self._delivered and self._text == self._before:
             raise ShiftInvalid(self.id, "the restatement equals the instruction delivered before it")

@@ -13,7 +13,12 @@ Default magnitude: ``sigma`` uniform in [5, 25] grey levels.
 Post-condition, measured on the delivered images against the clean frames of the same steps: the
 noise level (RMS difference over the values whose clean level lies >= 3 sigma from 0 and 255,
 rounding variance removed; :func:`liberopro.shifts._signal.estimate_noise_sigma`) of every
-camera, median over the episode's steps, within max(5%, 0.5 grey levels) of ``sigma``.
+camera, median over the episode's steps, within max(5%, 0.5 grey levels) of ``sigma``. The
+record also gives, per camera, the level measured the same way on the image as the policy
+receives it (``received_median_sigma``, at ``received_size``: after the evaluator's orientation
+and resize, which area-averages and so lowers the noise; e.g. ``sigma`` 7.5 added at 256 px
+reaches a policy asking for 224 px at about 4.7). ``sigma`` stays the level added at render
+resolution: what the definition's 5-25 grey levels state.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ class SensorNoise(Shift):
         self.applied = {"sigma": self.params.sigma}
 
     def observe(self, frame, step, ctx):
-        return self._level.apply(frame, ctx.rng)
+        return self._level.apply(frame, ctx.rng, ctx.received)
 
     def on_episode_end(self, ctx: EpisodeContext) -> None:
         self.applied["cameras"] = sorted(set(self._level.values) | set(self._level.unmeasured))
