@@ -35,6 +35,7 @@ from liberopro.shifts._props import (
     check_spot,
     entity_aabb,
     footprint_points,
+    park_one,
     place_prop,
     prop_contacts,
     prop_record,
@@ -140,6 +141,7 @@ class PlacementObstruction(RuntimeShift):
             if gap < TARGET_GAP_M or clear < ROBOT_CLEARANCE_M:
                 key = "too close to the target or the robot"
                 reasons[key] = reasons.get(key, 0) + 1
+                park_one(scene, PROP)  # a rejected block leaves: later candidates must not meet it
                 continue
             scene.refresh()
             covered = side * side / area
