@@ -82,6 +82,6 @@ def markdown() -> str:
         )
     differ = [(s.id, field, why) for s in SPECS.values() for field, why in s.differs_from_definition.items()]
     if differ:
-        lines += ["", "## Default magnitudes that differ from the benchmark's definition", ""]
+        lines += ["", "## Defaults (magnitudes, triggers) that differ from the benchmark's definition", ""]
         lines += [f"- {sid} `{field}`: {why}." for sid, field, why in differ]
     return "\n".join(lines) + "\n"

@@ -1,5 +1,12 @@
-"""D04 placement obstruction (Condition, runtime, trigger placement): a small object lands on part
-of the goal region when the carried target comes near it (``docs/definition.md``, "Runtime shifts").
+"""D04 placement obstruction (Condition, runtime, trigger transport): a small object lands on part
+of the goal region while the target is carried to it (``docs/definition.md``, "Runtime shifts").
+
+A documented deviation (``docs/shifts.md``, D04): the definition fires it at placement, when the
+carried target comes near the region. There the target (and the hand) hang over the region and
+its free area is mostly gone; with the >= 1 cm gap to the target and 2 cm to the robot that
+the block needs, no spot was free on most tasks, the episode became invalid, and a competent
+policy's D04 rate was measured only on its slow or failing episodes. At transport the target is
+lifted and on its way: the region is free, and the block is there before the policy places.
 
 Realisation: a small static block (a box prop, no joint) appears resting on the goal region's
 surface at the firing step: the region is the BDDL goal region (its site's box, e.g. the
@@ -16,7 +23,7 @@ inside the region, covers 10-50% of the region's area (the uncovered area and th
 footprint are recorded: LIBERO's ``On`` holds for a target resting partly on the block and
 partly on the receiver), no simulated contact, >= 2 cm from the robot.
 
-Defaults: trigger placement; the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`); cover 0.15-0.3; height 2-3 cm. Not applicable
+Defaults: trigger transport; the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`); cover 0.15-0.3; height 2-3 cm. Not applicable
 where the goal region moves with a drawer (a static block cannot ride in it: libero_goal 3,
 libero_10 3) or to a push (the pushed plate is larger than its goal region: any block on it
 blocks the push: libero_goal 5), nor to articulated goals.
