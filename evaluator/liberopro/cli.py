@@ -707,10 +707,10 @@ def oracle_cmd(
     except ValueError as exc:
         _fail(str(exc))
     started = t0 = dt.datetime.now(dt.UTC)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
     results = []
 
     def settings() -> dict:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
         return {
             "date": started.isoformat(timespec="seconds"),
             "wall_s": round((dt.datetime.now(dt.UTC) - t0).total_seconds(), 1),

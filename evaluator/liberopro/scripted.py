@@ -182,6 +182,7 @@ class ScriptedController:
         self._gripper_mask = np.zeros(scene.model.ngeom, dtype=bool)
         self._gripper_mask[sorted(scene.gripper_geoms())] = True
         self._geom_masks: dict[str, np.ndarray] = {}
+        self._hand_local = self._hand_grid()
         self._slots = self._plan_slots()
         self.stage = "start"
         self.steps = 0
@@ -280,11 +281,20 @@ class ScriptedController:
     def _points(self, name: str) -> np.ndarray:
         return geom_world_points(self.scene, entity_geoms(self.scene, name))
 
-    def _others_points(self, exclude_roots: set[int]) -> np.ndarray:
-        """World points of every collision geom of objects and fixtures not in ``exclude_roots``
-        (the arena's table and floor excluded)."""
+    def _obstacle_roots(self, exclude_roots: set[int]) -> set[int]:
+        """Root bodies of the task's objects and fixtures and of the scene's props (blockers,
+        obstacles, clutter, look-alikes, occluders: :attr:`LiberoScene.props`), less
+        ``exclude_roots``. A parked prop lies far off the table and is never near."""
         scene = self.scene
-        roots = {r for r in scene.inner.obj_body_id.values() if r not in exclude_roots}
+        roots = set(scene.inner.obj_body_id.values())
+        roots |= {int(scene.model.body_rootid[b]) for b in scene.props.values()}
+        return roots - exclude_roots
+
+    def _others_points(self, exclude_roots: set[int]) -> np.ndarray:
+        """World points of every collision geom of objects, fixtures and props not in
+        ``exclude_roots`` (the arena's table and floor excluded)."""
+        scene = self.scene
+        roots = self._obstacle_roots(exclude_roots)
         geoms = [
             g
             for g in range(scene.model.ngeom)
@@ -294,9 +304,10 @@ class ScriptedController:
 
     def _others_boxes(self, exclude_roots: set[int], z_lo: float, z_hi: float) -> np.ndarray:
         """World-axis-aligned footprints (n, 4: x_lo, y_lo, x_hi, y_hi) of the collision geoms of
-        objects and fixtures not in ``exclude_roots`` whose height span overlaps [z_lo, z_hi]."""
+        objects, fixtures and props not in ``exclude_roots`` whose height span overlaps
+        [z_lo, z_hi]."""
         scene = self.scene
-        roots = {r for r in scene.inner.obj_body_id.values() if r not in exclude_roots}
+        roots = self._obstacle_roots(exclude_roots)
         boxes = []
         for g in range(scene.model.ngeom):
             if scene.entity_of_geom(g) not in roots or not (
@@ -380,7 +391,11 @@ class ScriptedController:
                     if clear > best_clear + 1e-9:
                         best, best_clear = float(shift), clear
                 centre = centre + narrow * best
-                return np.array([centre[0], centre[1], z]), np.array([narrow[0], narrow[1], 0.0]), "narrow"
+                grasp = np.array([centre[0], centre[1], z])
+                closing = np.array([narrow[0], narrow[1], 0.0])
+                if self._hand_clearance(grasp, closing, name) < 0.004:
+                    grasp, closing = self._clear_hand_grasp(grasp, closing, band, name)
+                return grasp, closing, "narrow"
         # Rim grasp.
         rim = pts[pts[:, 2] >= top - 0.01][:, :2]
         centre = 0.5 * (rim.min(axis=0) + rim.max(axis=0))
@@ -406,6 +421,51 @@ class ScriptedController:
         dv, r = best
         wall = centre + dv * (r - 0.006)
         return np.array([wall[0], wall[1], top - RIM_DEPTH_M]), np.array([dv[0], dv[1], 0.0]), "rim"
+
+    def _hand_grid(self) -> np.ndarray:
+        """(n, 3) points filling the bounding box of the hand's collision geom (the palm, not
+        the fingers), in the grip site's frame (m)."""
+        m = self.scene.model
+        gid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "gripper0_hand_collision")
+        if gid < 0:
+            return np.zeros((0, 3))
+        local = (geom_world_points(self.scene, [gid]) - self.eef()) @ self.eef_rot()
+        lo, hi = local.min(axis=0), local.max(axis=0)
+        axes = [np.linspace(lo[i], hi[i], n) for i, n in enumerate((5, 5, 2))]
+        return np.array(np.meshgrid(*axes, indexing="ij")).reshape(3, -1).T
+
+    def _hand_clearance(self, grasp: np.ndarray, closing: np.ndarray, name: str) -> float:
+        """Horizontal clearance (m, at most 3 cm) between the hand's palm, with the grip site at
+        ``grasp`` and the fingers closing along ``closing``, and the other objects, fixtures
+        and props at the palm's height."""
+        if not len(self._hand_local):
+            return 0.03
+        pts = grasp + self._hand_local @ self._yawed(closing).T
+        boxes = self._others_boxes({self.scene.root_body(name)}, float(pts[:, 2].min()), float(pts[:, 2].max()))
+        return min(self._clearance(boxes, p[:2], 0.03) for p in pts)
+
+    def _clear_hand_grasp(
+        self, grasp: np.ndarray, closing: np.ndarray, band: np.ndarray, name: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A narrow grasp whose palm would land on a taller neighbour (the tomato sauce bottle
+        beside the flat cream cheese box of libero_object:1): the hand turned by up to 20 degrees
+        (while the object stays within :data:`MAX_GRASP_WIDTH_M` across the fingers) and the
+        grip moved up to 2 cm along the object's long side, for the most palm clearance."""
+        xy = band[:, :2]
+        best, best_clear = (grasp, closing), self._hand_clearance(grasp, closing, name)
+        for deg in (-20, -14, -7, 7, 14, 20):
+            c = _axis_rot(np.array([0, 0, 1.0]), math.radians(deg)) @ closing
+            proj = xy @ c[:2]
+            if float(proj.max() - proj.min()) > MAX_GRASP_WIDTH_M:
+                continue
+            mid = 0.5 * (proj.max() + proj.min())
+            long_ = np.array([-c[1], c[0], 0.0])
+            for along in (0.0, -0.01, 0.01, -0.02, 0.02):
+                g = grasp + c * (mid - float(grasp[:2] @ c[:2])) + long_ * along
+                clear = self._hand_clearance(g, c, name) - 0.001 * abs(deg) / 20 - 0.001 * abs(along) / 0.02
+                if clear > best_clear + 1e-9:
+                    best, best_clear = (g, c), clear
+        return best
 
     @staticmethod
     def _handle_plan(pts: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
