@@ -691,7 +691,7 @@ def oracle_cmd(
     episodes: int = typer.Option(
         10, min=1, max=50, help="Episodes per task: init states 0..N-1 (env seed: seed + init state)."
     ),
-    max_steps: int | None = typer.Option(None, help="Cap on policy steps (default: the suite's horizon)."),
+    max_steps: int | None = typer.Option(None, min=1, help="Cap on policy steps (default: the suite's horizon)."),
     seed: int = typer.Option(0, help="Env seeds are seed + init state, as `evaluate` draws them."),
     out_path: Path | None = typer.Option(None, "--out", help="Write per-task results and episodes as JSON."),
 ) -> None:
