@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 from liberopro.instances import EpisodePlan, Instance, ShiftEntry, make_instance, semantics_of
+from liberopro.phases import APPROACH_RADIUS_M
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.tasks import TaskRef
 
@@ -169,7 +170,11 @@ def test_d01_fires_in_the_approach_phase_and_moves_the_target(serve_app, scenes)
     assert "grasp" not in rec.phases or rec.phases["grasp"] > d01["fired_at_step"]  # before contact
     post = d01["applied"]["post_condition"]
     assert post["moved_m"] == pytest.approx(0.08, abs=0.005)
-    assert post["eef_to_target_before_m"] <= 0.15
+    # Approach: the end effector within APPROACH_RADIUS_M (10 cm) of the target's bounding box
+    # (phases.py); the record measures to the bowl's centre, up to its half-diagonal (~6.5 cm)
+    # farther. (0.15 was tighter than the phase: 0.1501 was measured once observations were
+    # sampled at the end of the step.)
+    assert post["eef_to_target_before_m"] <= APPROACH_RADIUS_M + 0.07
 
 
 def test_d10_freezes_what_the_policy_sees_for_the_window(serve_app, scenes):
