@@ -203,7 +203,7 @@ def _instances(a: EvalConfig):
     from liberopro.generation import check_manifest, first_valid_static
     from liberopro.instances import make_instance, parse_cases
     from liberopro.schema.manifest import ManifestError
-    from liberopro.split import split_tasks
+    from liberopro.split import tasks_in_split
     from liberopro.tasks import parse_task_list
 
     if a.manifest is not None:
@@ -215,8 +215,7 @@ def _instances(a: EvalConfig):
     try:
         refs = parse_task_list(a.tasks) if a.tasks else None
         if a.split:
-            chosen = split_tasks(a.split)  # type: ignore[arg-type]
-            refs = [r for r in chosen if refs is None or r in refs]
+            refs = tasks_in_split(a.split, refs)  # type: ignore[arg-type]
         if not refs:
             _fail("choose tasks with --tasks SUITE:INDEX[,...] and/or --split train|eval|all, or give --manifest FILE")
         cases = parse_cases(a.shifts)
@@ -555,12 +554,15 @@ def instances_generate(
     from liberopro.generation import REFERENCE, default_cases, generate, report
     from liberopro.instances import NOMINAL, parse_cases
     from liberopro.schema.manifest import ManifestError, write_manifest
+    from liberopro.split import tasks_in_split
     from liberopro.stack import StackError
     from liberopro.tasks import parse_task_list
 
     try:
         refs = parse_task_list(tasks) if tasks else None
         cases = parse_cases(shifts) if shifts else None
+        if refs is not None:
+            tasks_in_split(split, refs)  # type: ignore[arg-type]
     except (ValueError, KeyError) as exc:
         _fail(str(exc).strip("'\""))
 
@@ -834,11 +836,19 @@ def serve_example(
 
 
 @app.command("check-policy")
-def check_policy_cmd(url: str = typer.Argument(..., help="Base URL of the policy server.")) -> None:
+def check_policy_cmd(
+    url: str = typer.Argument(..., help="Base URL of the policy server, e.g. http://127.0.0.1:8000."),
+    health_timeout: float = typer.Option(
+        60.0, "--health-timeout", min=1.0, help="Seconds to wait for /health to answer 200 (a model may load slowly)."
+    ),
+) -> None:
     """Check that a running server conforms to submission spec v1."""
     from submission_spec.conformance import check_policy
 
-    report = check_policy(url)
+    if "://" not in url:
+        _fail(f"policy URL {url!r} has no scheme: give it as http://HOST:PORT")
+    console.print(f"waiting up to {health_timeout:.0f} s for {url.rstrip('/')}/health")
+    report = check_policy(url, health_timeout=health_timeout)
     for line in report.lines():
         out.print(line, markup=False, highlight=False)
     out.print("CONFORMS" if report.ok else "DOES NOT CONFORM")

@@ -96,19 +96,24 @@ class EvalConfig(BaseModel):
     )
     render_size: int | None = Field(
         None,
+        ge=32,
+        le=1024,
         description="Square render resolution in pixels; None: 128 if the policy asks for at most 128 px, "
         "else 256 (liberopro.evaluation.auto_render_size).",
     )
     request_timeout: float = Field(
-        30.0, description="Wall-clock seconds for one policy request, to the last byte of the answer."
+        30.0, gt=0, description="Wall-clock seconds for one policy request, to the last byte of the answer."
     )
     episode_budget: float = Field(
         600.0,
+        gt=0,
         description="Wall-clock seconds of policy time per episode (RunSettings.episode_policy_budget_s); a "
         "request in flight is cut when it runs out.",
     )
     startup_timeout: float = Field(
-        120.0, description="Wall-clock seconds for the policy server to answer /health after it is started or named."
+        120.0,
+        gt=0,
+        description="Wall-clock seconds for the policy server to answer /health after it is started or named.",
     )
     observations: str = Field(
         "live",
@@ -184,12 +189,13 @@ class EvalConfig(BaseModel):
 
 def config_error(exc: ValidationError) -> str:
     """The message of a refused :class:`EvalConfig`, as the command line prints it: the checks'
-    own messages as they are, a field of the wrong type as ``field: what pydantic says``."""
+    own messages as they are, a field out of its range or of the wrong type as ``--field-name: what
+    pydantic says`` (the command-line option of the same name)."""
     parts = []
     for err in exc.errors():
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, ValueError):
             parts.append(str(cause))
         else:
-            parts.append(f"{'.'.join(map(str, err['loc']))}: {err['msg']}")
+            parts.append(f"--{'.'.join(map(str, err['loc'])).replace('_', '-')}: {err['msg']}")
     return "; ".join(parts)

@@ -332,11 +332,11 @@ def generate(
     completes and reuses matching ones (resume after an interruption). The output order and
     content do not depend on ``workers`` or on resuming.
     """
-    from liberopro.split import split_tasks
+    from liberopro.split import tasks_in_split
     from liberopro.stack import check_stack
 
     stack = check_stack()
-    refs = [r for r in split_tasks(split) if tasks is None or r in tasks]  # type: ignore[arg-type]
+    refs = tasks_in_split(split, tasks)  # type: ignore[arg-type]
     cases = cases or default_cases()
     parts = _TaskParts(
         parts_dir,

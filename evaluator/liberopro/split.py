@@ -33,3 +33,24 @@ def split_tasks(split: Split) -> list[TaskRef]:
     if split == "train":
         return [r for r in refs if r.index not in ho[r.suite]]
     raise ValueError(f"unknown split {split!r}; expected train, eval or all")
+
+
+def tasks_in_split(split: Split, tasks: list[TaskRef] | None) -> list[TaskRef]:
+    """The tasks of ``split`` (benchmark order) that are also in ``tasks`` (``None``: all of them);
+    ``--tasks libero_goal --split eval`` is libero_goal's two evaluation tasks.
+
+    Raises ``ValueError`` when that leaves nothing, naming the split each of ``tasks`` is in, so
+    that a wrong combination is refused instead of selecting nothing (``docs/definition.md``,
+    "Tasks and split")."""
+    chosen = split_tasks(split)
+    if tasks is None:
+        return chosen
+    both = [r for r in chosen if r in tasks]
+    if not both:
+        evals = split_tasks("eval")
+        where = "; ".join(f"{t} is in the {'eval' if t in evals else 'train'} split" for t in tasks[:8])
+        raise ValueError(
+            f"--tasks and --split {split} have no task in common ({where}{'; ...' if len(tasks) > 8 else ''}): "
+            f"drop --split, or choose tasks of the {split} split (`liberopro split` lists them)"
+        )
+    return both

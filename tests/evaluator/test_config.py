@@ -41,6 +41,8 @@ def refusal(**fields: object) -> str:
             "--observations takes live and/or frozen, not 'live,blurred'",
         ),
         ({"policy": URL, "recovery": " , "}, "--recovery takes none, hold, retry and/or restore, not ' , '"),
+        ({"policy": URL, "request_timeout": -1}, "--request-timeout: Input should be greater than 0"),
+        ({"policy": URL, "render_size": 7}, "--render-size: Input should be greater than or equal to 32"),
     ],
 )
 def test_each_refused_argument_gets_the_command_lines_message(fields, message):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from liberopro.split import held_out, split_tasks
+from liberopro.split import held_out, split_tasks, tasks_in_split
 from liberopro.stack import PINNED, StackError, check_stack, known_problems
 from liberopro.tasks import HORIZONS, TaskRef, parse_task_list
 
@@ -59,3 +59,21 @@ def test_unpinned_stack_is_refused_with_what_to_install(monkeypatch):
     )
     with pytest.raises(StackError, match="uv sync"):
         stack.check_stack()
+
+
+def test_tasks_and_split_intersect_and_an_empty_intersection_is_refused_naming_each_tasks_split():
+    goal = parse_task_list("libero_goal")
+    assert tasks_in_split("eval", goal) == [TaskRef("libero_goal", 7), TaskRef("libero_goal", 9)]
+    assert tasks_in_split("train", None) == split_tasks("train")
+    with pytest.raises(ValueError, match="libero_spatial:2 is in the eval split") as info:
+        tasks_in_split("train", [TaskRef("libero_spatial", 2)])  # once: an empty manifest, written silently
+    assert "`liberopro split` lists them" in str(info.value)
+
+
+def test_check_policy_refuses_a_url_without_a_scheme_in_one_line():
+    from liberopro.cli import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["check-policy", "127.0.0.1:8765"])
+    assert result.exit_code == 2 and "has no scheme: give it as http://HOST:PORT" in result.output
+    assert "Traceback" not in result.output
