@@ -75,6 +75,11 @@ class RunSettings:
         recovery_extra_steps: steps added to the horizon under the Retry protocol.
         stop_when_shifts_done: end the episode once every runtime shift has fired and finished
             acting (instance validation only: it needs the shifts realised, not the task).
+        on_demand_render: render a camera only when something reads its image (the policy's
+            request, a shift keeping past frames, a recording); False renders every camera at
+            every step, settle step and reset. Records and delivered images are the same either
+            way; only the work (each record's ``renders``) differs
+            (:class:`liberopro.sim.LiberoScene`, issue 12).
     """
 
     render_size: int = 256
@@ -84,6 +89,7 @@ class RunSettings:
     recovery_hold_steps: int = 20
     recovery_extra_steps: int = 60
     stop_when_shifts_done: bool = False
+    on_demand_render: bool = True
 
     def horizon(self, ref: TaskRef) -> int:
         return min(ref.horizon, self.max_steps) if self.max_steps else ref.horizon
@@ -164,6 +170,7 @@ class _Outcome:
     detail: str | None = None
     tracker: PhaseTracker | None = None
     loop_s: float = 0.0
+    renders: dict[str, int] | None = None
 
 
 class EpisodeRunner:
@@ -209,11 +216,15 @@ class EpisodeRunner:
         """The scene of ``ref`` (in ``variant``) for this policy's cameras; an owned cache keeps
         one scene at a time (a LIBERO scene holds 1.5-2.5 GB)."""
         cams = tuple(c.name for c in self.meta.cameras)
-        key = (ref, cams, self.settings.render_size, variant)
+        key = (ref, cams, self.settings.render_size, variant, self.settings.on_demand_render)
         if key not in self._scenes:
             self.close()
             self._scenes[key] = LiberoScene(
-                task_info(ref), cameras=cams, render_size=self.settings.render_size, variant=variant
+                task_info(ref),
+                cameras=cams,
+                render_size=self.settings.render_size,
+                variant=variant,
+                on_demand=self.settings.on_demand_render,
             )
         return self._scenes[key]
 
@@ -264,6 +275,7 @@ class EpisodeRunner:
             info.instruction,
         )
         t_start = time.perf_counter()
+        scene: LiberoScene | None = None
         try:
             scene = self.current_scene = self.scene_for(ref, self.variant_of(stack.shifts))
             stack.bind(scene, sem, plan.seed, received=functools.partial(received_image, self.meta))
@@ -285,6 +297,8 @@ class EpisodeRunner:
             log.exception("episode %s failed inside the evaluator", plan.instance.instance_id)
             out.reason, out.detail = "evaluator_error", f"{exc!r}\n{traceback.format_exc(limit=5)}"
             self._drop_scene(ref)  # a fresh scene for the next episode
+        if scene is not None:
+            out.renders = dict(scene.render_count)
         return self._record(plan, stack, session, out, t_start)
 
     def _policy_loop(
@@ -353,4 +367,5 @@ class EpisodeRunner:
             episode_id=session.episode_id,
             wall_s=round(time.perf_counter() - t_start, 3),
             loop_s=round(out.loop_s, 3),
+            renders=out.renders,
         )

@@ -19,17 +19,31 @@ rate, here 20 Hz, counted in 2 ms substeps) is switched off: it sampled at subst
 every forced update moved that phase by about 2 substeps, so a shift that only edited state also
 changed when the following frames were taken (~1.25 grey levels on average after one refresh).
 See ``docs/libero-facts.md``, "Observation timing".
+
+On-demand rendering (``on_demand=True``, the default; issue 12): a sample takes the
+proprioception at once but renders no camera. robosuite's camera sensor (``camera_rgb`` of
+``robosuite/environments/robot_env.py``, ``_create_camera_sensors``) is wrapped so that sampling
+only marks the camera stale; :meth:`LiberoScene.frame` hands out images that call robosuite's own
+sensor when first read, before anything can change the scene (the next step or refresh makes
+the frame stale: reading it then raises), so the pixels are those an eager sample would have
+taken. Wrapping the sensor, not toggling the observable: ``Observable.set_enabled`` resets
+robosuite's sampling timer. ``on_demand=False`` renders every camera at every sample (the
+behaviour before issue 12). :attr:`LiberoScene.render_count` counts the camera renders of the
+episode either way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from liberopro import variants
+from liberopro.frames import LazyImages
 from liberopro.stack import configure_rendering
 from liberopro.tasks import SETTLE_STEPS, TaskInfo
 
@@ -43,6 +57,9 @@ CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 
 #: The settle action: hold still, gripper open (LIBERO: -1 opens).
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
+
+#: What a camera observable holds after an on-demand sample (nothing rendered yet).
+_NOT_RENDERED = np.zeros(0, dtype=np.uint8)
 
 
 def _sample_only_when_forced(env) -> None:
@@ -70,14 +87,17 @@ class RawFrame:
 
     Attributes:
         images: spec camera name -> (H, W, 3) uint8 as rendered (upside down; row 0 is the bottom
-            of the picture), H = W = the scene's render size.
+            of the picture), H = W = the scene's render size. A plain dict, or with on-demand
+            rendering a :class:`liberopro.frames.LazyImages` that renders a camera at its first
+            read (:meth:`LiberoScene.frame`).
         proprio: field name -> float64 vector, world frame (see ``submission_spec.PROPRIO_FIELDS``).
     """
 
-    images: dict[str, np.ndarray]
+    images: Mapping[str, np.ndarray]
     proprio: dict[str, np.ndarray]
 
     def copy(self) -> RawFrame:
+        """A deep copy with plain dicts: reads (so renders) every camera of a lazy frame."""
         return RawFrame({k: v.copy() for k, v in self.images.items()}, {k: v.copy() for k, v in self.proprio.items()})
 
 
@@ -146,6 +166,12 @@ class LiberoScene:
         render_size: square render resolution in pixels (LIBERO's evaluation renders 256).
         hard_reset: rebuild the MuJoCo model at every reset (LIBERO's default; slow on CPU).
         variant: model changes some shifts need (see :class:`SceneVariant`).
+        on_demand: render a camera only when its image is read (see the module docstring);
+            False renders every camera at every sample (every step, settle step, reset, refresh).
+
+    Attributes:
+        render_count: spec camera name -> camera renders for observations since the episode
+            started (:meth:`start_episode`); renders through :meth:`render` are not counted.
 
     Raises ``RuntimeError`` if the environment cannot be built (missing assets, no EGL).
     """
@@ -157,6 +183,7 @@ class LiberoScene:
         render_size: int = 256,
         hard_reset: bool = False,
         variant: SceneVariant = SceneVariant(),
+        on_demand: bool = True,
     ) -> None:
         from libero.libero.envs import OffScreenRenderEnv
 
@@ -165,6 +192,16 @@ class LiberoScene:
         self.cameras = tuple(cameras)
         self.render_size = render_size
         self.hard_reset = hard_reset
+        self.on_demand = on_demand
+        self.render_count: dict[str, int] = dict.fromkeys(self.cameras, 0)
+        #: Id of the current observation sample (raised at every sample of a camera).
+        self._sample = 0
+        #: On demand: the images of the current sample rendered so far.
+        self._rendered: dict[str, np.ndarray] = {}
+        #: The sample whose frame was last handed out (its images may still be read).
+        self._handed_out = -1
+        #: spec camera -> (robosuite's own rgb sensor, its observable).
+        self._sensors: dict[str, tuple] = {}
         cam_names = [CAMERAS[c] for c in self.cameras] or ["agentview"]
         bddl = task.bddl_path
         if variant.object_swaps:
@@ -179,6 +216,7 @@ class LiberoScene:
                 hard_reset=hard_reset,
             )
         _sample_only_when_forced(self.inner)
+        self._wrap_camera_sensors()
         self._snapshots: dict[str, np.ndarray] = {}
         self._obs: dict | None = None
         #: Prop name -> body id (empty for a scene without props).
@@ -232,6 +270,64 @@ class LiberoScene:
         if ctx is not None:
             ctx.gl_ctx.make_current()
 
+    # ----------------------------------------------------------------- observation rendering
+    def _wrap_camera_sensors(self) -> None:
+        """Put :meth:`_camera_sampled` in place of robosuite's rgb sensor of each camera
+        (``<camera>_image`` observables; a hard reset re-creates them, so this runs after every
+        reset). The wrapper holds the scene weakly (no reference cycle through the env)."""
+        scene = weakref.ref(self)
+        for cam in self.cameras:
+            observable = self.inner._observables.get(f"{CAMERAS[cam]}_image")
+            if observable is None or getattr(observable._sensor, "_liberopro_camera", None):
+                continue
+            original = observable._sensor
+            self._sensors[cam] = (original, observable)
+
+            def sensor(obs_cache, cam=cam, original=original):
+                s = scene()
+                return original(obs_cache) if s is None else s._camera_sampled(cam, original, obs_cache)
+
+            sensor.__modality__ = getattr(original, "__modality__", "image")  # type: ignore[attr-defined]
+            sensor._liberopro_camera = cam  # type: ignore[attr-defined]
+            observable._sensor = sensor  # not set_sensor(): its validity check would render once
+
+    def _camera_sampled(self, cam: str, original, obs_cache: dict) -> np.ndarray:
+        """robosuite samples ``cam``: eager, render now (robosuite's own sensor); on demand, mark
+        it stale and hand robosuite an empty placeholder."""
+        self._sample += 1
+        self._rendered.pop(cam, None)
+        if not self.on_demand:
+            self.render_count[cam] += 1
+            return original(obs_cache)
+        return _NOT_RENDERED
+
+    def _observed_image(self, cam: str, sample: int) -> np.ndarray:
+        """The (H, W, 3) uint8 image of ``cam`` at observation sample ``sample``, rendered now by
+        robosuite's own sensor (then through the observable's corrupter and filter, as
+        ``Observable.update`` does) if not yet. Raises ``RuntimeError`` when the scene has sampled
+        again since (a frame read after the step it belongs to)."""
+        if sample != self._sample:
+            raise RuntimeError(
+                f"the {cam} image of an earlier observation was read after the scene moved on "
+                "(on-demand rendering: read a frame before the next step or refresh, or copy it)"
+            )
+        img = self._rendered.get(cam)
+        if img is None:
+            original, observable = self._sensors[cam]
+            self.make_gl_current()
+            img = np.array(observable._filter(observable._corrupter(original(self.inner._obs_cache))))
+            self.render_count[cam] += 1
+            self._rendered[cam] = img
+        return img
+
+    def _render_handed_out(self) -> None:
+        """Render every camera of the frame handed out for the current sample that was not read
+        yet: called before the model is edited, so that a later read still shows the scene as
+        sampled (D08 changes the lights inside its observation hook)."""
+        if self.on_demand and self._handed_out == self._sample:
+            for cam in self.cameras:
+                self._observed_image(cam, self._sample)
+
     # ----------------------------------------------------------------- episode protocol
     def start_episode(self, init_state: np.ndarray, seed: int) -> None:
         """Reseed, reset, restore every edited model field, set the init state.
@@ -239,9 +335,12 @@ class LiberoScene:
         After this the scene is exactly LIBERO's for (task, init state, seed), before settling.
         """
         self.make_gl_current()
+        self.render_count = dict.fromkeys(self.cameras, 0)
         self.env.seed(seed)
         with contextlib.redirect_stdout(io.StringIO()):
             self.env.reset()
+        if self.hard_reset:
+            self._wrap_camera_sensors()
         # robosuite's gripper model integrates its command across steps (PandaGripper
         # ``current_action``) and a soft reset does not clear it: without this line an episode
         # depends on the one before it.
@@ -284,9 +383,19 @@ class LiberoScene:
         self._obs = self.inner._get_observations(force_update=True)
 
     def frame(self) -> RawFrame:
-        """The current raw frame (images as rendered this step, proprioception)."""
+        """The current raw frame (images as sampled at the end of this step, proprioception).
+
+        Eager: the images rendered at sampling, a dict. On demand: a
+        :class:`liberopro.frames.LazyImages` that renders a camera at its first read (once per
+        sample, however many frames are taken); read it before the next :meth:`step` or
+        :meth:`refresh` (``RuntimeError`` after)."""
         assert self._obs is not None, "start_episode() first"
-        images = {c: self._obs[f"{CAMERAS[c]}_image"] for c in self.cameras}
+        images: Mapping[str, np.ndarray]
+        if self.on_demand:
+            sample = self._handed_out = self._sample
+            images = LazyImages(self.cameras, lambda cam: self._observed_image(cam, sample))
+        else:
+            images = {c: self._obs[f"{CAMERAS[c]}_image"] for c in self.cameras}
         return RawFrame(images=images, proprio=proprio_from_obs(self._obs))
 
     # ----------------------------------------------------------------- model edits
@@ -299,7 +408,10 @@ class LiberoScene:
     def model_field(self, name: str) -> np.ndarray:
         """The model array ``name`` (e.g. ``cam_pos``, ``light_diffuse``,
         ``vis.headlight.diffuse``), registered so that its values from before the first edit
-        are restored at the start of every later episode. Edit it in place."""
+        are restored at the start of every later episode. Edit it in place. With on-demand
+        rendering the frame already handed out for this step is rendered first (an edit must not
+        show in it)."""
+        self._render_handed_out()
         arr = self._model_array(name)
         if name not in self._snapshots:
             self._snapshots[name] = np.array(arr, copy=True)

@@ -12,7 +12,9 @@ intervention (which stores the last executed action in ``ctx.last_action``), the
 layer, the action layer; ``on_episode_start`` before the loop (static shifts) and
 ``on_episode_end`` after it. The expected effect is the one each module's docstring states,
 computed here independently (noise replayed from a generator of the same seed, images through
-OpenCV directly, poses through rotation matrices). The same shifts on real scenes:
+OpenCV directly, poses through rotation matrices). Image shifts transform an image when it is read
+(issue 12: on-demand rendering): the fake episode reads every delivered image at its step, as a
+policy replanning at every step does, unless ``read`` says otherwise. The same shifts on real scenes:
 ``tests/evaluator/test_shifts_signal.py`` (tier ``sim``).
 
 Fakes: a frame is :class:`Frame` (the fields of :class:`liberopro.sim.RawFrame`, which imports
@@ -39,7 +41,7 @@ from liberopro.catalog import make_shift
 from liberopro.loop import start_action
 from liberopro.paraphrases import PARAPHRASES
 from liberopro.shifts.adapter import ShiftLayer
-from liberopro.shifts.base import EpisodeContext
+from liberopro.shifts.base import EpisodeContext, stable_seed
 from submission_spec.models import PROPRIO_FIELDS
 
 CAMS = ("agentview", "wrist")
@@ -74,8 +76,13 @@ def action(t: int, gripper: float = 1.0) -> np.ndarray:
     return np.array([0.01 * t, -0.02, 0.3, -0.4, 0.05, -0.06 + 0.001 * t, gripper])
 
 
-def context(seed: int = SEED, scene: object = None) -> EpisodeContext:
-    return EpisodeContext(scene=scene, sem=None, rng=np.random.default_rng(seed))  # type: ignore[arg-type]
+def context(seed: int = SEED, scene: object = None, received=None) -> EpisodeContext:
+    return EpisodeContext(scene=scene, sem=None, rng=np.random.default_rng(seed), received=received, seed=seed)  # type: ignore[arg-type]
+
+
+def frame_rng(t: int, cam: str, seed: int = SEED) -> np.random.Generator:
+    """The generator of step ``t``'s ``cam`` image (``EpisodeContext.frame_rng``, replayed)."""
+    return np.random.default_rng(stable_seed(seed, "frame", t, cam))
 
 
 @dataclass
@@ -94,10 +101,13 @@ def episode(
     reached: Callable[[int], dict] = lambda t: {},
     overridden: tuple[int, ...] = (),
     end: bool = True,
+    read: Callable[[int], tuple[str, ...]] = lambda t: CAMS,
 ) -> Run:
     """One fake episode of ``steps`` policy-loop steps, in the runner's order. At the steps of
     ``overridden`` an evaluator override holds control: the action layer is not called and the
-    override executes a hold (the shift's observation layer still runs)."""
+    override executes a hold (the shift's observation layer still runs). At step ``t`` the
+    delivered images of the cameras ``read(t)`` are read during the step (the policy's request);
+    the others are not (a step between two replans)."""
     ctx = ctx or context()
     layer = ShiftLayer(shift, ctx)
     shift.on_episode_start(ctx)
@@ -105,7 +115,11 @@ def episode(
     for t in range(steps):
         layer.maybe_fire(t, reached(t))
         assert layer.intervene(t, last) is None, "no signal shift overrides the policy"
-        delivered.append(layer.observe(frames(t), t))
+        out = layer.observe(frames(t), t)
+        for cam in read(t):
+            if cam in out.images:
+                out.images[cam]
+        delivered.append(out)
         a = np.array([0, 0, 0, 0, 0, 0, last[6]]) if t in overridden else layer.execute(actions(t), t)
         executed.append(a)
         last = a
@@ -134,18 +148,17 @@ def pixel_noise(img: np.ndarray, sigma: float, rng: np.random.Generator) -> np.n
 
 
 # --------------------------------------------------------------------------- S14
-def test_s14_adds_zero_mean_noise_of_sigma_to_both_cameras_from_the_episode_generator():
+def test_s14_adds_zero_mean_noise_of_sigma_to_both_cameras_keyed_on_step_and_camera():
     sigma = 12.0
     shift = make_shift("S14", {"sigma": sigma})
     run = episode(shift, 4, frames=lambda t: frame(t, size=64))
-    replay = np.random.default_rng(SEED)
     residuals = []
     for t, out in enumerate(run.delivered):
         clean = frame(t, size=64)
         assert list(out.images) == list(CAMS)
-        for cam in CAMS:  # drawn afresh at every step, per camera, in the frame's camera order
+        for cam in CAMS:  # drawn afresh at every step, per camera, from (seed, step, camera)
             assert out.images[cam].dtype == np.uint8 and out.images[cam].shape == (64, 64, 3)
-            assert np.array_equal(out.images[cam], pixel_noise(clean.images[cam], sigma, replay))
+            assert np.array_equal(out.images[cam], pixel_noise(clean.images[cam], sigma, frame_rng(t, cam)))
             residuals.append(out.images[cam].astype(float) - clean.images[cam])
         assert not np.array_equal(
             out.images["agentview"] - clean.images["agentview"], out.images["wrist"] - clean.images["wrist"]
@@ -163,6 +176,27 @@ def test_s14_adds_zero_mean_noise_of_sigma_to_both_cameras_from_the_episode_gene
     assert all(abs(post[c]["median_sigma"] - sigma) < 0.5 and post[c]["measured_steps"] == 4 for c in CAMS)
 
 
+@pytest.mark.parametrize("shift_id", ["S14", "D13"])
+def test_noise_of_an_image_does_not_depend_on_which_other_images_were_read(shift_id):
+    """Issue 12: on-demand rendering reads only the frames the policy asks for. Read every 3rd
+    step (agentview only at steps 3 and 9), the images read are the bytes an every-step reader
+    gets, images never read are never noised, and only the images read are measured."""
+    params = {"sigma": 15.0} if shift_id == "S14" else {"sigma": 15.0, "duration_steps": 12, "fallback_step": 0}
+    every = episode(make_shift(shift_id, params), 12)
+    sparse_shift = make_shift(shift_id, params)
+    reads = {t: (("agentview",) if t in (3, 9) else CAMS) if t % 3 == 0 else () for t in range(12)}
+    sparse = episode(sparse_shift, 12, read=lambda t: reads[t])
+    for t in range(12):
+        assert sparse.delivered[t].images.made() == reads[t], t
+        for cam in reads[t]:
+            assert np.array_equal(sparse.delivered[t].images[cam], every.delivered[t].images[cam]), (t, cam)
+    post = sparse_shift.applied["post_condition"]
+    assert post["agentview"]["measured_steps"] == 4 and post["wrist"]["measured_steps"] == 2
+    # a different seed, a different noise
+    other = episode(make_shift(shift_id, params), 1, ctx=context(SEED + 1), end=False)
+    assert not np.array_equal(other.delivered[0].images["wrist"], every.delivered[0].images["wrist"])
+
+
 def test_s14_records_the_noise_as_the_policy_receives_it_without_changing_what_it_receives():
     """Issue 11 item 9: sigma 7.5 added at 256 px reaches a policy asking for 224 px at about
     4.7 grey levels (area averaging of independent noise) and one asking for 128 px at about 3.75
@@ -176,7 +210,7 @@ def test_s14_records_the_noise_as_the_policy_receives_it_without_changing_what_i
         return resize(img, sizes[cam], sizes[cam], "stretch")
 
     measured = make_shift("S14", {"sigma": 7.5})
-    ctx = EpisodeContext(scene=None, sem=None, rng=np.random.default_rng(SEED), received=received)  # type: ignore[arg-type]
+    ctx = context(received=received)
     run = episode(measured, 3, frames=lambda t: frame(t, size=256), ctx=ctx)
     unmeasured = make_shift("S14", {"sigma": 7.5})
     plain = episode(unmeasured, 3, frames=lambda t: frame(t, size=256))
@@ -501,12 +535,14 @@ def test_d13_noise_of_sigma_on_both_cameras_only_in_its_window():
     sigma = 15.0
     shift = make_shift("D13", {"sigma": sigma, "duration_steps": 3, "fallback_step": 2})
     run = episode(shift, 7)
-    replay = np.random.default_rng(SEED)  # the generator is first drawn from at the window's first step
     for t, out in enumerate(run.delivered):
         clean = frame(t)
         if 2 <= t < 5:
             for cam in CAMS:
-                assert np.array_equal(out.images[cam], pixel_noise(clean.images[cam], sigma, replay)), (t, cam)
+                assert np.array_equal(out.images[cam], pixel_noise(clean.images[cam], sigma, frame_rng(t, cam))), (
+                    t,
+                    cam,
+                )
             assert all(np.array_equal(out.proprio[k], clean.proprio[k]) for k in clean.proprio)
         else:
             assert same_frame(out, clean), t

@@ -129,7 +129,11 @@ class EpisodeRecord(BaseModel):
     (reset, settle, loop) and ``loop_s`` the policy loop alone, in seconds.
     ``observations`` (live/frozen) and ``recovery`` (``protocol``: none, hold, retry, restore;
     with ``at_step``, ``hold_steps``, ``extra_steps`` or ``restored_eef_m`` once applied) are the
-    diagnostic conditions; ``replan_steps`` the actions executed per chunk.
+    diagnostic conditions; ``replan_steps`` the actions executed per chunk. ``renders`` counts
+    the camera renders for observations per camera (from the reset to the end of the episode;
+    evaluator work, not an outcome: on-demand rendering makes about steps / replan_steps plus
+    what shifts keeping past frames need, eager rendering one per step, settle step and sample;
+    None in records written before it existed).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -158,10 +162,12 @@ class EpisodeRecord(BaseModel):
     episode_id: str
     wall_s: float
     loop_s: float = 0.0
+    renders: dict[str, int] | None = None
 
     def outcome_key(self) -> tuple:
-        """Everything that must be identical when the same episode is run again."""
-        d = self.model_dump(exclude={"latency", "episode_id", "wall_s", "loop_s"})
+        """Everything that must be identical when the same episode is run again (whatever the
+        rendering mode: ``renders`` is left out)."""
+        d = self.model_dump(exclude={"latency", "episode_id", "wall_s", "loop_s", "renders"})
         return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in d.items()))
 
     @property

@@ -8,6 +8,11 @@ Conventions:
   see :class:`liberopro.sim.RawFrame`). Image shifts act there, before the policy's own
   orientation and resize: they model the camera, not the policy's preprocessing. A policy that
   asks for a smaller image receives the shifted frame area-averaged (which lowers pixel noise).
+  Image shifts transform, and measure, an image only when a consumer reads it (the policy's
+  request, a shift keeping past frames; :func:`liberopro.frames.map_images`): with on-demand
+  rendering a frame nobody reads is never rendered (issue 12). Their randomness is keyed on
+  (episode seed, step, camera) (:meth:`liberopro.shifts.base.EpisodeContext.frame_rng`), so
+  skipping frames changes nothing delivered.
 * Actions are LIBERO's 7-vectors ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` in ``[-1, 1]``
   after the policy's gripper convention was converted (``observation.to_libero_action``). The
   "arm" part is the first six numbers (translation and rotation deltas of OSC_POSE); the gripper
@@ -45,6 +50,7 @@ import numpy as np
 # LIBERO's action limits and the full range of one action number (action-noise sigmas are
 # stated as fractions of it) are declared in the catalog.
 from liberopro.catalog.execution import ACTION_HIGH, ACTION_LOW, ACTION_RANGE  # noqa: F401
+from liberopro.frames import map_images
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
 if TYPE_CHECKING:
@@ -99,7 +105,7 @@ SIGMA_ABS_TOL = 0.5
 
 
 class NoiseLevel:
-    """Per-camera noise measurements over steps (shared by S14 and D13).
+    """Per-camera noise, and its measurements over the images delivered (shared by S14 and D13).
 
     The noise is added, and its post-condition measured, at the render resolution. Where the
     episode knows how the policy receives each camera (``received``, the evaluator's orientation
@@ -116,29 +122,39 @@ class NoiseLevel:
         self.received: dict[str, list[float]] = {}
         self.received_size: dict[str, list[int]] = {}
 
-    def apply(
+    def apply(self, frame: RawFrame, step: int, ctx: EpisodeContext) -> RawFrame:
+        """``frame`` with noise on each camera image, added (and measured) when that image is
+        first read (:func:`liberopro.frames.map_images`): only the images a consumer reads are
+        rendered, noised and measured. Each image's noise comes from
+        :meth:`~liberopro.shifts.base.EpisodeContext.frame_rng` (``step``, camera), so what one
+        image receives does not depend on which others were read."""
+
+        def noisy(cam: str, img: np.ndarray) -> np.ndarray:
+            out = add_pixel_noise(img, self.sigma, ctx.frame_rng(step, cam))
+            self._measure(cam, out, img, ctx.received)
+            return out
+
+        return dataclasses.replace(frame, images=map_images(frame.images, noisy))
+
+    def _measure(
         self,
-        frame: RawFrame,
-        rng: np.random.Generator,
-        received: Callable[[str, np.ndarray], np.ndarray | None] | None = None,
-    ) -> RawFrame:
-        images = {}
-        for cam, img in frame.images.items():
-            noisy = add_pixel_noise(img, self.sigma, rng)
-            est, _ = estimate_noise_sigma(noisy, img, self.sigma)
-            if est is None:
-                self.unmeasured[cam] = self.unmeasured.get(cam, 0) + 1
-            else:
-                self.values.setdefault(cam, []).append(est)
-            if received is not None:
-                got, clean = received(cam, noisy), received(cam, img)
-                if got is not None and clean is not None:
-                    self.received_size[cam] = list(got.shape[:2])
-                    est_r, _ = estimate_noise_sigma(got, clean, self.sigma, min_values=25)
-                    if est_r is not None:
-                        self.received.setdefault(cam, []).append(est_r)
-            images[cam] = noisy
-        return dataclasses.replace(frame, images=images)
+        cam: str,
+        noisy: np.ndarray,
+        img: np.ndarray,
+        received: Callable[[str, np.ndarray], np.ndarray | None] | None,
+    ) -> None:
+        est, _ = estimate_noise_sigma(noisy, img, self.sigma)
+        if est is None:
+            self.unmeasured[cam] = self.unmeasured.get(cam, 0) + 1
+        else:
+            self.values.setdefault(cam, []).append(est)
+        if received is not None:
+            got, clean = received(cam, noisy), received(cam, img)
+            if got is not None and clean is not None:
+                self.received_size[cam] = list(got.shape[:2])
+                est_r, _ = estimate_noise_sigma(got, clean, self.sigma, min_values=25)
+                if est_r is not None:
+                    self.received.setdefault(cam, []).append(est_r)
 
     def check(self, shift_id: str) -> dict:
         """Measured level per camera (at render resolution: ``median_sigma``, ``min_sigma``,

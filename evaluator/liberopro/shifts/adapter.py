@@ -86,14 +86,13 @@ class ShiftStack:
         received: Callable[[str, np.ndarray], np.ndarray | None] | None = None,
     ) -> None:
         """One context per shift: the scene, the task's semantics and the shift's own generator,
-        seeded from (episode seed, shift id, index in the instance) (:func:`stable_seed`);
+        seeded from (episode seed, shift id, index in the instance) (:func:`stable_seed`, also
+        :attr:`EpisodeContext.seed`);
         ``received`` (camera, image) -> the image as the policy receives it
         (:attr:`EpisodeContext.received`, measurements only)."""
+        seeds = [stable_seed(seed, s.id, i) for i, s in enumerate(self.shifts)]
         contexts = [
-            EpisodeContext(
-                scene=scene, sem=sem, rng=np.random.default_rng(stable_seed(seed, s.id, i)), received=received
-            )
-            for i, s in enumerate(self.shifts)
+            EpisodeContext(scene=scene, sem=sem, rng=np.random.default_rng(k), received=received, seed=k) for k in seeds
         ]
         pairs = sorted(zip(self.shifts, contexts, strict=True), key=lambda sc: sc[0].kind != "static")
         self.layers = [ShiftLayer(s, ctx) for s, ctx in pairs]

@@ -65,6 +65,7 @@ class EpisodeContext:
     name, rendered (H, W, 3) uint8 image) to that image as the policy receives it (orientation
     and resize, :func:`liberopro.observation.received_image`; None for a camera it does not ask
     for), for measurements only; None where no policy is known (validation on fakes, tests).
+    ``seed`` is the seed of ``rng`` (:meth:`frame_rng` keys per-image draws on it).
     """
 
     scene: LiberoScene
@@ -73,6 +74,13 @@ class EpisodeContext:
     phases: Any = None  # PhaseTracker, once the policy loop has started
     last_action: np.ndarray = field(default_factory=lambda: np.array([0, 0, 0, 0, 0, 0, -1.0]))
     received: Callable[[str, np.ndarray], np.ndarray | None] | None = None
+    seed: int = 0
+
+    def frame_rng(self, step: int, camera: str) -> np.random.Generator:
+        """A generator for one image: seeded from (:attr:`seed`, ``step``, ``camera``)
+        (:func:`stable_seed`), so its draws do not depend on which other images were drawn
+        for: image shifts (S14, D13) act only on the images a consumer reads (issue 12)."""
+        return np.random.default_rng(stable_seed(self.seed, "frame", step, camera))
 
 
 def stable_seed(*parts: object) -> int:

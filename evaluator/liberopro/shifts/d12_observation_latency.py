@@ -5,10 +5,12 @@ late: both camera images and the proprioception, as from a lagging sensor pipeli
 and instruction stay current. When the window closes, the current observation is delivered again
 (the frames in between are skipped).
 
-Realisation: the shift keeps the last ``delay_steps + 1`` incoming frames at every step
-(``observe`` is called at every step, whether or not the policy is asked); inside the window it
-delivers the frame of step ``t - delay_steps`` (or the oldest one kept, if the episode is
-younger than the delay).
+Realisation: until its window is over the shift keeps the last ``delay_steps + 1`` incoming
+frames at every step (``observe`` is called at every step, whether or not the policy is asked; the
+trigger phase can come at any step, so every frame is kept until then: with on-demand rendering
+these are the renders a history shift costs); inside the window it delivers the frame of step
+``t - delay_steps`` (or the oldest one kept, if the episode is younger than the delay). After the
+window it keeps nothing (no frame is rendered for it).
 
 Defaults: trigger ``approach``, the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`), ``delay_steps`` uniform in {3, ..., 8}, ``duration_steps`` uniform
 in {10, ..., 30}.
@@ -49,6 +51,9 @@ class ObservationLatency(WindowShift):
 
     def observe(self, frame, step, ctx):
         self.tick(step)
+        if self.window is not None and step >= self.window[1]:
+            self._buffer.clear()
+            return frame
         self._buffer.append((step, frame.copy()))
         if not self.active(step):
             return frame

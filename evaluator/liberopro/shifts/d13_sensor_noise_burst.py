@@ -2,7 +2,8 @@
 camera the policy receives, for a window of ``duration_steps`` steps (``docs/definition.md``,
 "Runtime shifts": pixel noise for a window). The noise is S14's
 (:mod:`liberopro.shifts.s14_sensor_noise`): ``sigma`` grey levels (0-255), independent per pixel,
-channel and step, from ``ctx.rng``, at the render resolution.
+channel and step, from ``ctx.frame_rng(step, camera)``, at the render resolution, on the images
+read (the policy's requests).
 
 Defaults: trigger ``transport`` (target lifted, or the articulation moving), the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`), ``sigma`` uniform in [10, 25] grey levels (the
 upper part of S14's range: a burst is a disturbance, not a steady sensor property),
@@ -10,7 +11,7 @@ upper part of S14's range: a burst is a disturbance, not a steady sensor propert
 
 Post-condition, measured over the window (window rule: :mod:`liberopro.shifts._signal`): the
 noise sigma of every camera measured on the delivered images against the clean ones (median over
-the window's steps) within max(5%, 0.5 grey levels) of ``sigma``; frames outside the window are
+the window's images read) within max(5%, 0.5 grey levels) of ``sigma``; frames outside the window are
 delivered untouched.
 """
 
@@ -33,7 +34,7 @@ class SensorNoiseBurst(WindowShift):
         if not self.active(step):
             return frame
         self.mark(step)
-        return self._level.apply(frame, ctx.rng, ctx.received)
+        return self._level.apply(frame, step, ctx)
 
     def measure(self, ctx: EpisodeContext) -> dict:
         return self._level.check(self.id)

@@ -12,10 +12,13 @@ Modes and default magnitudes (each drawn with probability 1/3):
   (LIBERO's evaluation size), scaled with the render size so that the blur covers the same
   fraction of the field of view at any resolution (0.375-0.75 px at 64 px).
 
-Applied at the render resolution, before the policy's orientation and resize, at every step.
+Applied at the render resolution, before the policy's orientation and resize, to every image read
+(the policy's requests, a shift keeping past frames), when it is read: a frame between two replans
+is neither rendered nor degraded (:func:`liberopro.frames.map_images`).
 
 Post-condition, measured on the delivered images against the clean frames of the same steps
-(median over the steps whose clean frame has any structure, per camera):
+(median over the images degraded whose clean frame has any structure, per camera; ``steps``
+counts the images degraded):
 
 * ``jpeg``: the delivered image is a fixed point of JPEG at the stated quality (re-encoding it
   changes it by <= 20% of what separates it from the clean frame; measured <= 1% on LIBERO
@@ -35,6 +38,7 @@ import numpy as np
 
 from liberopro.catalog import SPECS
 from liberopro.catalog.observation import DegradationParams
+from liberopro.frames import map_images
 from liberopro.shifts._signal import (
     REFERENCE_RENDER_PX,
     blockiness,
@@ -75,12 +79,12 @@ class ImageDegradation(Shift):
         self.applied = {"mode": self.params.mode}
 
     def observe(self, frame, step, ctx):
-        images = {}
-        for cam, img in frame.images.items():
+        def degraded(cam: str, img: np.ndarray) -> np.ndarray:
             out = degrade(img, self.params)
             self._measures.setdefault(cam, []).append(self._measure(out, img))
-            images[cam] = out
-        return dataclasses.replace(frame, images=images)
+            return out
+
+        return dataclasses.replace(frame, images=map_images(frame.images, degraded))
 
     def _measure(self, out: np.ndarray, clean: np.ndarray) -> dict:
         m = {"change": mean_abs_diff(out, clean)}
