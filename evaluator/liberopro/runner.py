@@ -213,10 +213,11 @@ class EpisodeRunner:
         self._scenes.clear()
 
     def scene_for(self, ref: TaskRef, variant: SceneVariant = SceneVariant()) -> LiberoScene:
-        """The scene of ``ref`` (in ``variant``) for this policy's cameras; an owned cache keeps
-        one scene at a time (a LIBERO scene holds 1.5-2.5 GB)."""
+        """The scene of ``ref`` (in ``variant``) for this policy's cameras, rendering on demand or
+        not as the settings say; an owned cache keeps one scene at a time (a LIBERO scene holds
+        1.5-2.5 GB)."""
         cams = tuple(c.name for c in self.meta.cameras)
-        key = (ref, cams, self.settings.render_size, variant, self.settings.on_demand_render)
+        key = (ref, cams, self.settings.render_size, variant)
         if key not in self._scenes:
             self.close()
             self._scenes[key] = LiberoScene(
@@ -226,7 +227,9 @@ class EpisodeRunner:
                 variant=variant,
                 on_demand=self.settings.on_demand_render,
             )
-        return self._scenes[key]
+        scene = self._scenes[key]
+        scene.on_demand = self.settings.on_demand_render  # a shared scene may come from another runner
+        return scene
 
     @staticmethod
     def variant_of(shifts: list[Shift]) -> SceneVariant:

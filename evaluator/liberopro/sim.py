@@ -168,6 +168,7 @@ class LiberoScene:
         variant: model changes some shifts need (see :class:`SceneVariant`).
         on_demand: render a camera only when its image is read (see the module docstring);
             False renders every camera at every sample (every step, settle step, reset, refresh).
+            An attribute of the same name; it may be switched between episodes.
 
     Attributes:
         render_count: spec camera name -> camera renders for observations since the episode

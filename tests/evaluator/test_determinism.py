@@ -131,9 +131,9 @@ def test_on_demand_rendering_delivers_the_same_episode_with_far_fewer_renders():
         return np.repeat(a[None], 4, axis=0)
 
     got: dict = {}
-    for on_demand in (True, False):
-        scenes: dict = {}
-        try:
+    scenes: dict = {}  # one scene, switched between the modes
+    try:
+        for on_demand in (True, False):
             for name, shifts in cases.items():
                 policy = Recorder(metadata("render-test", cameras=("agentview", "wrist"), chunk=4, replan=4), act)
                 settings = RunSettings(render_size=64, max_steps=12, on_demand_render=on_demand)
@@ -147,9 +147,10 @@ def test_on_demand_rendering_delivers_the_same_episode_with_far_fewer_renders():
                 rec = runner.run_episode(EpisodePlan(inst, 0, 0, 0))
                 assert rec.valid and rec.steps == 12, (name, rec.termination_reason, rec.detail)
                 got[name, on_demand] = (rec, policy.observations)
-        finally:
-            for scene in scenes.values():
-                scene.close()
+    finally:
+        for scene in scenes.values():
+            scene.close()
+    assert len(scenes) == 1
     for name in cases:
         (lazy, lazy_obs), (eager, eager_obs) = got[name, True], got[name, False]
         assert lazy.outcome_key() == eager.outcome_key(), name
