@@ -20,7 +20,8 @@ Episodes stop once their shift has acted (``RunSettings.stop_when_shifts_done``)
 ``fallback_step + MAX_DELAY_STEPS + 60`` steps. Cameras only for Observation shifts (agentview
 and wrist at 64 px, :func:`liberopro.generation._validation_metadata`); none otherwise.
 
-Output (stdout and ``--out``, JSON): per policy and shift, ``episodes``, ``phase``, ``fallback``
+Output (stdout and ``--out``, JSON; every episode's row also goes to ``<out>.rows.jsonl`` as it
+ends, so an interrupted run keeps what it measured): per policy and shift, ``episodes``, ``phase``, ``fallback``
 (fired by), ``delayed`` (fired after a deferral), ``not_fired`` (the episode ended first: a
 success, or a policy that ended early), ``invalid`` (invalid at run time) with each invalid
 episode's task and reason, ``delays`` (task -> delay steps) and the wall time; and every
@@ -97,7 +98,7 @@ def _union_scenes(instances, cache: dict) -> None:
 
 def _run_task(args: tuple) -> list[dict[str, Any]]:
     """All episodes of one task: each instance under each policy. Returns one row per episode."""
-    instances, policies = args
+    instances, policies, rows_path = args
     from liberopro.instances import EpisodePlan
     from liberopro.runner import RunSettings
     from liberopro.schema.manifest import Instance
@@ -139,6 +140,8 @@ def _run_task(args: tuple) -> list[dict[str, Any]]:
                         "wall_s": round(time.perf_counter() - t0, 2),
                     }
                 )
+                with open(rows_path, "a") as fh:  # one line per episode, as it ends (O_APPEND)
+                    fh.write(json.dumps(rows[-1]) + "\n")
                 print(
                     f"{name:6s} {entry.id} {inst.task}: valid={rec.valid} by={shift.fired_by} "
                     f"at={shift.fired_at_step} delay={shift.delay_steps} steps={rec.steps} "
@@ -217,7 +220,9 @@ def main(
     by_task: dict[str, list[dict]] = {}
     for inst in instances:
         by_task.setdefault(str(inst.task), []).append(inst.model_dump(mode="json"))
-    jobs = [(insts, chosen) for insts in by_task.values()]
+    rows_path = out.with_suffix(".rows.jsonl")
+    rows_path.write_text("")
+    jobs = [(insts, chosen, str(rows_path)) for insts in by_task.values()]
     rows: list[dict[str, Any]] = []
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:

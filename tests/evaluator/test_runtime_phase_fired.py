@@ -101,3 +101,29 @@ def test_every_runtime_shift_fires_by_its_phase_under_the_oracle(scenes, sid):
     assert due == rec.phases[trigger] + 1 < fallback, (due, rec.phases, fallback)
     assert 0 <= shift["fired_at_step"] - due <= MAX_DELAY_STEPS
     assert rec.steps < settings.max_steps  # stopped once the shift had acted
+
+
+def test_a_placement_blocked_by_the_arm_waits_for_it_and_acts_within_the_bound(scenes):
+    """D05 on libero_goal:1 as seed 0 draws it, under the oracle: at its fallback step (38) the
+    arm stands over the path's free spots (0.000 m from the robot), the only other spots lie on
+    the stove; before the bounded delay the episode was invalid ("no room on the path ahead").
+    Now the obstacle waits for the arm and appears a few steps later, clear of it."""
+    ref = TaskRef("libero_goal", 1)
+    inst = make_instance(ref, ["D05"], 0)
+    assert isinstance(inst, Instance)
+    params = inst.shifts[0].params
+    meta = _validation_metadata(["D05"])
+    settings = RunSettings(
+        render_size=PX, max_steps=params["fallback_step"] + MAX_DELAY_STEPS + 20, stop_when_shifts_done=True
+    )
+    runner = EpisodeRunner(None, meta, settings, scenes=scenes)  # type: ignore[arg-type]
+    runner.client = LocalPolicyClient(_ValidationPolicy(meta, runner, ref))
+    rec = runner.run_episode(EpisodePlan(inst, 0, 0, 0))
+    shift = rec.shifts[0]
+    assert rec.valid, rec.detail
+    assert shift["due_at_step"] == params["fallback_step"] and shift["fired_by"] == "fallback"
+    assert 0 < shift["delay_steps"] <= MAX_DELAY_STEPS
+    assert shift["fired_at_step"] == shift["due_at_step"] + shift["delay_steps"]
+    assert "from the robot" in shift["deferred_reason"]
+    assert shift["applied"]["post_condition"]["robot_clearance_m"] >= 0.02
+    assert not shift["applied"]["post_condition"]["touching"]
