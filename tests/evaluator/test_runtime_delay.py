@@ -94,3 +94,26 @@ def test_a_shift_deferred_past_the_bound_makes_the_episode_invalid():
     rec = shift.record()
     assert rec["fired_at_step"] is None and rec["fired_by"] is None and rec["applied"] == {}
     assert rec["delay_steps"] == MAX_DELAY_STEPS and rec["due_at_step"] == 3
+
+
+def test_a_permanent_failure_after_a_deferral_is_invalid_at_once_with_the_delay_recorded():
+    """Deferred at its phase step (the carried target over the spot), then, one step later, only
+    fixtures in the way: the episode is invalid at that step, not at the bound."""
+
+    class ThenFixed(Blocked):
+        def fire(self, ctx, step: int) -> None:
+            self.attempts.append(step)
+            if len(self.attempts) == 1:
+                raise ShiftDeferred(self.id, "the carried target over the spot")
+            raise ShiftInvalid(self.id, "only the cabinet on the path")
+
+    shift = ThenFixed(PARAMS, defer=0)
+    with pytest.raises(ShiftInvalid, match="only the cabinet on the path"):
+        drive(shift, phase_at=4, steps=60)
+    assert shift.attempts == [4, 5]
+    rec = shift.record()
+    assert (rec["due_at_step"], rec["delay_steps"], rec["deferred_reason"]) == (
+        4,
+        1,
+        "the carried target over the spot",
+    )

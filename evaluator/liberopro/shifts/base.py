@@ -271,13 +271,13 @@ class RuntimeShift(Shift):
             self.due_at, self._due_by = step, why
         why = self._due_by
         self.fired_at, self.fired_by = step, why
+        self.delay_steps = step - self.due_at
         try:
             self.fire(ctx, step)
         except ShiftDeferred as exc:
             self.fired_at = self.fired_by = None
             self.applied = {}
             self.deferrals += 1
-            self.delay_steps = step - self.due_at
             if self.deferred_reason is None:
                 self.deferred_reason = exc.reason
             if step - self.due_at >= MAX_DELAY_STEPS:
@@ -287,7 +287,6 @@ class RuntimeShift(Shift):
                     f"(by {why}): first: {self.deferred_reason}; last: {exc.reason}",
                 ) from exc
             return None
-        self.delay_steps = step - self.due_at
         return why
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:

@@ -28,6 +28,8 @@ import math
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.phases import PhaseTracker
+from liberopro.shifts._placement import Blocked
 from liberopro.shifts._props import (
     entity_aabb,
     goal_xy,
@@ -60,6 +62,12 @@ ROBOT_CLEARANCE_M = 0.02
 FRACTIONS = (0.0, 0.1, -0.1, 0.2, -0.2, 0.3, -0.3, 0.4)
 
 
+def carried(ctx: EpisodeContext) -> set[str]:
+    """The task's actors a gripper finger touches now (:meth:`liberopro.phases.PhaseTracker.touched_now`;
+    empty before the policy loop)."""
+    return ctx.phases.touched_now() if isinstance(ctx.phases, PhaseTracker) else set()
+
+
 class RuntimePathObstacle(RuntimeShift):
     spec = SPECS["D05"]
 
@@ -80,12 +88,17 @@ class RuntimePathObstacle(RuntimeShift):
         reasons = []
         placed = None
         blocked_by_moving = False  # a spot refused only for the gripper, the carried target, the robot
+        moving = frozenset({scene.entity_name(scene.robot_root())} | (carried(ctx) & {ctx.sem.target}))
         for d in FRACTIONS:
             f = p.fraction + d
             if not 0.25 <= f <= 0.8:
                 continue
             try:
-                xy, f, used, why = place_on_path(scene, PROP, a, b, [f], half, clearance=CLEARANCE_M)
+                xy, f, used, why = place_on_path(scene, PROP, a, b, [f], half, clearance=CLEARANCE_M, moving=moving)
+            except Blocked as exc:
+                reasons.append(str(exc))
+                blocked_by_moving = True
+                continue
             except ValueError as exc:
                 reasons.append(str(exc))
                 continue
