@@ -192,7 +192,7 @@ def _fired_counts(valid: list[EpisodeRecord]) -> dict[str, Any] | None:
     """For a case with runtime shifts (:class:`~liberopro.schema.results.FiredCounts`): how many
     valid episodes saw every runtime shift fire by its phase, how many by a fallback step (at
     least one), and how many ended before one fired; how many of those succeeded (0 when the
-    fallback rule holds) and on which tasks; the range of fallback steps; the counts per shift."""
+    fallback rule holds) and on which tasks; the range of fallback steps; the counts per shift (with ``delayed``: fired after a deferral)."""
     if not any(s.kind == "runtime" for s in (valid[0].shifts if valid else [])):
         return None
     out: dict[str, Any] = {"phase": 0, "fallback": 0, "not_fired": 0, "succeeded_before_firing": 0}
@@ -208,8 +208,10 @@ def _fired_counts(valid: list[EpisodeRecord]) -> dict[str, Any] | None:
             out["succeeded_before_firing"] += 1
             late.add(r.task_key)
         for s in runtime:
-            counts = by_shift.setdefault(s.id, {"phase": 0, "fallback": 0, "not_fired": 0})
+            counts = by_shift.setdefault(s.id, {"phase": 0, "fallback": 0, "not_fired": 0, "delayed": 0})
             counts[s.fired_by or "not_fired"] += 1
+            if s.fired_by is not None and s.delay_steps:
+                counts["delayed"] += 1
             if isinstance(s.params.get("fallback_step"), int):
                 steps.append(s.params["fallback_step"])
     out["late_fallback_tasks"] = sorted(late)

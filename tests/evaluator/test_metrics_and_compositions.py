@@ -276,12 +276,14 @@ def test_summary_counts_how_runtime_shifts_fired_per_case():
         rec("S01", 0, True, 0),
     ]
     records[5].valid = False  # an invalid episode is in no count
+    records[1].shifts[0].delay_steps = 3  # fired by its phase 3 steps after it came due
+    records[5].shifts[0].delay_steps = 4  # invalid: not counted as delayed either
     rows = {c["case"]: c for c in summarize(records, {}).to_json()["cases"]}
     got = rows["D01"]["runtime_fired"]
     assert {k: got[k] for k in ("phase", "fallback", "not_fired")} == {"phase": 2, "fallback": 1, "not_fired": 2}
     assert got["succeeded_before_firing"] == 1 and got["late_fallback_tasks"] == ["libero_goal:1"]
     assert got["fallback_steps"] == [23, 33]
-    assert got["by_shift"] == {"D01": {"phase": 2, "fallback": 1, "not_fired": 2}}
+    assert got["by_shift"] == {"D01": {"phase": 2, "fallback": 1, "not_fired": 2, "delayed": 1}}
     # unfired episodes count with their outcome: 5 valid episodes, 2 successes
     assert rows["D01"]["runtime_not_fired"] == 2 and rows["D01"]["episodes"] == 5 and rows["D01"]["successes"] == 2
     assert rows["S01"]["runtime_fired"] is None and rows["nominal"]["runtime_fired"] is None
@@ -299,6 +301,6 @@ def test_summary_counts_each_runtime_shift_of_a_composition():
     got = summarize([r], {}).to_json()["cases"][0]["runtime_fired"]
     assert (got["phase"], got["fallback"], got["not_fired"]) == (0, 1, 0)
     assert got["by_shift"] == {
-        "D01": {"phase": 1, "fallback": 0, "not_fired": 0},
-        "D10": {"phase": 0, "fallback": 1, "not_fired": 0},
+        "D01": {"phase": 1, "fallback": 0, "not_fired": 0, "delayed": 0},
+        "D10": {"phase": 0, "fallback": 1, "not_fired": 0, "delayed": 0},
     }

@@ -65,15 +65,24 @@ class LatencyStats(BaseModel):
     server_mean_ms: float | None = None
 
 
+#: Keys of a shift record written only when set (static shifts, never-deferred runtime shifts).
+_OPTIONAL_KEYS = ("fired_at_step", "fired_by", "due_at_step", "delay_steps", "deferred_reason")
+
+
 class ShiftRecord(BaseModel):
     """One shift of an episode as it was realised (``liberopro.shifts.base.Shift.record``).
 
     ``params`` are the instance's parameters (units in their names: ``_m`` metres, ``_deg``
     degrees, ``_step(s)`` policy steps, see ``docs/shifts.md``), ``applied`` what the shift
     measured it did. Runtime shifts also carry ``fired_at_step`` (the policy step it fired at;
-    None when the episode ended first) and ``fired_by`` (``phase`` or ``fallback``); static shifts
-    carry neither key (a key not set is not written, so records keep their bytes). Unknown keys
-    are kept (``extra="allow"``).
+    None when the episode ended first) and ``fired_by`` (``phase`` or ``fallback``: what made it
+    due); static shifts carry neither key (a key not set is not written, so records keep their
+    bytes). A runtime shift whose fire was deferred (the robot or the carried object in the way
+    at that moment, :class:`liberopro.shifts.base.ShiftDeferred`) also carries ``due_at_step``
+    (the step it came due), ``delay_steps`` (``fired_at_step - due_at_step``, or the steps
+    waited when it never fired; at most ``MAX_DELAY_STEPS`` = 25, beyond which the episode is
+    invalid) and ``deferred_reason`` (why the first attempt could not act); shifts never
+    deferred carry none of the three. Unknown keys are kept (``extra="allow"``).
     """
 
     model_config = ConfigDict(extra="allow")
@@ -85,18 +94,21 @@ class ShiftRecord(BaseModel):
     applied: dict[str, Any] = Field(default_factory=dict)
     fired_at_step: int | None = None
     fired_by: Literal["phase", "fallback"] | None = None
+    due_at_step: int | None = None
+    delay_steps: int | None = None
+    deferred_reason: str | None = None
 
     @model_serializer(mode="wrap")
     def _written_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out = handler(self)
-        for key in ("fired_at_step", "fired_by"):
+        for key in _OPTIONAL_KEYS:
             if key not in self.model_fields_set:
                 out.pop(key, None)
         return out
 
     # Dict-style reads, as when a shift record was a plain dict (keys not written raise KeyError).
     def __getitem__(self, key: str) -> Any:
-        if key in ("fired_at_step", "fired_by") and key not in self.model_fields_set:
+        if key in _OPTIONAL_KEYS and key not in self.model_fields_set:
             raise KeyError(key)
         if key in type(self).model_fields:
             return getattr(self, key)
@@ -243,11 +255,14 @@ class PairedDifference(_Tolerant):
 class ShiftFiredCounts(_Tolerant):
     """One runtime shift of a case, over the case's valid episodes: fired by its trigger phase
     (``phase``), by its fallback step (``fallback``), or never (``not_fired``: the episode ended
-    before both)."""
+    before both). ``delayed``: of the episodes in ``phase`` and ``fallback``, those in which the
+    shift acted later than it came due (its fire was deferred because the robot or the carried
+    object was in the way; ``delay_steps`` in the shift record, at most 25 steps)."""
 
     phase: int = 0
     fallback: int = 0
     not_fired: int = 0
+    delayed: int = 0
 
 
 class FiredCounts(_Tolerant):

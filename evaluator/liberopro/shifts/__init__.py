@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from liberopro.catalog import SPECS, get_spec
-from liberopro.shifts.base import CATEGORIES, RuntimeShift, Shift, ShiftInvalid, ShiftParams
+from liberopro.shifts.base import CATEGORIES, RuntimeShift, Shift, ShiftDeferred, ShiftInvalid, ShiftParams
 
 
 def get_shift(shift_id: str) -> type[Shift]:
@@ -42,4 +42,4 @@ class _ShiftClasses(Mapping[str, type[Shift]]):
 #: needs no simulator).
 SHIFTS: Mapping[str, type[Shift]] = _ShiftClasses()
 
-__all__ = ["CATEGORIES", "SHIFTS", "RuntimeShift", "Shift", "ShiftInvalid", "ShiftParams", "get_shift"]
+__all__ = ["CATEGORIES", "SHIFTS", "RuntimeShift", "Shift", "ShiftDeferred", "ShiftInvalid", "ShiftParams", "get_shift"]

@@ -341,17 +341,32 @@ class Relocation:
         return rec
 
 
-def _bad_contacts(scene, group_bodies: set[int], allow_robot: bool, tol: float = PENETRATION_TOL_M) -> list[str]:
+class Blocked(ValueError):
+    """No candidate placement is free *now*, but at least one was refused only because of the
+    robot or a carried object (touching, too close): things that move, so the same candidates
+    may be free a few steps later. A runtime shift defers on it
+    (:class:`liberopro.shifts.base.ShiftDeferred`); a static shift treats it as any
+    ``ValueError``. The message lists every candidate's reason, as ``ValueError``'s does."""
+
+
+def _bad_contacts(
+    scene,
+    group_bodies: set[int],
+    allow_robot: bool,
+    tol: float = PENETRATION_TOL_M,
+    ignore: Iterable[int] = (),
+) -> list[str]:
     """Contacts of the group with anything but the ground (and, if allowed, the robot) that
     penetrate deeper than ``tol`` (default :data:`PENETRATION_TOL_M`); any contact with the robot
-    when not allowed."""
+    when not allowed. Contacts with the root bodies in ``ignore`` are left out."""
     worst: dict[str, float] = {}
     robot = scene.robot_root()
+    ignore = set(ignore)
     for a, b, dist, _ in scene.contacts():
         if (a in group_bodies) == (b in group_bodies):
             continue  # not involving the group, or inside the group
         other = b if a in group_bodies else a
-        if is_ground(scene, other):
+        if is_ground(scene, other) or other in ignore:
             continue
         if other == robot and allow_robot:
             continue
@@ -398,7 +413,9 @@ def relocate(
             (LIBERO-10 task 3's open drawer) kicks it 5 cm away on the next step.
 
     The scene state is changed only by an accepted candidate. Raises ``ValueError`` (with every
-    candidate's reason) when no direction gives a valid placement.
+    candidate's reason) when no direction gives a valid placement: :class:`Blocked` when at
+    least one candidate was refused only because of the robot or the ``exclude`` objects
+    (touching them, or within ``clearance_m``), which may have moved away a step later.
     """
     entity = entity or sem.target
     group = entity_group(scene, entity, exclude)
@@ -424,6 +441,7 @@ def relocate(
             distances.append(min_distance_m)
     candidates = [(dist, step) for dist in distances for step in DIRECTION_STEPS_DEG]
     reasons = []
+    blocked_by_moving = False  # some candidate was refused only by the robot / excluded objects
     for i, (dist, step) in enumerate(candidates, start=1):
         direction = (direction_deg + step) % 360
         d = np.array([math.cos(math.radians(direction)), math.sin(math.radians(direction))]) * dist
@@ -446,6 +464,13 @@ def relocate(
             why = lookalike_order_problem(scene, group, start_xy)
         if why is None and clearance_m > 0:
             why = clearance_problem(scene, bodies, avoid, clearance_m)
+        if why is not None and not blocked_by_moving:
+            blocked_by_moving = not (
+                _bad_contacts(scene, bodies, allow_robot=True, tol=contact_tol_m, ignore=avoid)
+                or workspace_problem(scene, group, start_xy)
+                or referring_ok(scene, sem)
+                or (keep_lookalike_order and lookalike_order_problem(scene, group, start_xy))
+            )
         if why is None:
             scene.refresh()
             end = {n: [round(float(v), 5) for v in entity_pose(scene, n)[0]] for n in group}
@@ -470,7 +495,7 @@ def relocate(
             set_site_world(scene, sid, pos, quat)
         scene.inner.sim.forward()
     scene.refresh()
-    raise ValueError("no valid placement: " + "; ".join(reasons))
+    raise (Blocked if blocked_by_moving else ValueError)("no valid placement: " + "; ".join(reasons))
 
 
 def displaced(scene, before: dict[str, np.ndarray], limit_m: float) -> tuple[dict[str, float], list[str]]:

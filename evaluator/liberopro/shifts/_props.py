@@ -546,10 +546,16 @@ def place_beside(
     stack's box (edge to edge), in world direction ``direction_deg`` (then its neighbours,
     :data:`DIRECTION_STEPS_DEG`),
     turned ``yaw_deg``, wholly inside the third-person view. With ``min_robot_m`` a spot must
-    also keep that far from the robot's geoms. Returns what was placed; raises ``ValueError`` with every refused direction's reason."""
+    also keep that far from the robot's geoms. Returns what was placed; raises ``ValueError`` with
+    every refused direction's reason: :class:`~liberopro.shifts._placement.Blocked` when at least
+    one spot was refused only because of the robot (in its column, or within ``min_robot_m``)."""
+    from liberopro.shifts._placement import Blocked
+
     shape = prop_shape(scene, name)
     reasons = []
     tried = 0
+    robot = scene.entity_name(scene.robot_root())
+    blocked_by_robot = False
     for gap in gaps:
         for step in DIRECTION_STEPS_DEG:
             tried += 1
@@ -570,6 +576,7 @@ def place_beside(
             where = f"{direction:.0f} deg at {gap:.3f} m"
             if not spot.free:
                 reasons.append(f"{where}: {', '.join(spot.blockers)}")
+                blocked_by_robot |= all(b.removesuffix(" (when opened)") == robot for b in spot.blockers)
                 continue
             place_prop(scene, name, xy, yaw_deg, spot.surface_z, shape)
             if not in_view(scene, name):
@@ -578,6 +585,7 @@ def place_beside(
                 continue
             if min_robot_m is not None and robot_clearance(scene, [name]) < min_robot_m:
                 reasons.append(f"{where}: within {min_robot_m} m of the robot")
+                blocked_by_robot = True
                 park_one(scene, name)
                 continue
             scene.refresh()
@@ -588,7 +596,7 @@ def place_beside(
                 "shape": shape,
                 "u": u,
             }
-    raise ValueError("no free spot beside the target: " + "; ".join(reasons))
+    raise (Blocked if blocked_by_robot else ValueError)("no free spot beside the target: " + "; ".join(reasons))
 
 
 def park_one(scene, name: str) -> None:

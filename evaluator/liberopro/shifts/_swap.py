@@ -35,6 +35,7 @@ import numpy as np
 from liberopro.semantics import TaskSemantics, owner_of
 from liberopro.shifts._placement import (
     PENETRATION_TOL_M,
+    Blocked,
     _bad_contacts,
     category,
     clearance_problem,
@@ -316,13 +317,15 @@ def _pose(scene, name: str) -> tuple[np.ndarray, np.ndarray]:
 def swap(scene, sem: TaskSemantics, partners: Sequence[str], clearance_m: float = 0.0) -> Swap:
     """Swap the target's unit with the first acceptable partner's (module docstring). The scene
     is changed only by an accepted partner. Raises ``ValueError`` with every partner's reason
-    when none is acceptable."""
+    when none is acceptable: :class:`~liberopro.shifts._placement.Blocked` when at least one
+    partner was refused only because of the robot (touching it, or within ``clearance_m``)."""
     objects = scene.object_names()
     t_unit = movable_unit(scene, sem.target)
     t_bottom = t_unit[0]
     base_body = resting_on(scene, t_bottom)
     t_size = footprint(scene, t_unit)
     rejected: dict[str, str] = {}
+    blocked_by_robot = False  # some partner was refused only because of the robot
     for partner in partners:
         if partner not in objects:
             rejected[partner] = "not in the scene"
@@ -362,6 +365,12 @@ def swap(scene, sem: TaskSemantics, partners: Sequence[str], clearance_m: float 
         why = (f"collides with {', '.join(bad)}" if bad else None) or referring_ok(scene, sem)
         if why is None and clearance_m > 0:
             why = clearance_problem(scene, t_bodies | p_bodies, {scene.robot_root()}, clearance_m)
+        if why is not None and not blocked_by_robot:
+            blocked_by_robot = not (
+                _bad_contacts(scene, t_bodies | p_bodies, allow_robot=True, tol=0.0)
+                or _cross_penetration(scene, t_bodies, p_bodies, tol=0.0)
+                or referring_ok(scene, sem)
+            )
         if why is None:
             scene.refresh()
             return Swap(
@@ -380,7 +389,7 @@ def swap(scene, sem: TaskSemantics, partners: Sequence[str], clearance_m: float 
             set_entity_pose(scene, n, *start[n])
         scene.inner.sim.forward()
     scene.refresh()
-    raise ValueError(
+    raise (Blocked if blocked_by_robot else ValueError)(
         "no partner to swap with: " + "; ".join(f"{p}: {r}" for p, r in rejected.items())
         if rejected
         else "no partner to swap with"

@@ -18,7 +18,11 @@ Hooks, in the order the runner calls them:
 * :meth:`Shift.on_episode_end`: after the last step, to finish measurements.
 * Runtime shifts: :meth:`RuntimeShift.fire` once, at the first step at which their trigger
   phase is reached or at ``fallback_step``, whichever comes first
-  (:meth:`RuntimeShift.maybe_fire` decides, fires and records ``fired_at``/``fired_by``).
+  (:meth:`RuntimeShift.maybe_fire` decides, fires and records ``fired_at``/``fired_by``). A
+  fire that finds no free placement only because of the robot or the carried object *at this
+  moment* raises :class:`ShiftDeferred`; the shift then retries at every following step, at
+  most :data:`MAX_DELAY_STEPS` steps after it came due (the bounded delay of issue 11, item 3),
+  and records the delay.
 
 The runner does not call these hooks one by one: :class:`liberopro.shifts.adapter.ShiftLayer`
 presents a shift bound to its :class:`EpisodeContext` as the loop's observation layer, action
@@ -47,6 +51,15 @@ if TYPE_CHECKING:
     from liberopro.tasks import TaskRef
 
 
+#: Bound of a runtime shift's delay (policy steps, 0.1 s each at LIBERO's 10 Hz control): a
+#: shift whose fire is deferred (:class:`ShiftDeferred`) retries at each following step, and
+#: the episode becomes invalid when it still cannot act this many steps after it came due. 25
+#: steps: the arm moves at most 0.05 m per step under OSC_POSE at full scale (robosuite
+#: ``osc_pose.json``), so within the bound a policy that keeps moving clears any 2 cm
+#: clearance many times over; a policy that hovers over the spot for 2.5 s keeps it blocked.
+MAX_DELAY_STEPS = 25
+
+
 class ShiftInvalid(Exception):
     """A shift could not be realised as specified on this episode (``reason`` says why)."""
 
@@ -54,6 +67,16 @@ class ShiftInvalid(Exception):
         super().__init__(f"{shift_id}: {reason}")
         self.shift_id = shift_id
         self.reason = reason
+
+
+class ShiftDeferred(ShiftInvalid):
+    """Raised by :meth:`RuntimeShift.fire` when the shift cannot act *now* for a transient reason:
+    every candidate placement was refused, and at least one only because of the robot or the
+    carried object (too close, touching), which move. The fire must leave the scene as it found
+    it. :meth:`RuntimeShift.maybe_fire` catches it and retries at the next step, within
+    :data:`MAX_DELAY_STEPS`; past the bound it raises :class:`ShiftInvalid` with the reasons.
+    A permanent failure (a goal region too small, no partner, nothing but fixtures in the way)
+    raises :class:`ShiftInvalid` itself."""
 
 
 @dataclass
@@ -207,6 +230,14 @@ class RuntimeShift(Shift):
         super().__init__(params)
         self.fired_at: int | None = None
         self.fired_by: Literal["phase", "fallback"] | None = None
+        #: The step at which the shift came due and why (phase or fallback), kept while deferred.
+        self.due_at: int | None = None
+        self._due_by: Literal["phase", "fallback"] | None = None
+        #: Steps between coming due and firing (0: fired when due); ``deferrals`` counts the
+        #: deferred attempts, ``deferred_reason`` is the first deferral's reason.
+        self.delay_steps = 0
+        self.deferrals = 0
+        self.deferred_reason: str | None = None
 
     @property
     def trigger(self) -> str:
@@ -225,17 +256,45 @@ class RuntimeShift(Shift):
     def maybe_fire(
         self, ctx: EpisodeContext, step: int, reached: dict[Phase, int]
     ) -> Literal["phase", "fallback"] | None:
-        """Fire at ``step`` if due, and own the record of it: the first step at which the trigger
-        phase is in ``reached`` (phase -> first step reached, :class:`liberopro.phases.PhaseTracker`)
-        or ``step >= fallback_step``, whichever comes first, and only once. Sets
-        :attr:`fired_at` (the policy-loop step, 0-based) and :attr:`fired_by` (``"phase"`` or
-        ``"fallback"``) *before* calling :meth:`fire` (which may read them). Returns why it fired
-        now, or None (not due, or fired already). :class:`ShiftInvalid` from :meth:`fire`
-        propagates (the episode is invalid)."""
-        why = self.should_fire(step, reached)
-        if why is not None:
-            self.fired_at, self.fired_by = step, why
+        """Fire at ``step`` if due, and own the record of it: the shift comes due at the first step
+        at which the trigger phase is in ``reached`` (phase -> first step reached,
+        :class:`liberopro.phases.PhaseTracker`) or ``step >= fallback_step``, whichever comes
+        first, and fires only once. Sets :attr:`fired_at` (the policy-loop step, 0-based, at which
+        it acted) and :attr:`fired_by` (``"phase"`` or ``"fallback"``: what made it due) *before*
+        calling :meth:`fire` (which may read them). Returns why it fired now, or None (not due,
+        fired already, or deferred).
+
+        When :meth:`fire` raises :class:`ShiftDeferred` the shift has not acted: ``fired_at`` and
+        ``fired_by`` are reset, and it is tried again at each following step (still "due by" its
+        first cause, whatever the phases do meanwhile) until it fires, recording
+        :attr:`delay_steps` = firing step - :attr:`due_at`. Past :data:`MAX_DELAY_STEPS` steps
+        of delay it raises :class:`ShiftInvalid` (the episode is invalid) with the first and the
+        last deferral's reasons. Any other :class:`ShiftInvalid` from :meth:`fire` propagates."""
+        if self.fired_at is not None:
+            return None
+        if self._due_by is None:
+            why = self.should_fire(step, reached)
+            if why is None:
+                return None
+            self.due_at, self._due_by = step, why
+        why = self._due_by
+        self.fired_at, self.fired_by = step, why
+        self.delay_steps = step - self.due_at
+        try:
             self.fire(ctx, step)
+        except ShiftDeferred as exc:
+            self.fired_at = self.fired_by = None
+            self.applied = {}
+            self.deferrals += 1
+            if self.deferred_reason is None:
+                self.deferred_reason = exc.reason
+            if step - self.due_at >= MAX_DELAY_STEPS:
+                raise ShiftInvalid(
+                    self.id,
+                    f"could not act within {MAX_DELAY_STEPS} steps of coming due at step {self.due_at} "
+                    f"(by {why}): first: {self.deferred_reason}; last: {exc.reason}",
+                ) from exc
+            return None
         return why
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
@@ -256,16 +315,22 @@ class RuntimeShift(Shift):
         rec = super().record()
         rec["fired_at_step"] = self.fired_at
         rec["fired_by"] = self.fired_by
+        if self.deferrals:  # written only when the shift was deferred: other records keep their bytes
+            rec["due_at_step"] = self.due_at
+            rec["delay_steps"] = self.delay_steps
+            rec["deferred_reason"] = self.deferred_reason
         return rec
 
 
 __all__ = [
     "CATEGORIES",
     "Category",
+    "MAX_DELAY_STEPS",
     "EpisodeContext",
     "RuntimeParams",
     "RuntimeShift",
     "Shift",
+    "ShiftDeferred",
     "ShiftInvalid",
     "ShiftKind",
     "ShiftParams",

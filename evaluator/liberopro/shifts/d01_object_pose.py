@@ -1,13 +1,18 @@
 """D01 object pose (Condition, runtime, trigger approach): the target moves 5-12 cm and turns
-while the gripper approaches it, before contact (``docs/definition.md``, "Runtime shifts")."""
+while the gripper approaches it, before contact (``docs/definition.md``, "Runtime shifts").
+
+When every candidate placement (the drawn direction, then its neighbours,
+:func:`liberopro.shifts._placement.relocate`) is refused and at least one only because it would
+touch the robot, the move waits for the arm (:class:`liberopro.shifts.base.ShiftDeferred`,
+at most ``MAX_DELAY_STEPS`` steps)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from liberopro.catalog import SPECS
-from liberopro.shifts._placement import entity_pose, relocate
-from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
+from liberopro.shifts._placement import Blocked, entity_pose, relocate
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftDeferred, ShiftInvalid
 
 
 class RuntimeObjectPose(RuntimeShift):
@@ -19,6 +24,8 @@ class RuntimeObjectPose(RuntimeShift):
         target_before = entity_pose(ctx.scene, ctx.sem.target)[0]
         try:
             reloc = relocate(ctx.scene, ctx.sem, p.distance_m, p.direction_deg, p.yaw_deg)
+        except Blocked as exc:  # the gripper over the spots: it moves on (bounded delay)
+            raise ShiftDeferred(self.id, str(exc)) from exc
         except ValueError as exc:
             raise ShiftInvalid(self.id, str(exc)) from exc
         after = entity_pose(ctx.scene, ctx.sem.target)[0]

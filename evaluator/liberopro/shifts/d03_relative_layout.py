@@ -5,7 +5,9 @@ target, before contact, the target swaps places with a non-target object (``docs
 Partners, units and the acceptance rules are S03's (:mod:`liberopro.shifts._swap`,
 :mod:`liberopro.shifts.s03_relative_layout`); at run time the two units must also stay
 :data:`CLEARANCE_M` away from the robot (the gripper hovers near the target's old place, where
-the partner lands).
+the partner lands). When every partner is refused and at least one only because of the robot,
+the swap waits for the arm (:class:`liberopro.shifts.base.ShiftDeferred`, at most
+``MAX_DELAY_STEPS`` steps).
 
 Post-condition, measured at the moment of the swap: each unit's bottom object is at the other's
 former place (teleport: within 1 mm, re-measured from the simulator), nothing interpenetrates,
@@ -20,8 +22,9 @@ import numpy as np
 
 from liberopro.catalog import SPECS
 from liberopro.catalog.condition import SWAP_ROBOT_CLEARANCE_M as CLEARANCE_M
+from liberopro.shifts._placement import Blocked
 from liberopro.shifts._swap import swap
-from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftDeferred, ShiftInvalid
 from liberopro.shifts.s03_relative_layout import no_partner_reason
 
 #: Least distance (m) kept between the swapped objects and the robot.
@@ -39,6 +42,8 @@ class RuntimeRelativeLayout(RuntimeShift):
         eef = scene.eef_pos()
         try:
             sw = swap(scene, sem, self.params.partners, clearance_m=CLEARANCE_M)
+        except Blocked as exc:  # the gripper near a unit's new place: it moves on (bounded delay)
+            raise ShiftDeferred(self.id, str(exc)) from exc
         except ValueError as exc:
             raise ShiftInvalid(self.id, str(exc)) from exc
         t_bottom, p_bottom = sw.target_unit[0], sw.partner_unit[0]

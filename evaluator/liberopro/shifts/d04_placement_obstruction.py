@@ -23,6 +23,11 @@ inside the region, covers 10-50% of the region's area (the uncovered area and th
 footprint are recorded: LIBERO's ``On`` holds for a target resting partly on the block and
 partly on the receiver), no simulated contact, >= 2 cm from the robot.
 
+When no spot is free and at least one was refused only by the robot or the carried target
+(in its column, too close), the block waits for them to move on
+(:class:`liberopro.shifts.base.ShiftDeferred`, at most ``MAX_DELAY_STEPS`` steps); a region too
+small for the block, or covered by fixtures, makes the episode invalid at once.
+
 Defaults: trigger transport; the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`); cover 0.15-0.3; height 2-3 cm. Not applicable
 where the goal region moves with a drawer (a static block cannot ride in it: libero_goal 3,
 libero_10 3) or to a push (the pushed plate is larger than its goal region: any block on it
@@ -51,7 +56,7 @@ from liberopro.shifts._props import (
     robot_clearance,
     surface_below,
 )
-from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftDeferred, ShiftInvalid
 from liberopro.sim import PropSpec, SceneVariant
 
 PROP = "liberopro_prop_d04_block"
@@ -122,6 +127,9 @@ class PlacementObstruction(RuntimeShift):
         tgt = (t_lo[:2] + t_hi[:2]) / 2
         cands.sort(key=lambda xy: -float(np.linalg.norm(xy - tgt)))
         reasons: dict[str, int] = {}
+        # things that move: a spot refused only by them may be free a few steps later
+        moving = {scene.entity_name(scene.robot_root()), ctx.sem.target}
+        blocked_by_moving = False
         for xy in cands:
             # the block rests on the highest point of the owner's surface under its footprint
             hits = [
@@ -140,6 +148,7 @@ class PlacementObstruction(RuntimeShift):
             if not spot.free:
                 for b in spot.blockers:
                     reasons[b] = reasons.get(b, 0) + 1
+                blocked_by_moving |= set(spot.blockers) <= moving
                 continue
             resize_primitive(scene, PROP, half)
             place_prop(scene, PROP, xy, ryaw, level, PropShape(half[:2], (0.0, 0.0), half[2], 2 * half[2]))
@@ -148,6 +157,7 @@ class PlacementObstruction(RuntimeShift):
             if gap < TARGET_GAP_M or clear < ROBOT_CLEARANCE_M:
                 key = "too close to the target or the robot"
                 reasons[key] = reasons.get(key, 0) + 1
+                blocked_by_moving = True
                 park_one(scene, PROP)  # a rejected block leaves: later candidates must not meet it
                 continue
             scene.refresh()
@@ -175,4 +185,6 @@ class PlacementObstruction(RuntimeShift):
                 raise ShiftInvalid(self.id, f"the block does not rest freely on the region: {post}")
             return
         scene.refresh()
-        raise ShiftInvalid(self.id, f"no free spot on the goal region: {reasons}")
+        raise (ShiftDeferred if blocked_by_moving else ShiftInvalid)(
+            self.id, f"no free spot on the goal region: {reasons}"
+        )

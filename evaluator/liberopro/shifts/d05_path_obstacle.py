@@ -8,6 +8,9 @@ every object and fixture (drawers and doors in any position), at least 3 cm (hor
 the gripper when it is less than 10 cm above the obstacle's top and from the target's footprint
 when it is carried above the obstacle's top, and 2 cm from every robot geom: it appears ahead,
 never under or against the carried object or the arm. It stays for the rest of the episode.
+When no fraction fits and at least one was refused only for the gripper, the carried target or
+the robot, the obstacle waits for them to move on (:class:`liberopro.shifts.base.ShiftDeferred`,
+at most ``MAX_DELAY_STEPS`` steps); a path with no room among the fixtures is invalid at once.
 
 Post-condition, measured at the firing step: the obstacle stands on the table / floor across
 the remaining path (the segment passes within 1 mm of its centre), at most 12 cm high with 35 cm
@@ -25,6 +28,8 @@ import math
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.phases import PhaseTracker
+from liberopro.shifts._placement import Blocked
 from liberopro.shifts._props import (
     entity_aabb,
     goal_xy,
@@ -37,7 +42,7 @@ from liberopro.shifts._props import (
     segment_distance,
     target_xy,
 )
-from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftDeferred, ShiftInvalid
 from liberopro.shifts.s05_path_obstacle import (
     CLEARANCE_M,
     PathObstacle,
@@ -55,6 +60,12 @@ LOW_GRIPPER_M = 0.10
 #: Clearance from every robot geom (m).
 ROBOT_CLEARANCE_M = 0.02
 FRACTIONS = (0.0, 0.1, -0.1, 0.2, -0.2, 0.3, -0.3, 0.4)
+
+
+def carried(ctx: EpisodeContext) -> set[str]:
+    """The task's actors a gripper finger touches now (:meth:`liberopro.phases.PhaseTracker.touched_now`;
+    empty before the policy loop)."""
+    return ctx.phases.touched_now() if isinstance(ctx.phases, PhaseTracker) else set()
 
 
 class RuntimePathObstacle(RuntimeShift):
@@ -76,12 +87,18 @@ class RuntimePathObstacle(RuntimeShift):
         eef = scene.eef_pos()
         reasons = []
         placed = None
+        blocked_by_moving = False  # a spot refused only for the gripper, the carried target, the robot
+        moving = frozenset({scene.entity_name(scene.robot_root())} | (carried(ctx) & {ctx.sem.target}))
         for d in FRACTIONS:
             f = p.fraction + d
             if not 0.25 <= f <= 0.8:
                 continue
             try:
-                xy, f, used, why = place_on_path(scene, PROP, a, b, [f], half, clearance=CLEARANCE_M)
+                xy, f, used, why = place_on_path(scene, PROP, a, b, [f], half, clearance=CLEARANCE_M, moving=moving)
+            except Blocked as exc:
+                reasons.append(str(exc))
+                blocked_by_moving = True
+                continue
             except ValueError as exc:
                 reasons.append(str(exc))
                 continue
@@ -96,13 +113,17 @@ class RuntimePathObstacle(RuntimeShift):
             clear = robot_clearance(scene, [PROP])
             if ahead < AHEAD_M or clear < ROBOT_CLEARANCE_M:
                 reasons.append(f"{f:.2f}: {ahead:.3f} m from the target/gripper, {clear:.3f} m from the robot")
+                blocked_by_moving = True
                 park_one(scene, PROP)
                 continue
             placed = (xy, f, used, ahead, clear)
             break
         if placed is None:
             scene.refresh()
-            raise ShiftInvalid(self.id, "no room on the path ahead: " + "; ".join(reasons))
+            # only the arm or the carried target in the way somewhere: wait for them (bounded delay)
+            raise (ShiftDeferred if blocked_by_moving else ShiftInvalid)(
+                self.id, "no room on the path ahead: " + "; ".join(reasons)
+            )
         xy, f, used, ahead, clear = placed
         pos = scene.data.xpos[scene.props[PROP]].copy()
         level, _ = ground_level(scene)

@@ -9,8 +9,10 @@ third-person view), moved in from its parking spot at the firing step; a spot mu
 S08's and holds from the first step (the policy's instruction never changes mid-episode): where
 the target's phrase would also fit the look-alike it becomes the target's full name.
 
-Free space is measured when the shift fires: if no spot beside the target is free (the layout,
-the robot), the episode is invalid with that reason. Statically not applicable: S08's rules
+Free space is measured when the shift fires: if no spot beside the target is free because of
+the layout, the episode is invalid with that reason; if some spot is refused only because of
+the robot, the look-alike waits for the arm to move on (:class:`liberopro.shifts.base.ShiftDeferred`,
+at most ``MAX_DELAY_STEPS`` steps, then invalid). Statically not applicable: S08's rules
 (articulated targets, a target inside a drawer, a target named in the plural, e.g. LIBERO-10
 task 8 "put both moka pots on the stove", the one pair the reference study found not
 applicable).
@@ -22,8 +24,9 @@ from __future__ import annotations
 
 from liberopro.catalog import SPECS
 from liberopro.shifts._objects import lookalike_instruction
+from liberopro.shifts._placement import Blocked
 from liberopro.shifts._props import object_positions, place_beside, prop_record, robot_clearance, target_stack
-from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftDeferred, ShiftInvalid
 from liberopro.shifts.s08_distractor import (
     CLEARANCE_M,
     check_lookalike_post,
@@ -67,6 +70,8 @@ class DistractorAppears(RuntimeShift):
                 CLEARANCE_M,
                 min_robot_m=ROBOT_CLEARANCE_M,
             )
+        except Blocked as exc:  # only the arm in the way: it moves on (bounded delay)
+            raise ShiftDeferred(self.id, f"no free space for a look-alike when it should appear: {exc}") from exc
         except ValueError as exc:
             raise ShiftInvalid(self.id, f"no free space for a look-alike when it should appear: {exc}") from exc
         post = lookalike_post(scene, PROP, stack, placed, object_positions(scene))

@@ -40,8 +40,8 @@ import numpy as np
 
 from liberopro.catalog import SPECS
 from liberopro.semantics import TaskSemantics
-from liberopro.shifts._placement import check_rests, displaced, is_table, relocate, site_world
-from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
+from liberopro.shifts._placement import Blocked, check_rests, displaced, is_table, relocate, site_world
+from liberopro.shifts.base import EpisodeContext, Shift, ShiftDeferred, ShiftInvalid
 
 #: Goal regions that belong to the table but are named after a fixture: region -> the fixture
 #: that moves, carrying the region's site with it.
@@ -72,7 +72,10 @@ def move_receiver(
     min_distance_m: float,
     clearance_m: float = 0.0,
 ):
-    """Relocate the receiver (shared by S02 and D02); raises :class:`ShiftInvalid`."""
+    """Relocate the receiver (shared by S02 and D02); raises :class:`ShiftInvalid`, or
+    :class:`ShiftDeferred` when no candidate is free only because of the robot or the carried
+    target (D02 then retries at the next step; for S02, at the robot's start pose, it is as
+    invalid as any other failure)."""
     found = receiver_entity(ctx.sem)
     if isinstance(found, str):
         raise ShiftInvalid(shift_id, found)
@@ -92,6 +95,8 @@ def move_receiver(
             min_distance_m=min(min_distance_m, distance_m),
             contact_tol_m=0.0,
         )
+    except Blocked as exc:  # only the arm or the carried target in the way: a runtime move waits
+        raise ShiftDeferred(shift_id, str(exc)) from exc
     except ValueError as exc:
         raise ShiftInvalid(shift_id, str(exc)) from exc
 

@@ -100,15 +100,20 @@ def place_on_path(
     half: tuple[float, float, float],
     clearance: float,
     ignore: set[int] = frozenset(),
+    moving: frozenset[str] = frozenset(),
 ) -> tuple[np.ndarray, float, tuple, list[str]]:
     """Stand the obstacle ``prop`` on segment ``a`` -> ``b`` at the first free fraction, with the
     stated size first, then thinner (:data:`THIN_M`), then narrower (:data:`NARROW_M`). Returns (xy, fraction, half
     extents used, reasons of the refused candidates); raises ``ValueError`` with them when none
-    is free."""
+    is free: :class:`~liberopro.shifts._placement.Blocked` when some spot was refused only by
+    entities named in ``moving`` (at run time: the robot, the carried target)."""
+    from liberopro.shifts._placement import Blocked
+
     along = (b - a) / max(np.linalg.norm(b - a), 1e-9)
     yaw = math.degrees(math.atan2(along[1], along[0]))
     level, _ = ground_level(scene)
     reasons = []
+    blocked_by_moving = False
     sizes = [
         (t / 2, w / 2)
         for w in [2 * half[1]] + [w for w in NARROW_M if w < 2 * half[1]]
@@ -126,7 +131,8 @@ def place_on_path(
                 scene.refresh()
                 return xy, f, size, reasons
             reasons.append(f"{f:.2f}, {thickness:.3f} x {2 * hy:.3f} m: {', '.join(spot.blockers)}")
-    raise ValueError("no free spot on the path: " + "; ".join(reasons))
+            blocked_by_moving |= {b.removesuffix(" (when opened)") for b in spot.blockers} <= moving
+    raise (Blocked if blocked_by_moving else ValueError)("no free spot on the path: " + "; ".join(reasons))
 
 
 class PathObstacle(Shift):
