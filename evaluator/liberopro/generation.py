@@ -675,11 +675,18 @@ def proof_counts(instances: list[Instance], dropped: list[DroppedPair]) -> dict[
     }
 
 
+def _short(reason: str, limit: int = 400) -> str:
+    """A reason for a Markdown list: one line, at most ``limit`` characters (the report JSON
+    keeps it whole)."""
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 1] + "… (whole in the report JSON)"
+
+
 def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "") -> str:
     """A generation report (:func:`report`, the ``*.report.json`` beside a manifest) as a Markdown
     page: totals against the reference (:data:`REFERENCE`: 1,313 train / 335 eval shifted
     instances), the proof's counts per suite and per shift, and every pair dropped or kept
-    unproved with its measured reason. ``note`` is printed under the title (what the run covers,
+    unproved with its measured reason (shortened to 400 characters). ``note`` is printed under the title (what the run covers,
     when, how to reproduce it). Raises ``KeyError`` for a report without the proof's counts
     (generated before the proof, or with ``--no-validate``)."""
     from liberopro.catalog import SPECS
@@ -741,9 +748,9 @@ def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "
         lines.append(f"| {case} | {cat} | {name} | {rep['per_shift'].get(case, 0)} | {cells} | {other.get(case, 0)} |")
     dropped = rep.get("dropped_pairs", [])
     lines += ["", "## Dropped pairs", ""]
-    lines += [f"- {d['suite']}:{d['task_index']} {d['case']} ({d['stage']}): {d['reason']}" for d in dropped] or [
-        "None."
-    ]
+    lines += [
+        f"- {d['suite']}:{d['task_index']} {d['case']} ({d['stage']}): {_short(d['reason'])}" for d in dropped
+    ] or ["None."]
     lines += ["", "## Kept unproved", ""]
-    lines += [f"- {u['task']} {u['case']}: {u['reason']}" for u in proof.get("unproved", [])] or ["None."]
+    lines += [f"- {u['task']} {u['case']}: {_short(u['reason'])}" for u in proof.get("unproved", [])] or ["None."]
     return "\n".join(lines) + "\n"
