@@ -527,6 +527,16 @@ def instances_generate(
     attempts: int = typer.Option(5, help="Parameter draws per pair before it is dropped."),
     workers: int = typer.Option(1, help="Processes (one LIBERO scene each, 1.5-2.5 GB)."),
     validate: bool = typer.Option(True, help="Realise and check every instance in the simulator."),
+    proof: bool = typer.Option(
+        True,
+        help="Solvability proof: run the scripted oracle on every instance whose shift changes what must be "
+        "done physically (others: the nominal run), record it in the instance and drop an instance the "
+        "oracle solves nominally but never under the shift (docs/instances.md). Needs --validate.",
+    ),
+    proof_init_states: str | None = typer.Option(
+        None,
+        help="Init states of the proof, e.g. 0,1 (default: 0,1 for train/all; every episode's for eval).",
+    ),
     resume: bool = typer.Option(
         True,
         help="Keep each task's result in OUT.parts/ as it completes and reuse it "
@@ -552,6 +562,7 @@ def instances_generate(
         _fail("give --seed for a train/all manifest")
     _require_renderer()  # before the imports below load mujoco
     from liberopro.generation import REFERENCE, default_cases, generate, report
+    from liberopro.generation import proof_init_states as proof_states_of
     from liberopro.instances import NOMINAL, parse_cases
     from liberopro.schema.manifest import ManifestError, write_manifest
     from liberopro.split import tasks_in_split
@@ -563,6 +574,9 @@ def instances_generate(
         cases = parse_cases(shifts) if shifts else None
         if refs is not None:
             tasks_in_split(split, refs)  # type: ignore[arg-type]
+        states = [int(x) for x in proof_init_states.split(",") if x.strip()] if proof_init_states else None
+        if proof and validate:
+            proof_states_of(split, episodes, states)  # ValueError for an init state out of range
     except (ValueError, KeyError) as exc:
         _fail(str(exc).strip("'\""))
 
@@ -583,6 +597,8 @@ def instances_generate(
             attempts=attempts,
             workers=workers,
             validate=validate,
+            proof=proof,
+            proof_states=states,
             progress=progress,
             parts_dir=parts_dir,
         )
@@ -594,23 +610,53 @@ def instances_generate(
 
         shutil.rmtree(parts_dir, ignore_errors=True)
     pairs = len(instances) + len(dropped)
-    rep = report(header, dropped, pairs)
+    rep = report(header, dropped, pairs, instances)
     rep["validated"] = validate
+    rep["proved"] = proof and validate
+    rep["tasks"] = tasks or "all"
+    rep["cases"] = shifts or "nominal and every single shift"
     if refs is not None or cases is not None:  # a subset: the reference counts do not apply
         rep["reference_instances"] = rep["difference_vs_reference"] = None
     report_path = out_path.with_name(out_path.name + ".report.json")
     report_path.write_text(json.dumps(rep, indent=2) + "\n")
     table = Table(title=f"{split} manifest: {header.instances} instances of {pairs} pairs ({len(dropped)} dropped)")
-    for col in ("shift", "instances", "dropped"):
+    for col in ("shift", "instances", "dropped", "proved", "unproved"):
         table.add_column(col)
+    proved = rep["proof"]["per_shift"]
     for sid in ("+".join(c) or NOMINAL for c in cases or default_cases()):
-        table.add_row(sid, str(header.per_shift.get(sid, 0)), str(rep["dropped_by_shift"].get(sid, 0)))
+        p = proved.get(sid, {})
+        table.add_row(
+            sid,
+            str(header.per_shift.get(sid, 0)),
+            str(rep["dropped_by_shift"].get(sid, 0)),
+            str(p.get("proved", 0)),
+            str(p.get("unproved", 0)),
+        )
     out.print(table)
     out.print(
         f"per suite: {header.per_suite}; reference ({REFERENCE}) for the full catalog: "
         f"{REFERENCE.get(split)} shifted instances (nominal not counted)"
     )
     out.print(f"wrote {out_path} (content hash {header.content_hash[:16]}...) and {report_path}")
+
+
+@instances_app.command("report-md")
+def instances_report_md(
+    report_path: Path = typer.Argument(..., help="A generation report (MANIFEST.report.json)."),
+    title: str | None = typer.Option(None, help="Page title (default: the split's)."),
+    note: str = typer.Option("", help="A paragraph under the title: what the run covers, when, how to reproduce."),
+) -> None:
+    """Print a generation report as Markdown: proved counts per suite and shift against the reference."""
+    from liberopro.generation import report_markdown
+
+    try:
+        rep = json.loads(report_path.read_text())
+        page = report_markdown(rep, title, note)
+    except (OSError, ValueError) as exc:
+        _fail(f"cannot read the report {report_path}: {exc}")
+    except KeyError as exc:
+        _fail(f"{report_path} has no {exc} section: generate it with this evaluator (with --validate and --proof)")
+    typer.echo(page, nl=False)
 
 
 @app.command()

@@ -14,6 +14,15 @@ seed, shift catalog, simulator stack):
    by a privileged scripted controller where one exists, else at their fallback step) and
    measured. A failed post-condition redraws the parameters (up to ``attempts``); a pair whose
    every draw fails is dropped with the checked reasons.
+3. The solvability proof (``proof=True``, the default; ``docs/instances.md``, "Solvability
+   proof"): an instance whose shifts change what must be done physically
+   (:func:`needs_own_proof`) is run by the privileged scripted oracle through the episode runner,
+   up to the suite's horizon, on the init states its episodes will use
+   (:func:`proof_init_states`); every other instance is proved by the nominal oracle run of its
+   task on those init states. The result is the instance's ``oracle`` record
+   (:class:`~liberopro.schema.manifest.OracleProof`); :func:`proof_verdict` decides, and an
+   instance is dropped (stage ``proof``) only when the oracle solves the nominal task on some of
+   those init states and fails under the shift on every attempt.
 
 The header records the schema version, split, a SHA-256 commitment to the seed (never the seed:
 evaluation manifests come from a secret seed), the evaluator and stack versions, the counts per
@@ -35,10 +44,12 @@ from pydantic import BaseModel
 from liberopro import EVALUATOR_VERSION
 from liberopro.instances import Instance, instance_problems, make_instance
 from liberopro.schema.manifest import (
+    INSTANCE_SCHEMA_VERSION,
     NOMINAL,
     Manifest,
     ManifestError,
     ManifestHeader,
+    OracleProof,
     listing,
     make_header,
     read_manifest,
@@ -52,6 +63,13 @@ __all__ = [
     "default_cases",
     "first_valid_static",
     "generate",
+    "needs_own_proof",
+    "never_dropped_by_proof",
+    "proof_counts",
+    "proof_init_states",
+    "report_markdown",
+    "proof_verdict",
+    "prove_instance",
     "report",
     "validate_instance",
 ]
@@ -67,7 +85,7 @@ class DroppedPair(BaseModel):
     suite: str
     task_index: int
     case: str
-    stage: str  # "applicability" or "validation"
+    stage: str  # "applicability", "validation" or "proof"
     reason: str
 
 
@@ -165,20 +183,26 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     return True, "", applied
 
 
-def _draw_valid(ref, case: list[str], seed: int, cache: dict, attempts: int) -> tuple[Instance | str | None, int, str]:
+def _draw_valid(
+    ref, case: list[str], seed: int, cache: dict, attempts: int, fired_out: dict | None = None
+) -> tuple[Instance | str | None, int, str]:
     """Draw parameters for (ref, case) until a draw's realisation passes its post-conditions on
     init state 0. Returns (instance, attempt, reasons of the failed draws joined by "; "); the
     instance is the applicability reason (a string) when the pair does not apply, and None when
-    all ``attempts`` draws failed."""
+    all ``attempts`` draws failed. ``fired_out`` receives, for the valid draw, how each runtime
+    shift fired in its validation episode (shift id -> ``phase``/``fallback``/None). The valid
+    draw's variant scenes stay in ``cache`` (the proof runs in them): the caller drops them."""
     reasons: list[str] = []
     for attempt in range(attempts):
         inst = make_instance(ref, case, seed, attempt)
         if isinstance(inst, str):
             return inst, attempt, "; ".join(reasons)
-        ok, why, _ = validate_instance(inst, cache, seed)
-        _drop_variant_scenes(cache)
+        ok, why, applied = validate_instance(inst, cache, seed)
         if ok:
+            if fired_out is not None:
+                fired_out.update({k: r.get("fired_by") for k, r in applied.items() if r.get("kind") == "runtime"})
             return inst, attempt, "; ".join(reasons)
+        _drop_variant_scenes(cache)
         reasons.append(f"attempt {attempt + 1}: {why}")
     return None, attempts, "; ".join(reasons)
 
@@ -201,9 +225,179 @@ def first_valid_static(
     if isinstance(first, str) or any(get_spec(sid).kind == "runtime" for sid in case):
         return first, 0, ""
     inst, attempt, why = _draw_valid(ref, case, seed, cache, attempts)
+    _drop_variant_scenes(cache)
     if isinstance(inst, Instance):
         return inst, attempt, why
     return first, 0, why
+
+
+# ------------------------------------------------------------------------------ solvability proof
+#: The episodes' env seed base of an evaluation (``liberopro evaluate --seed`` and the platform's
+#: episode seed both default to 0): episode ``e`` runs with env seed ``EPISODE_SEED + e``.
+EPISODE_SEED = 0
+#: Environment shifts change what must be done physically when they take over table space (add a
+#: prop), an object's model (swap it) or the line of sight with a prop (an occluder): the
+#: ``space``, ``instance`` and ``view`` resource channels (:mod:`liberopro.catalog.spec`).
+PHYSICAL_ENVIRONMENT_CHANNELS = ("space", "instance", "view")
+
+
+def needs_own_proof(shift_ids: list[str]) -> bool:
+    """Whether an instance under ``shift_ids`` must be proved by an oracle run of its own: some
+    shift changes what must be done physically (Condition, Robot and Execution shifts, and
+    Environment shifts owning a resource of :data:`PHYSICAL_ENVIRONMENT_CHANNELS`: S06-S09, D06,
+    D09). The nominal case (``[]``) is run too: it is every other instance's proof. Observation,
+    Language and appearance, lighting or camera Environment shifts are proved by the nominal
+    run. Categories and resources: :mod:`liberopro.catalog` (``docs/shifts.md``)."""
+    from liberopro.catalog import get_spec
+
+    if not shift_ids:
+        return True
+    for sid in shift_ids:
+        spec = get_spec(sid)
+        if spec.category in ("Condition", "Robot", "Execution"):
+            return True
+        if spec.category == "Environment" and any(
+            r.split(":")[0] in PHYSICAL_ENVIRONMENT_CHANNELS for r in spec.resources
+        ):
+            return True
+    return False
+
+
+def never_dropped_by_proof(shift_ids: list[str]) -> bool:
+    """Execution shifts (S19-S21, D14-D17) are meant to hurt controllers: an instance holding one
+    is recorded but never dropped for an oracle failure (issue 11, item 2)."""
+    from liberopro.catalog import get_spec
+
+    return any(get_spec(sid).category == "Execution" for sid in shift_ids)
+
+
+def proof_init_states(split: str, episodes: int, given: list[int] | None = None) -> list[int]:
+    """The init states the proof runs on: ``given`` if set, else the manifest's episodes' init
+    states for an evaluation manifest (``0..episodes-1``, :func:`liberopro.instances.plan_episodes`)
+    and the first two of them for a training (or ``all``) manifest. Raises ``ValueError`` for an
+    init state outside LIBERO's 0-49."""
+    from liberopro.instances import N_INIT_STATES
+
+    states = list(given) if given is not None else list(range(episodes if split == "eval" else min(2, episodes)))
+    bad = [i for i in states if not 0 <= i < N_INIT_STATES]
+    if bad or not states:
+        raise ValueError(f"proof init states must be in 0..{N_INIT_STATES - 1} (got {states})")
+    return sorted(set(states))
+
+
+def proof_verdict(nominal_solved: list[bool], shifted_solved: list[bool], execution: bool) -> tuple[str, str]:
+    """The drop rule of the solvability proof, as a pure function (issue 11, item 2).
+
+    ``nominal_solved[k]`` / ``shifted_solved[k]``: whether the oracle solved the nominal task /
+    the shifted instance on the k-th proof init state; ``execution``: the instance holds an
+    Execution shift (:func:`never_dropped_by_proof`). Returns ``(verdict, reason)``:
+
+    * ``proved``: the oracle solved the shifted instance at least once;
+    * ``unproved`` (kept): the oracle solves the nominal task on none of the init states, or it
+      fails under an Execution shift on every attempt;
+    * ``drop``: the oracle solves the nominal task on some init state but fails under the shift
+      on every attempt.
+
+    Raises ``ValueError`` when the two lists differ in length or are empty.
+    """
+    if len(nominal_solved) != len(shifted_solved) or not shifted_solved:
+        raise ValueError(f"one result per init state expected ({len(nominal_solved)} vs {len(shifted_solved)})")
+    if any(shifted_solved):
+        return "proved", ""
+    if not any(nominal_solved):
+        return "unproved", "the oracle does not solve the nominal task on these init states"
+    if execution:
+        return "unproved", (
+            "the oracle fails under this Execution shift on every attempt (recorded, never dropped: "
+            "Execution shifts are meant to hurt controllers)"
+        )
+    return "drop", "the oracle solves the nominal task but fails under the shift on every attempt"
+
+
+class _Attempt(BaseModel):
+    """One proof episode: init state, success, policy steps, controller stage at the end, the
+    episode's termination reason (and detail), and how each runtime shift fired."""
+
+    init_state: int
+    success: bool
+    steps: int
+    stage: str
+    termination: str
+    fired_by: dict[str, str | None] = {}
+
+    def describe(self) -> str:
+        return f"init state {self.init_state}: {self.termination} after {self.steps} steps, controller stage {self.stage!r}"
+
+
+def _oracle_episode(inst: Instance, cache: dict, init_state: int, seed: int) -> _Attempt:
+    """Run the privileged scripted oracle on ``inst`` from ``init_state`` (env seed ``seed +
+    init_state``) through the real episode runner, up to the suite's horizon, camera-less
+    unless a shift works on images (:func:`_validation_metadata`)."""
+    from liberopro.instances import EpisodePlan
+    from liberopro.local_policy import LocalPolicyClient
+    from liberopro.runner import EpisodeRunner, RunSettings
+
+    meta = _validation_metadata([s.id for s in inst.shifts])
+    runner = EpisodeRunner(None, meta, RunSettings(render_size=64), scenes=cache)  # type: ignore[arg-type]
+    policy = _ValidationPolicy(meta, runner, inst.task)
+    runner.client = LocalPolicyClient(policy)
+    rec = runner.run_episode(EpisodePlan(inst, init_state, init_state, seed + init_state))
+    controller = policy._controller
+    termination = rec.termination_reason + (f" ({rec.detail})" if rec.detail else "")
+    return _Attempt(
+        init_state=init_state,
+        success=bool(rec.success and rec.valid),
+        steps=rec.steps,
+        stage=str(getattr(controller, "stage", "no controller")),
+        termination=termination,
+        fired_by={s.id: s.fired_by for s in rec.shifts if s.kind == "runtime"},
+    )
+
+
+def prove_instance(
+    inst: Instance,
+    cache: dict,
+    init_states: list[int],
+    nominal: dict[int, _Attempt],
+    seed: int = EPISODE_SEED,
+    validation_fired: dict[str, str | None] | None = None,
+) -> tuple[Instance | None, str]:
+    """The solvability proof of ``inst`` (see the module docstring): returns (the instance with
+    its ``oracle`` record, "") or (None, the measured reason) when the drop rule
+    (:func:`proof_verdict`) drops it.
+
+    ``nominal`` caches the nominal oracle episode per init state of this task (filled here on
+    first need); ``validation_fired`` is how the runtime shifts fired in the validation episode
+    (recorded when the instance is proved by the nominal run)."""
+    ids = [s.id for s in inst.shifts]
+    nominal_inst = make_instance(inst.task, [], 0)
+    assert isinstance(nominal_inst, Instance)
+    for i in init_states:
+        if i not in nominal:
+            nominal[i] = _oracle_episode(nominal_inst, cache, i, seed)
+    base = [nominal[i] for i in init_states]
+    own = needs_own_proof(ids)
+    runs = [(_oracle_episode(inst, cache, i, seed) if ids else nominal[i]) for i in init_states] if own else base
+    verdict, why = proof_verdict([a.success for a in base], [a.success for a in runs], never_dropped_by_proof(ids))
+    measured = "; ".join(a.describe() for a in runs)
+    if verdict == "drop":
+        solved = [a.init_state for a in base if a.success]
+        return None, f"{why} (nominal solved on init states {solved}; under the shift: {measured})"
+    fired = runs[0].fired_by if own and ids else dict(validation_fired or {})
+    record = OracleProof(
+        verdict=verdict,  # type: ignore[arg-type]
+        basis="shifted" if own else "nominal",
+        init_states=list(init_states),
+        seed=seed,
+        successes=sum(a.success for a in runs),
+        attempts=len(runs),
+        steps=[a.steps for a in runs],
+        stages=[a.stage for a in runs],
+        nominal_successes=sum(a.success for a in base),
+        fired_by=fired,  # type: ignore[arg-type]
+        reason=f"{why}: {measured}" if why else "",
+    )
+    return Instance.model_validate({**inst.model_dump(mode="json"), "oracle": record.model_dump(mode="json")}), ""
 
 
 def _drop_variant_scenes(cache: dict) -> None:
@@ -232,29 +426,31 @@ def _die_with_parent() -> None:
 
 
 def _generate_task(args: tuple) -> tuple[list[Instance], list[DroppedPair]]:
-    ref, cases, seed, attempts, validate = args
+    ref, cases, seed, attempts, validate, proof_states = args
     kept, dropped = [], []
     cache: dict = {}
+    nominal: dict[int, _Attempt] = {}  # the nominal oracle episode per init state of this task
     try:
         for case in cases:
             label = "+".join(case) or NOMINAL
+            fired: dict = {}
             if validate:
-                inst, _, why = _draw_valid(ref, case, seed, cache, attempts)
+                inst, _, why = _draw_valid(ref, case, seed, cache, attempts, fired)
             else:
                 inst, why = make_instance(ref, case, seed, 0), ""
+            stage = "validation"
+            if isinstance(inst, Instance) and validate and proof_states:
+                inst, why = prove_instance(inst, cache, proof_states, nominal, validation_fired=fired)
+                stage = "proof"
+            _drop_variant_scenes(cache)
             if isinstance(inst, str):
                 dropped.append(
                     DroppedPair(suite=ref.suite, task_index=ref.index, case=label, stage="applicability", reason=inst)
                 )
             elif inst is None:
+                reason = why if stage == "proof" else f"no valid parameters in {attempts} draws: {why}"
                 dropped.append(
-                    DroppedPair(
-                        suite=ref.suite,
-                        task_index=ref.index,
-                        case=label,
-                        stage="validation",
-                        reason=f"no valid parameters in {attempts} draws: {why}",
-                    )
+                    DroppedPair(suite=ref.suite, task_index=ref.index, case=label, stage=stage, reason=reason)
                 )
             else:
                 kept.append(inst)
@@ -267,7 +463,8 @@ def _generate_task(args: tuple) -> tuple[list[Instance], list[DroppedPair]]:
 class _TaskParts:
     """Per-task results of a generation run kept in ``directory``, so that an interrupted run
     (hours for a whole split) resumes where it stopped. A part is reused only when its key (seed
-    commitment, cases, attempts, validation, evaluator and stack versions) matches. Parts of an
+    commitment, cases, attempts, validation, proof init states and episode seed, instance
+    schema, evaluator and stack versions) matches. Parts of an
     evaluation manifest hold hidden instances: they are as secret as the manifest itself."""
 
     def __init__(self, directory: Path | None, key: dict[str, Any]) -> None:
@@ -289,10 +486,13 @@ class _TaskParts:
             return None
         if data.get("key") != self.key:
             return None
-        return (
-            [Instance.model_validate(i) for i in data["kept"]],
-            [DroppedPair.model_validate(d) for d in data["dropped"]],
-        )
+        try:
+            return (
+                [Instance.model_validate(i) for i in data["kept"]],
+                [DroppedPair.model_validate(d) for d in data["dropped"]],
+            )
+        except (ValueError, KeyError, TypeError):  # a part of another schema: generate it again
+            return None
 
     def save(self, ref, result: tuple[list[Instance], list[DroppedPair]]) -> None:
         if self.directory is None:
@@ -321,6 +521,8 @@ def generate(
     attempts: int = 5,
     workers: int = 1,
     validate: bool = True,
+    proof: bool = True,
+    proof_states: list[int] | None = None,
     parts_dir: Path | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> tuple[ManifestHeader, list[Instance], list[DroppedPair]]:
@@ -328,9 +530,12 @@ def generate(
 
     ``tasks`` restricts the split's tasks; ``cases`` (lists of shift ids, ``[]`` for nominal)
     defaults to nominal and every single shift of the catalog. ``validate=False`` skips the
-    simulator (for a quick look; such a manifest says so in its report only; do not score on it). ``parts_dir`` keeps each task's result as it
-    completes and reuses matching ones (resume after an interruption). The output order and
-    content do not depend on ``workers`` or on resuming.
+    simulator (for a quick look; such a manifest says so in its report only; do not score on it).
+    ``proof`` runs the solvability proof of every validated instance on ``proof_states``
+    (default :func:`proof_init_states` of the split and ``episodes``); it needs ``validate``.
+    ``parts_dir`` keeps each task's result as it completes and reuses matching ones (resume
+    after an interruption). The output order and content do not depend on ``workers`` or on
+    resuming.
     """
     from liberopro.split import tasks_in_split
     from liberopro.stack import check_stack
@@ -338,6 +543,7 @@ def generate(
     stack = check_stack()
     refs = tasks_in_split(split, tasks)  # type: ignore[arg-type]
     cases = cases or default_cases()
+    states = proof_init_states(split, episodes, proof_states) if (proof and validate) else []
     parts = _TaskParts(
         parts_dir,
         {
@@ -345,6 +551,9 @@ def generate(
             "cases": ["+".join(c) for c in cases],
             "attempts": attempts,
             "validate": validate,
+            "proof_init_states": states,
+            "proof_episode_seed": EPISODE_SEED,
+            "instance_schema": INSTANCE_SCHEMA_VERSION,
             "evaluator": EVALUATOR_VERSION,
             "stack": stack,
         },
@@ -355,7 +564,7 @@ def generate(
         if part is not None:
             done[i] = part
     todo = [i for i in range(len(refs)) if i not in done]
-    jobs = {i: (refs[i], cases, seed, attempts, validate) for i in todo}
+    jobs = {i: (refs[i], cases, seed, attempts, validate, states) for i in todo}
 
     def finished(i: int, res) -> None:
         done[i] = res
@@ -391,13 +600,23 @@ def default_cases() -> list[list[str]]:
     return [[]] + [[sid] for sid in SPECS]
 
 
-def report(header: ManifestHeader, dropped: list[DroppedPair], pairs: int) -> dict[str, Any]:
+def report(
+    header: ManifestHeader, dropped: list[DroppedPair], pairs: int, instances: list[Instance] | None = None
+) -> dict[str, Any]:
     """The drop report written beside a manifest: counts against the reference and every dropped
     pair with its reason. The reference counts shifted instances only, so the difference leaves
-    the nominal instances out."""
+    the nominal instances out.
+
+    With ``instances``, ``proof`` adds the solvability proof's counts (``docs/instances.md``,
+    "Solvability proof"): per case (``per_shift``) and per suite (``per_suite``), how many
+    instances are ``proved``, ``unproved`` (kept without a proof), ``not_run`` (no ``oracle``
+    record: generated without the proof) and ``dropped`` (pairs dropped at stage ``proof``);
+    ``shifted_proved`` is the number of proved shifted instances (the figure to set against the
+    reference), ``oracle_episodes`` the proof episodes run (the nominal ones once per task and
+    init state)."""
     ref = REFERENCE.get(header.split)
     nominal = header.per_shift.get(NOMINAL, 0)
-    return {
+    out = {
         "split": header.split,
         "pairs": pairs,
         "instances": header.instances,
@@ -410,3 +629,128 @@ def report(header: ManifestHeader, dropped: list[DroppedPair], pairs: int) -> di
         "dropped_pairs": [d.model_dump() for d in dropped],
         "dropped_by_shift": dict(sorted(Counter(d.case for d in dropped).items())),
     }
+    if instances is not None:
+        out["proof"] = proof_counts(instances, dropped)
+    return out
+
+
+def proof_counts(instances: list[Instance], dropped: list[DroppedPair]) -> dict[str, Any]:
+    """Counts of the solvability proof per case and per suite (see :func:`report`)."""
+
+    def blank() -> dict[str, int]:
+        return {"proved": 0, "unproved": 0, "not_run": 0, "dropped": 0}
+
+    per_shift: dict[str, dict[str, int]] = {}
+    per_suite: dict[str, dict[str, int]] = {}
+    init_states: set[int] = set()
+    unproved: list[dict[str, str]] = []
+    episodes = shifted_proved = 0
+    nominal_runs: set[tuple[str, int, int]] = set()
+    for inst in instances:
+        o = inst.oracle
+        key = "not_run" if o is None else o.verdict
+        per_shift.setdefault(inst.case, blank())[key] += 1
+        per_suite.setdefault(inst.suite, blank())[key] += 1
+        if o is None:
+            continue
+        init_states.update(o.init_states)
+        if key == "unproved":
+            unproved.append({"task": str(inst.task), "case": inst.case, "reason": o.reason})
+        if key == "proved" and inst.shifts:
+            shifted_proved += 1
+        if o.basis == "shifted" and inst.shifts:
+            episodes += o.attempts
+        nominal_runs.update((inst.suite, inst.task_index, i) for i in o.init_states)
+    for d in dropped:
+        if d.stage == "proof":
+            per_shift.setdefault(d.case, blank())["dropped"] += 1
+            per_suite.setdefault(d.suite, blank())["dropped"] += 1
+    return {
+        "init_states": sorted(init_states),
+        "shifted_proved": shifted_proved,
+        "oracle_episodes": episodes + len(nominal_runs),
+        "per_shift": dict(sorted(per_shift.items())),
+        "per_suite": dict(sorted(per_suite.items())),
+        "unproved": unproved,
+    }
+
+
+def _short(reason: str, limit: int = 400) -> str:
+    """A reason for a Markdown list: one line, at most ``limit`` characters (the report JSON
+    keeps it whole)."""
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 1] + "… (whole in the report JSON)"
+
+
+def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "") -> str:
+    """A generation report (:func:`report`, the ``*.report.json`` beside a manifest) as a Markdown
+    page: totals against the reference (:data:`REFERENCE`: 1,313 train / 335 eval shifted
+    instances), the proof's counts per suite and per shift, and every pair dropped or kept
+    unproved with its measured reason (shortened to 400 characters). ``note`` is printed under the title (what the run covers,
+    when, how to reproduce it). Raises ``KeyError`` for a report without the proof's counts
+    (generated before the proof, or with ``--no-validate``)."""
+    from liberopro.catalog import SPECS
+
+    proof = rep["proof"]
+    nominal = rep.get("nominal_instances", 0)
+    shifted = rep["instances"] - nominal
+    ref = REFERENCE.get(rep["split"])
+    lines = [f"# {title or rep['split'].capitalize() + ' manifest: generation report'}", ""]
+    if note:
+        lines += [note.strip(), ""]
+    lines += [
+        f"- split: `{rep['split']}`; tasks: `{rep.get('tasks', 'all')}`; cases: {rep.get('cases', 'all')}",
+        f"- proof init states: {proof['init_states']}; oracle episodes run: {proof['oracle_episodes']}",
+        f"- pairs (task, case): {rep['pairs']}; instances: {rep['instances']} "
+        f"({nominal} nominal, {shifted} shifted); dropped: {rep['dropped']}",
+        f"- shifted instances proved by the oracle: **{proof['shifted_proved']}** of {shifted}",
+    ]
+    if ref is not None and rep.get("reference_instances") is not None:
+        lines.append(
+            f"- reference ({rep['split']}): {ref:,} shifted instances; this manifest: {shifted:,} "
+            f"({shifted - ref:+,}), proved: {proof['shifted_proved']:,} ({proof['shifted_proved'] - ref:+,})"
+        )
+    else:
+        lines.append(
+            f"- reference for the full catalog on every task: {REFERENCE['train']:,} train / "
+            f"{REFERENCE['eval']:,} eval shifted instances (this page covers a subset: not comparable)"
+        )
+    cols = ("proved", "unproved", "not_run", "dropped")
+    other = Counter()
+    other_suite = Counter()
+    for d in rep.get("dropped_pairs", []):
+        if d["stage"] != "proof":
+            other[d["case"]] += 1
+            other_suite[d["suite"]] += 1
+    lines += [
+        "",
+        "## Per suite",
+        "",
+        "| suite | instances | proved | unproved | not run | dropped by proof | dropped otherwise |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for suite, c in proof["per_suite"].items():
+        cells = " | ".join(str(c.get(k, 0)) for k in cols)
+        lines.append(f"| {suite} | {rep['per_suite'].get(suite, 0)} | {cells} | {other_suite.get(suite, 0)} |")
+    lines += [
+        "",
+        "## Per shift",
+        "",
+        "| case | category | name | instances | proved | unproved | not run | dropped by proof | dropped otherwise |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    cases = sorted(set(proof["per_shift"]) | set(other), key=lambda c: (c != NOMINAL, c[:1] != "S", c))
+    for case in cases:
+        c = proof["per_shift"].get(case, {})
+        first = SPECS.get(case.split("+")[0])
+        cat, name = (first.category, first.name) if first is not None and "+" not in case else ("", "")
+        cells = " | ".join(str(c.get(k, 0)) for k in cols)
+        lines.append(f"| {case} | {cat} | {name} | {rep['per_shift'].get(case, 0)} | {cells} | {other.get(case, 0)} |")
+    dropped = rep.get("dropped_pairs", [])
+    lines += ["", "## Dropped pairs", ""]
+    lines += [
+        f"- {d['suite']}:{d['task_index']} {d['case']} ({d['stage']}): {_short(d['reason'])}" for d in dropped
+    ] or ["None."]
+    lines += ["", "## Kept unproved", ""]
+    lines += [f"- {u['task']} {u['case']}: {_short(u['reason'])}" for u in proof.get("unproved", [])] or ["None."]
+    return "\n".join(lines) + "\n"

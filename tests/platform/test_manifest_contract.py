@@ -35,7 +35,9 @@ def test_the_manifest_models_and_the_platform_loader_import_no_simulator():
 @pytest.mark.sim  # instances generate builds real scenes
 def test_a_real_eval_manifest_loads_in_the_platform_and_plans_shards(tmp_path):
     """`liberopro instances generate --split eval` on one held-out task, nominal and S12 (each
-    realised on init state 0 in the simulator: one scene build, two one-step episodes)."""
+    realised on init state 0 in the simulator: one scene build, two one-step episodes; then the
+    solvability proof: the scripted oracle on the nominal task from each of the 3 episodes' init
+    states, which also proves S12, a lighting shift)."""
     from liberopro.results import EpisodeRecord, summarize
     from liberopro.schema.public import metrics_of
     from liberopro.schema.shard import ShardSpec
@@ -53,6 +55,8 @@ def test_a_real_eval_manifest_loads_in_the_platform_and_plans_shards(tmp_path):
             "libero_goal:9",
             "--shifts",
             "nominal,S12",
+            "--episodes",
+            "3",
             "--out",
             str(out),
         ],
@@ -68,6 +72,11 @@ def test_a_real_eval_manifest_loads_in_the_platform_and_plans_shards(tmp_path):
     manifest = load_manifest(out)
     assert manifest.header.split == "eval" and manifest.header.per_shift == {"S12": 1, "nominal": 1}
     assert [i.case for i in manifest.instances] == ["nominal", "S12"]  # nominal is kept, as an instance
+    proofs = [i.oracle for i in manifest.instances]  # an evaluation manifest is proved on all its episodes
+    assert [(p.basis, p.init_states, p.verdict) for p in proofs if p] == [
+        ("shifted", [0, 1, 2], "proved"),
+        ("nominal", [0, 1, 2], "proved"),
+    ]
     assert "90210" not in out.read_text()  # the seed is committed to, never written
     shards = plan_shards(manifest, episodes_per_instance=3, episodes_per_shard=4)
     assert [len(s) for s in shards] == [4, 2]

@@ -34,7 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from liberopro import EVALUATOR_VERSION
 from liberopro.tasks import TaskRef
 
-INSTANCE_SCHEMA_VERSION = 1
+#: Version 2 added :attr:`Instance.oracle` (the scripted oracle's solvability proof, issue 11,
+#: item 2). A version-1 line is refused with the advice to regenerate: its instances were never
+#: proved, and an unproved instance must not pass for a proved one.
+INSTANCE_SCHEMA_VERSION = 2
 NOMINAL = "nominal"
 MANIFEST_KIND = "liberopro-instance-manifest"
 MANIFEST_SCHEMA_VERSION = 1
@@ -62,13 +65,54 @@ class ShiftEntry(BaseModel):
     params: dict[str, Any]
 
 
+class OracleProof(BaseModel):
+    """The privileged scripted oracle's solvability proof of one instance (``docs/instances.md``,
+    "Solvability proof"), recorded by ``liberopro instances generate``.
+
+    ``basis``: ``shifted`` when the oracle (:class:`liberopro.scripted.ScriptedController`,
+    tooling only) ran this instance through the episode runner: a shift that changes what must
+    be done physically (Condition, Robot, Execution, and Environment shifts that add a prop or
+    swap an object model), and the nominal instance itself; ``nominal`` when the instance is
+    proved by the nominal run of its task (Observation, Language and the other Environment
+    shifts: they change what the policy perceives, not what the robot must do).
+
+    ``init_states`` are the LIBERO init states run (the manifest's episodes' ones: episode ``e``
+    uses init state ``e``), with env seed ``seed + init state`` (``seed`` is the episodes' seed,
+    :func:`liberopro.instances.plan_episodes`). ``successes`` of ``attempts`` episodes (one per
+    init state) reached LIBERO's goal predicate within the suite's horizon; ``steps`` and
+    ``stages`` are, per attempt, the policy-loop steps taken and the controller's stage at the
+    end (``done`` once every stage ran). ``nominal_successes`` is the nominal oracle's success
+    count on the same init states. ``fired_by`` maps each runtime shift to how it fired on the
+    first attempt (``phase``: its trigger phase was reached; ``fallback``: its fallback step
+    came first; ``null``: the episode ended before it fired); for a ``nominal`` basis it is the
+    validation episode's. ``verdict``: ``proved`` (the oracle solved the instance at least once)
+    or ``unproved`` (kept without a proof; ``reason`` says why: the oracle does not solve the
+    nominal task there, or an Execution shift, which is never dropped for an oracle failure).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    verdict: Literal["proved", "unproved"]
+    basis: Literal["shifted", "nominal"]
+    init_states: list[int]
+    seed: int = 0
+    successes: int = Field(ge=0)
+    attempts: int = Field(ge=0)
+    steps: list[int] = Field(default_factory=list)
+    stages: list[str] = Field(default_factory=list)
+    nominal_successes: int = Field(ge=0)
+    fired_by: dict[str, Literal["phase", "fallback"] | None] = Field(default_factory=dict)
+    reason: str = ""
+
+
 class Instance(BaseModel):
     """A task under a case with every parameter fixed (``docs/instances.md``).
 
     ``shifts`` is empty for the nominal case, else one :class:`ShiftEntry` per shift of the case
     (a composition has two or three). ``task_index`` is LIBERO's task index 0-9 in its task order
-    0 of ``suite``. Raises ``pydantic.ValidationError`` for an unknown suite, an index out of
-    range or another instance schema version.
+    0 of ``suite``. ``oracle`` is the solvability proof (:class:`OracleProof`; None when the
+    manifest was generated with ``--no-proof`` or ``--no-validate``). Raises
+    ``pydantic.ValidationError`` for an unknown suite, an index out of range or another instance
+    schema version (version 1, before the proof, is refused with the advice to regenerate).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -77,12 +121,15 @@ class Instance(BaseModel):
     suite: str
     task_index: int
     shifts: list[ShiftEntry] = Field(default_factory=list)
+    oracle: OracleProof | None = None
 
     @model_validator(mode="after")
     def _known_task(self) -> Instance:
         if self.schema_version != INSTANCE_SCHEMA_VERSION:
+            why = " (before the oracle's solvability proof)" if self.schema_version < INSTANCE_SCHEMA_VERSION else ""
             raise ValueError(
-                f"instance schema version {self.schema_version}; this reader reads version {INSTANCE_SCHEMA_VERSION}"
+                f"instance schema version {self.schema_version}{why}; this reader reads version "
+                f"{INSTANCE_SCHEMA_VERSION}: regenerate the manifest with `liberopro instances generate`"
             )
         TaskRef(self.suite, self.task_index)  # ValueError naming the unknown suite or index
         return self

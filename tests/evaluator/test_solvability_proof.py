@@ -1,0 +1,217 @@
+"""The solvability proof of manifest generation (issue 11, item 2; ``docs/instances.md``,
+"Solvability proof"): which instances the scripted oracle runs, the drop rule, the instance schema
+version that records it, the report's counts and its Markdown page; and one real proof in the
+simulator (camera-less, one init state)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from liberopro.generation import (
+    DroppedPair,
+    needs_own_proof,
+    never_dropped_by_proof,
+    proof_counts,
+    proof_init_states,
+    proof_verdict,
+    report,
+    report_markdown,
+)
+from liberopro.schema.manifest import (
+    INSTANCE_SCHEMA_VERSION,
+    Instance,
+    ManifestError,
+    OracleProof,
+    ShiftEntry,
+    make_header,
+    read_manifest,
+    write_manifest,
+)
+
+BIN = Path(sys.executable).parent
+
+
+# ------------------------------------------------------------------------------ the drop rule
+def test_an_instance_the_oracle_solves_nominally_but_never_under_the_shift_is_dropped():
+    verdict, why = proof_verdict([True, True], [False, False], execution=False)
+    assert verdict == "drop" and "fails under the shift on every attempt" in why
+    # solved nominally on one init state only: still dropped when every shifted attempt fails
+    assert proof_verdict([False, True], [False, False], execution=False)[0] == "drop"
+
+
+def test_one_success_under_the_shift_proves_the_instance():
+    assert proof_verdict([True, True], [False, True], execution=False) == ("proved", "")
+    assert proof_verdict([False, False], [True, False], execution=False) == ("proved", "")
+    assert proof_verdict([True], [True], execution=True) == ("proved", "")
+
+
+def test_an_execution_shift_is_never_dropped_for_an_oracle_failure():
+    verdict, why = proof_verdict([True, True], [False, False], execution=True)
+    assert verdict == "unproved" and "never dropped" in why
+
+
+def test_where_the_oracle_fails_nominally_the_instance_is_kept_unproved():
+    verdict, why = proof_verdict([False, False], [False, False], execution=False)
+    assert verdict == "unproved" and "does not solve the nominal task" in why
+
+
+def test_the_drop_rule_wants_one_result_per_init_state():
+    with pytest.raises(ValueError, match="one result per init state"):
+        proof_verdict([True], [True, False], execution=False)
+    with pytest.raises(ValueError):
+        proof_verdict([], [], execution=False)
+
+
+def test_which_instances_the_oracle_runs_follows_the_catalogs_categories_and_resources():
+    own = {"S01", "S02", "S03", "S04", "S05", "D01", "D02", "D03", "D04", "D05"}  # Condition
+    own |= {"S06", "S07", "S08", "S09", "D06", "D09"}  # Environment: adds a prop or swaps a model
+    own |= {"S17", "S18", "D18", "D19"}  # Robot
+    own |= {"S19", "S20", "S21", "D14", "D15", "D16", "D17"}  # Execution
+    from liberopro.catalog import SPECS
+
+    assert {sid for sid in SPECS if needs_own_proof([sid])} == own
+    assert needs_own_proof([])  # the nominal run proves the others
+    assert not needs_own_proof(["S12", "D20"]) and needs_own_proof(["S12", "S01"])
+    assert {sid for sid in SPECS if never_dropped_by_proof([sid])} == {
+        "S19",
+        "S20",
+        "S21",
+        "D14",
+        "D15",
+        "D16",
+        "D17",
+    }
+
+
+def test_proof_init_states_are_the_manifests_episodes():
+    assert proof_init_states("train", 10) == [0, 1]
+    assert proof_init_states("all", 10) == [0, 1]
+    assert proof_init_states("train", 1) == [0]
+    assert proof_init_states("eval", 10) == list(range(10))
+    assert proof_init_states("eval", 10, [3, 1, 3]) == [1, 3]
+    with pytest.raises(ValueError, match=r"0\.\.49"):
+        proof_init_states("train", 10, [50])
+
+
+# ------------------------------------------------------------------------------ schema and report
+def _proof(verdict: str = "proved", basis: str = "shifted", successes: int = 2) -> OracleProof:
+    return OracleProof(
+        verdict=verdict,  # type: ignore[arg-type]
+        basis=basis,  # type: ignore[arg-type]
+        init_states=[0, 1],
+        successes=successes,
+        attempts=2,
+        steps=[80, 220],
+        stages=["done", "grasp"],
+        nominal_successes=2,
+        fired_by={"D01": "phase"} if basis == "shifted" else {},
+    )
+
+
+def _instances() -> list[Instance]:
+    def inst(iid, suite, index, sid, proof):
+        shifts = [ShiftEntry(id=sid, params={})] if sid else []
+        return Instance(instance_id=iid, suite=suite, task_index=index, shifts=shifts, oracle=proof)
+
+    return [
+        inst("a", "libero_spatial", 0, None, _proof()),
+        inst("b", "libero_spatial", 0, "D01", _proof()),
+        inst("c", "libero_spatial", 0, "S19", _proof("unproved", successes=0)),
+        inst("d", "libero_spatial", 0, "S12", _proof(basis="nominal")),
+        inst("e", "libero_object", 0, "S12", None),
+    ]
+
+
+def test_a_version_1_manifest_is_refused_with_the_advice_to_regenerate(tmp_path):
+    assert INSTANCE_SCHEMA_VERSION == 2
+    instances = _instances()
+    path = tmp_path / "m.jsonl"
+    write_manifest(path, make_header("train", 0, instances, episodes=2), instances)
+    assert read_manifest(path).instances == instances  # the proof round-trips
+    lines = path.read_text().splitlines()
+    old = [lines[0]] + [
+        json.dumps({k: v for k, v in {**json.loads(ln), "schema_version": 1}.items() if k != "oracle"})
+        for ln in lines[1:]
+    ]
+    path.write_text("\n".join(old) + "\n")
+    with pytest.raises(ManifestError, match=r"m\.jsonl:2: .*instance schema version 1 \(before the oracle's") as err:
+        read_manifest(path)
+    assert "regenerate the manifest with `liberopro instances generate`" in str(err.value)
+
+
+def test_the_report_counts_proofs_per_shift_and_suite_and_renders_as_markdown():
+    instances = _instances()
+    dropped = [
+        DroppedPair(suite="libero_object", task_index=0, case="S01", stage="proof", reason="horizon"),
+        DroppedPair(suite="libero_object", task_index=0, case="S07", stage="applicability", reason="no space"),
+    ]
+    counts = proof_counts(instances, dropped)
+    assert counts["per_shift"]["S12"] == {"proved": 1, "unproved": 0, "not_run": 1, "dropped": 0}
+    assert counts["per_shift"]["S01"] == {"proved": 0, "unproved": 0, "not_run": 0, "dropped": 1}
+    assert counts["per_suite"]["libero_spatial"] == {"proved": 3, "unproved": 1, "not_run": 0, "dropped": 0}
+    assert counts["shifted_proved"] == 2  # D01 and S12 (nominal not counted)
+    assert counts["oracle_episodes"] == 2 + 2 + 2  # nominal once per init state, D01 and S19 their own
+    assert [u["case"] for u in counts["unproved"]] == ["S19"]
+    header = make_header("train", 0, instances, episodes=2)
+    rep = report(header, dropped, len(instances) + len(dropped), instances)
+    page = report_markdown(rep, note="subset")
+    assert "| S12 | Environment | lighting | 2 | 1 | 0 | 1 | 0 | 0 |" in page
+    assert "| S07 | " in page and "- libero_object:0 S01 (proof): horizon" in page
+    assert "| libero_object | 1 | 0 | 0 | 1 | 1 | 1 |" in page
+    assert "reference (train): 1,313 shifted instances" in page
+
+
+def test_report_md_prints_the_page_and_refuses_a_report_without_the_proof(tmp_path):
+    instances = _instances()
+    rep = report(make_header("train", 0, instances, episodes=2), [], len(instances), instances)
+    good, bad = tmp_path / "r.json", tmp_path / "old.json"
+    good.write_text(json.dumps(rep))
+    bad.write_text(json.dumps({k: v for k, v in rep.items() if k != "proof"}))
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    ok = subprocess.run(
+        [str(BIN / "liberopro"), "instances", "report-md", str(good), "--title", "T"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert ok.stdout.startswith("# T\n") and "## Per shift" in ok.stdout
+    no = subprocess.run(
+        [str(BIN / "liberopro"), "instances", "report-md", str(bad)], capture_output=True, text=True, env=env
+    )
+    assert no.returncode != 0 and "has no 'proof' section" in no.stderr
+
+
+# ------------------------------------------------------------------------------ a real proof
+@pytest.mark.sim  # the scripted oracle steps a real scene (camera-less)
+def test_the_oracle_proves_a_physical_instance_through_the_episode_runner():
+    """S01 (target moved) on libero_spatial:0, init state 0: the oracle solves the nominal task
+    (``data/oracle_nominal.json``) and the shifted one; the nominal episode is cached for the
+    task's next instance."""
+    from liberopro.generation import prove_instance
+    from liberopro.instances import make_instance
+    from liberopro.tasks import TaskRef
+
+    ref = TaskRef("libero_spatial", 0)
+    inst = make_instance(ref, ["S01"], seed=0)
+    assert isinstance(inst, Instance)
+    cache: dict = {}
+    nominal: dict = {}
+    try:
+        proved, why = prove_instance(inst, cache, [0], nominal)
+    finally:
+        for scene in cache.values():
+            scene.close()
+    assert why == "" and proved is not None
+    o = proved.oracle
+    assert o is not None and o.basis == "shifted" and o.verdict == "proved"
+    assert (o.successes, o.attempts, o.nominal_successes, o.init_states) == (1, 1, 1, [0])
+    assert 0 < o.steps[0] < ref.horizon and len(o.stages) == 1  # success ends the episode before the horizon
+    assert nominal[0].success and 0 < nominal[0].steps < ref.horizon
+    assert proved.instance_id == inst.instance_id  # the proof does not change the instance's identity
