@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from liberopro.config import EvalConfig, config_error
+from liberopro.demo import DEMO_SHIFTS, DEMO_TASKS, EXAMPLE_STEPS  # the main job's defaults (``liberopro demo``)
 from liberopro.schema.results import CaseSummary, Summary
 
 app = typer.Typer(
@@ -24,11 +25,6 @@ app = typer.Typer(
 # Piped output (CI logs, `| tee`) gets wide tables instead of rich's 80 columns.
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(width=None if sys.stdout.isatty() else 160)
-
-#: The main job's embedded defaults (``liberopro demo``): the zero policy on two real tasks,
-#: nominal, two static and two runtime shifts, one episode each, 50 policy steps.
-DEMO_TASKS = "libero_goal:8,libero_spatial:5"
-DEMO_SHIFTS = "nominal,S01,S12,D01,D10"
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -104,11 +100,12 @@ def _fired(c: CaseSummary) -> str:
     return "-" if not f else f"{f.phase}/{f.fallback}/{f.not_fired}"
 
 
-def print_summary(summary: Summary) -> None:
+def print_summary(summary: Summary, title: str | None = None) -> None:
     """The summary (:class:`liberopro.schema.results.Summary`) as tables: one row per case (rate,
     Wilson interval, paired drop from nominal, how runtime shifts fired), then compositions and
-    diagnostic gaps with their intervals."""
-    table = Table(title="LIBERO-Pro2.0 results (success rate = mean over tasks of per-task rates)")
+    diagnostic gaps with their intervals. ``title``: what ran (prefixed to the main table's title)."""
+    head = "LIBERO-Pro2.0 results (success rate = mean over tasks of per-task rates)"
+    table = Table(title=head if title is None else f"{escape(title)}: {head}")
     for col in (
         "case",
         "kind",
@@ -245,6 +242,12 @@ def _instances(a: EvalConfig):
     return instances, skipped, a.episodes or 1
 
 
+def _oracle_policy():
+    from liberopro.oracle_policy import OraclePolicy
+
+    return OraclePolicy
+
+
 def _diagnostics(a: EvalConfig):
     from liberopro.instances import Diagnostic
 
@@ -262,9 +265,11 @@ def _config(**fields: object) -> EvalConfig:
         _fail(config_error(exc))
 
 
-def _evaluate(a: EvalConfig) -> Summary:
+def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None = None) -> Summary:
     """Run the evaluation ``a`` asks for (a checked :class:`~liberopro.config.EvalConfig`), print its
     summary and return it; ends the command through :func:`_fail` on anything that stops it.
+    ``instances``: what :func:`_instances` returned for ``a`` (or for the same tasks, cases and
+    seed), when the caller has it already; ``title``: what ran, in the summary's title.
     The caller has checked the renderer (:func:`_require_renderer`): the imports here load mujoco."""
     from rich.progress import (
         BarColumn,
@@ -279,7 +284,8 @@ def _evaluate(a: EvalConfig) -> Summary:
     from liberopro.schema.manifest import content_hash
     from submission_spec import PolicyError
 
-    instances, skipped, episodes = _instances(a)
+    instances, skipped, episodes = instances if instances is not None else _instances(a)
+    episodes = a.episodes or episodes
     diagnostics = _diagnostics(a)
     for reason in skipped:
         console.print(f"[yellow]skipped:[/] {reason}")
@@ -331,6 +337,7 @@ def _evaluate(a: EvalConfig) -> Summary:
                 out_dir,
                 policy_url=a.policy,
                 policy_cmd=a.policy_cmd,
+                local_policy=_oracle_policy() if a.oracle else None,
                 encoding=a.encoding,
                 protocol=a.protocol,
                 protocol_options=a.protocol_option_values(),
@@ -363,7 +370,7 @@ def _evaluate(a: EvalConfig) -> Summary:
             )
         finally:
             stop.restore()
-    print_summary(summary)
+    print_summary(summary, title)
     out.print(f"wrote {out_dir / 'episodes.jsonl'} and {out_dir / 'summary.json'}")
     return summary
 
@@ -463,24 +470,63 @@ def evaluate(
 
 @app.command()
 def demo(
-    out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory."),
+    out: Path = typer.Option(Path("runs/demo"), "--out", help="Output directory (one run directory per policy)."),
     max_steps: int = typer.Option(
-        50, help="Policy steps per episode (runtime shifts fall back to firing at their per-task fallback step)."
+        EXAMPLE_STEPS,
+        help="Policy steps per episode of the example policy (the oracle's horizon is fixed by its "
+        "measurement; runtime shifts fall back to firing at their per-task fallback step).",
     ),
 ) -> None:
-    """The main job on embedded defaults: the example zero policy, started as a child process, on
-    two real tasks, nominal and four shifts (two static, two runtime)."""
-    console.print(f"demo: example policy 'zero' on {DEMO_TASKS}, cases {DEMO_SHIFTS}, {max_steps} steps each")
+    """The main job on embedded defaults: the example zero policy, started as a child process and
+    served over the spec, then the privileged oracle (the scripted controller, in process; it reads
+    the simulator's state: a reference, never a submission), on two real tasks, nominal and the
+    shifts under which the oracle's measured success drops (:mod:`liberopro.demo`); both tables,
+    then both side by side."""
+    from liberopro.demo import demo_plan
+
+    if max_steps < 1:
+        _fail("--max-steps must be at least 1")
+    plan = demo_plan(sys.executable, max_steps)
+    console.print(f"demo: {len(plan)} evaluations on {DEMO_TASKS}, cases {DEMO_SHIFTS}")
     _require_renderer()  # before anything loads mujoco
-    _evaluate(
-        _config(
-            policy_cmd=f"{sys.executable} -m submission_spec.examples zero",
+    instances = None
+    summaries: list[tuple[str, Summary]] = []
+    for run in plan:
+        console.print(f"[bold]{escape(run.label)}[/]: {escape(run.note)}")
+        args = _config(
+            policy_cmd=run.policy_cmd,
+            oracle=run.oracle,
             tasks=DEMO_TASKS,
             shifts=DEMO_SHIFTS,
-            episodes=1,
-            max_steps=max_steps,
-            out=out,
+            episodes=run.episodes,
+            max_steps=run.max_steps,
+            out=out / run.subdir,
         )
+        if instances is None:  # both run the same instances: realise the static draws once
+            instances = _instances(args)
+        summaries.append((run.label, _evaluate(args, instances, title=run.label)))
+    print_side_by_side(summaries, plan)
+
+
+def print_side_by_side(summaries: list[tuple[str, Summary]], plan: list) -> None:
+    """One row per case, one success-rate column per evaluation (``summaries``: (label, summary)
+    in ``plan``'s order, :class:`liberopro.demo.DemoRun`), with each one's episodes and horizon."""
+    table = Table(title="demo: success rate per case (mean over tasks of per-task rates)")
+    table.add_column("case")
+    for (label, _), run in zip(summaries, plan, strict=True):
+        table.add_column(f"{escape(label)}\n{run.episodes} episode(s) per task, {run.max_steps} steps", justify="right")
+    cases = [c.case for c in summaries[0][1].cases]
+    for case in cases:
+        row = [escape(case)]
+        for _, summary in summaries:
+            found = [c for c in summary.cases if c.case == case]
+            row.append("-" if not found else f"{_pct(found[0].success_rate)} ({found[0].episodes} ep.)")
+        table.add_row(*row)
+    out.print(table)
+    out.print(
+        "The oracle reads the simulator's state (object poses, contacts): it is a reference for what the "
+        "shifts do to a controller that succeeds nominally, never a submission. Its drops under the shifts "
+        "are what the benchmark measures; the zero policy holds still and never succeeds."
     )
 
 

@@ -51,6 +51,12 @@ class EvalConfig(BaseModel):
         "session of its own, waits for /health and stops it at the end. Exactly one of policy and "
         "policy_cmd.",
     )
+    oracle: bool = Field(
+        False,
+        description="Run the privileged oracle in process instead of a policy (liberopro.oracle_policy: the "
+        "scripted controller, which reads the simulator's state; a reference, never a submission; "
+        "``liberopro demo`` uses it). Exclusive with policy and policy_cmd.",
+    )
     split: str | None = Field(
         None, description="Tasks of the held-out split: train (32 tasks), eval (8) or all (40) (liberopro.split)."
     )
@@ -140,7 +146,9 @@ class EvalConfig(BaseModel):
     def _check(self) -> EvalConfig:
         from submission_spec.transports import PROTOCOLS, parse_protocol_options
 
-        if (self.policy is None) == (self.policy_cmd is None):
+        if self.oracle and (self.policy is not None or self.policy_cmd is not None):
+            raise ValueError("the oracle runs in process: give neither --policy nor --policy-cmd with it")
+        if not self.oracle and (self.policy is None) == (self.policy_cmd is None):
             raise ValueError('give exactly one of --policy URL or --policy-cmd "CMD"')
         if self.policy is not None and not self.policy.startswith(POLICY_URL_SCHEMES):
             raise ValueError(

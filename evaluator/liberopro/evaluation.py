@@ -7,6 +7,7 @@ The CLI (``liberopro evaluate``) calls :func:`run_evaluation`; the platform's sh
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import sys
 from collections.abc import Callable
@@ -16,12 +17,12 @@ from typing import Any
 
 from liberopro import EVALUATOR_VERSION
 from liberopro.instances import EpisodePlan, Instance
-from liberopro.policy_connection import open_policy
+from liberopro.policy_connection import PolicyConnection, open_policy
 from liberopro.results import EpisodeRecord, ResultsWriter
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.schema.results import Summary, run_header
 from liberopro.stack import check_stack
-from submission_spec import PolicyMetadata
+from submission_spec import Policy, PolicyMetadata
 
 
 def auto_render_size(meta: PolicyMetadata) -> int:
@@ -37,6 +38,7 @@ def run_evaluation(
     *,
     policy_url: str | None = None,
     policy_cmd: str | None = None,
+    local_policy: Callable[[Callable[[], Any]], Policy] | None = None,
     encoding: str = "msgpack",
     protocol: str = "liberopro",
     protocol_options: dict[str, Any] | None = None,
@@ -55,15 +57,19 @@ def run_evaluation(
 
     Exactly one of ``policy_url`` / ``policy_cmd``, opened by
     :func:`liberopro.policy_connection.open_policy` (a command's output goes to
-    ``out_dir/policy.log``). ``protocol`` names the policy's wire protocol
+    ``out_dir/policy.log``), or ``local_policy``: evaluator tooling run in this process, no HTTP
+    (:class:`liberopro.local_policy.LocalPolicyClient`; the privileged oracle,
+    :class:`liberopro.oracle_policy.OraclePolicy`, never a submission), built as
+    ``local_policy(scene_of)`` where ``scene_of()`` returns the scene of the episode being run
+    (:attr:`liberopro.runner.EpisodeRunner.current_scene`). ``protocol`` names the policy's wire protocol
     (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises
     :class:`liberopro.stack.StackError` for a refused simulation stack, :class:`submission_spec.PolicyError`
     when the policy cannot be reached or its metadata is invalid (nothing can run then) and
-    ``ValueError`` for neither or both of ``policy_url`` / ``policy_cmd`` or a bad protocol
-    option; any failure inside an episode is recorded in that episode instead.
+    ``ValueError`` for not exactly one of ``policy_url`` / ``policy_cmd`` / ``local_policy`` or a
+    bad protocol option; any failure inside an episode is recorded in that episode instead.
     """
-    if (policy_url is None) == (policy_cmd is None):
-        raise ValueError("give exactly one of policy_url or policy_cmd")
+    if sum(p is not None for p in (policy_url, policy_cmd, local_policy)) != 1:
+        raise ValueError("give exactly one of policy_url, policy_cmd or local_policy")
     versions = check_stack()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -71,14 +77,24 @@ def run_evaluation(
     options = {"connect_timeout": connect_timeout, "request_timeout": request_timeout, **(protocol_options or {})}
     if protocol == "liberopro":
         options["encoding"] = encoding
-    with open_policy(
-        policy_url,
-        policy_cmd,
-        protocol=protocol,
-        client_options=options,
-        startup_timeout=startup_timeout,
-        log_path=out_dir / "policy.log",
-    ) as policy:
+    runners: list[EpisodeRunner] = []  # the runner, once built: the local policy reads its scene
+    if local_policy is not None:
+        from liberopro.local_policy import LocalPolicyClient
+
+        local = local_policy(lambda: runners[0].current_scene if runners else None)
+        connection: contextlib.AbstractContextManager[PolicyConnection] = contextlib.nullcontext(
+            PolicyConnection(client=LocalPolicyClient(local), metadata=local.metadata, url="in-process")
+        )
+    else:
+        connection = open_policy(
+            policy_url,
+            policy_cmd,
+            protocol=protocol,
+            client_options=options,
+            startup_timeout=startup_timeout,
+            log_path=out_dir / "policy.log",
+        )
+    with connection as policy:
         client, meta = policy.client, policy.metadata
         settings = settings or RunSettings()
         settings.render_size = render_size or auto_render_size(meta)
@@ -90,6 +106,7 @@ def run_evaluation(
         runner = EpisodeRunner(
             client, meta, settings, before_episode=policy.ensure_running if policy.process is not None else None
         )
+        runners.append(runner)
 
         def record(r: EpisodeRecord) -> None:
             writer.add(r)
@@ -107,6 +124,7 @@ def run_evaluation(
             finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             command=sys.argv,
             policy={
+                **({} if local_policy is None else {"in_process": meta.policy_name}),
                 "url": policy_url,
                 "cmd": policy_cmd,
                 "protocol": protocol,

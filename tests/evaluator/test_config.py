@@ -24,6 +24,8 @@ def refusal(**fields: object) -> str:
     [
         ({}, 'give exactly one of --policy URL or --policy-cmd "CMD"'),
         ({"policy": URL, "policy_cmd": "x"}, 'give exactly one of --policy URL or --policy-cmd "CMD"'),
+        ({"oracle": True, "policy": URL}, "the oracle runs in process: give neither --policy nor --policy-cmd"),
+        ({"oracle": True, "policy_cmd": "x"}, "the oracle runs in process: give neither --policy nor --policy-cmd"),
         ({"policy": "127.0.0.1:9"}, "--policy '127.0.0.1:9' is not a URL: give it with its scheme"),
         ({"policy": URL, "encoding": "xml"}, "--encoding must be msgpack or json, not 'xml'"),
         ({"policy": URL, "protocol": "grpc"}, "--protocol must be one of liberopro, openpi, openvla, not 'grpc'"),

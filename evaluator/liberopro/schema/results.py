@@ -430,8 +430,11 @@ class RunPolicy(_Sparse):
     """The policy that ran. Local runs (``liberopro evaluate``) record ``url`` or ``cmd``,
     ``encoding``, ``protocol_options`` (``api_key`` masked), ``restarts`` and ``pids`` of the
     policy process; platform runs ``image_ref``, ``image_digest`` and ``source``. Both record
-    ``protocol`` and ``metadata`` (the policy's ``/metadata``, ``submission_spec.PolicyMetadata``)."""
+    ``protocol`` and ``metadata`` (the policy's ``/metadata``, ``submission_spec.PolicyMetadata``).
+    Evaluator tooling run in process (``liberopro demo``'s privileged oracle,
+    ``liberopro.oracle_policy``) records ``in_process``: its policy name, and neither url nor cmd."""
 
+    in_process: str | None = None
     url: str | None = None
     cmd: str | None = None
     image_ref: str | None = None

@@ -1,0 +1,102 @@
+"""``liberopro demo``'s plan (:mod:`liberopro.demo`, fast: no simulator) and the privileged oracle
+as a policy through the real evaluation path (:mod:`liberopro.oracle_policy`, tier: sim)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from liberopro.demo import (
+    DEMO_SHIFTS,
+    DEMO_TASKS,
+    EXAMPLE_STEPS,
+    ORACLE_EPISODES,
+    demo_plan,
+    load_measured,
+    oracle_steps,
+)
+from liberopro.oracle import load_nominal
+from liberopro.tasks import parse_task_list
+
+
+def _rate(entry: dict) -> float:
+    return entry["successes"] / entry["attempts"]
+
+
+def test_the_demo_runs_the_example_policy_and_the_oracle_labelled_privileged():
+    example, oracle = demo_plan("python3")
+    assert not example.oracle and example.policy_cmd == "python3 -m submission_spec.examples zero"
+    assert example.max_steps == EXAMPLE_STEPS and example.episodes == 1
+    assert oracle.oracle and oracle.policy_cmd is None and oracle.episodes == ORACLE_EPISODES
+    for words in ("privileged", "reads simulator state", "never a submission"):
+        assert words in oracle.label
+    assert {example.subdir, oracle.subdir} == {"example-zero", "oracle"}
+
+
+def test_the_demo_cases_are_ones_where_the_oracles_measured_success_drops():
+    measured = load_measured()["tasks"]
+    tasks = DEMO_TASKS.split(",")
+    cases = DEMO_SHIFTS.split(",")
+    assert cases[0] == "nominal" and len(cases) > 1
+    for task in tasks:
+        assert set(cases) <= set(measured[task]), f"{task}: a demo case was not measured"
+        nominal = measured[task]["nominal"]
+        assert nominal["valid"] == nominal["attempts"] and _rate(nominal) >= 0.8, f"{task}: oracle fails nominally"
+    for case in cases[1:]:
+        # the case's mean over the demo's tasks is below nominal's (the summary's success rate)
+        shifted = sum(_rate(measured[t][case]) for t in tasks) / len(tasks)
+        nominal = sum(_rate(measured[t]["nominal"]) for t in tasks) / len(tasks)
+        assert shifted < nominal, f"{case}: the oracle's measured success does not drop ({shifted} vs {nominal})"
+        assert all(measured[t][case]["valid"] == measured[t][case]["attempts"] for t in tasks), case
+
+
+def test_the_oracles_horizon_leaves_room_for_its_successes():
+    measured = load_measured()
+    nominal = load_nominal()
+    steps = oracle_steps(measured)
+    assert demo_plan()[1].max_steps == steps
+    for task in DEMO_TASKS.split(","):
+        assert steps >= 1.5 * nominal[task]["fastest_success_steps"], task
+        for case in DEMO_SHIFTS.split(","):
+            entry = measured["tasks"][task][case]
+            assert len(entry["steps"]) == len(entry["success"]) == entry["attempts"]
+            assert all(s <= steps for s, ok in zip(entry["steps"], entry["success"], strict=True) if ok)
+    with pytest.raises(KeyError):  # a demo case missing from the measurement is an error, not a default
+        oracle_steps({"tasks": {t: {} for t in DEMO_TASKS.split(",")}})
+
+
+def test_the_demo_tasks_exist():
+    assert [str(r) for r in parse_task_list(DEMO_TASKS)] == DEMO_TASKS.split(",")
+
+
+@pytest.mark.sim  # real LIBERO episodes, camera-less (~20 s)
+def test_the_oracle_runs_through_the_evaluation_path_and_succeeds(tmp_path):
+    from liberopro.evaluation import run_evaluation
+    from liberopro.instances import make_instance, plan_episodes
+    from liberopro.oracle_policy import ORACLE_NAME, OraclePolicy
+    from liberopro.runner import RunSettings
+
+    ref = parse_task_list(DEMO_TASKS)[0]
+    inst = make_instance(ref, [], 0)
+    summary = run_evaluation(
+        plan_episodes([inst], 1, 0), tmp_path, local_policy=OraclePolicy, settings=RunSettings(max_steps=150)
+    )
+    rec = json.loads((tmp_path / "episodes.jsonl").read_text().splitlines()[0])
+    assert rec["termination_reason"] == "success" and rec["steps"] < 150, rec
+    assert summary.cases[0].success_rate == 1.0
+    policy = json.loads((tmp_path / "summary.json").read_text())["policy"]
+    assert policy["in_process"] == ORACLE_NAME and policy.get("url") is None and policy.get("cmd") is None
+    assert policy["metadata"]["cameras"] == []
+
+
+def test_the_example_policys_horizon_lets_each_runtime_case_fire():
+    # the zero policy never reaches a phase: a runtime shift fires at its fallback step or never
+    from liberopro.catalog import get_spec
+    from liberopro.catalog.fallbacks import fallback_step
+
+    runtime = [c for c in DEMO_SHIFTS.split(",")[1:] if get_spec(c).kind == "runtime"]
+    assert runtime, "the demo shows no runtime shift"
+    for task in DEMO_TASKS.split(","):
+        for case in runtime:
+            phase = get_spec(case).triggers[0]
+            assert fallback_step(task, phase) < EXAMPLE_STEPS, (task, case)
