@@ -89,6 +89,9 @@ MAX_ABOVE_HOME_M = 0.25
 WIDE_M = 0.06
 #: Pick-and-place attempts per object (a missed or dropped object is picked up again).
 PICK_ATTEMPTS = 3
+#: How far a bowl going under an overhang into a drawer is tipped, far side down (rad;
+#: :meth:`ScriptedController._tuck_in`).
+TUCK_TILT_RAD = math.radians(7)
 #: How far the hand leans toward the robot to turn a knob (rad).
 KNOB_TILT_RAD = math.radians(30)
 
@@ -363,7 +366,9 @@ class ScriptedController:
         base = self.scene.data.xpos[self._robot_root][:2]
         return max(0.0, float(np.linalg.norm(np.asarray(xy)[:2] - base)) - EASY_REACH_M)
 
-    def grasp_plan(self, name: str, goal_xy: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, str]:
+    def grasp_plan(
+        self, name: str, goal_xy: np.ndarray | None = None, across: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, str]:
         """(grasp point (m, world), closing direction (unit, horizontal), kind) for an object:
 
         * ``narrow``: the top 3.5 cm of the object (or, failing that, its whole footprint) is at
@@ -374,7 +379,9 @@ class ScriptedController:
           :data:`RIM_DEPTH_M` below the top, on the side whose outer finger has the most free space, avoiding a
           protruding handle, keeping the hand within easy reach at the grasp and, with the same
           offset, over ``goal_xy`` (a side toward the robot for a far goal), and preferring no
-          turn of the hand.
+          turn of the hand; with ``across`` (a horizontal unit vector) only on the sides that
+          keep the fingers closing across it (the hand thin along it: a bowl going under an
+          overhang along ``across``).
         """
         pts = self._points(name)
         top, bottom = float(pts[:, 2].max()), float(pts[:, 2].min())
@@ -415,6 +422,8 @@ class ScriptedController:
             return self._handle_plan(pts)
         boxes = self._others_boxes({self.scene.root_body(name)}, bottom + 0.003, top + 0.10)
         dirs = [np.array([math.cos(a), math.sin(a)]) for a in np.radians(np.arange(0, 360, 45))]
+        if across is not None:
+            dirs = [dv for dv in dirs if abs(float(dv @ np.asarray(across)[:2])) < 0.2]
         reach = np.array([float(((rim - centre) @ dv).max()) for dv in dirs])
         med = float(np.median(reach))
         best, best_score = None, -np.inf
@@ -560,7 +569,15 @@ class ScriptedController:
         root = scene.root_body(name)
         label = f"place {name}" + (f" (attempt {attempt + 1})" if attempt else "")
         goal = self._goal(stage)
-        grasp, closing, kind = self.grasp_plan(name, None if goal is None else goal[:2])
+        tuck = self._tuck(stage) if goal is not None else None
+        grasp, closing, kind = self.grasp_plan(
+            name, None if goal is None else goal[:2], None if tuck is None else tuck["in"]
+        )
+        opening = self._opening(stage) if goal is not None else None
+        if opening is not None and kind == "rim":
+            # Into an enclosure through its side (the microwave): a hand over the rim would hit
+            # the roof; held by its handle, the object hangs in front of the hand.
+            grasp, closing, kind = self._handle_plan(self._points(name))
         self._rot = self._yawed(closing)
         self.stage = f"{label}: open"
         yield from self._gripper(OPEN, 4)
@@ -578,6 +595,8 @@ class ScriptedController:
         yield from self._gripper(CLOSE, 12)
         if not self._holding(name):
             return False
+        if opening is not None:
+            return (yield from self._insert(stage, label, opening))
         # Lift high enough for the object to clear everything between it and the goal.
         goal = self._goal(stage)
         pts = self._points(name)
@@ -625,6 +644,8 @@ class ScriptedController:
             return True
         self.stage = f"{label}: carry"
         speed = 0.6 if kind == "rim" else 0.8
+        if tuck is not None:
+            goal = tuck["entry"]
         for _ in range(120):
             if not self._holding(name):
                 yield from self._let_go(label)
@@ -636,7 +657,10 @@ class ScriptedController:
                 break
             eef = self.eef()
             yield self._action([eef[0] + off[0], eef[1] + off[1], carry_z], CLOSE, speed=speed)
-            goal = self._goal(stage)
+            goal = tuck["entry"] if tuck is not None else self._goal(stage)
+        if tuck is not None:
+            yield from self._tuck_in(name, label, tuck)
+            return True
         self.stage = f"{label}: lower"
         surface = self._surface_z(goal[:2], {root})
         pts = self._points(name)
@@ -655,6 +679,290 @@ class ScriptedController:
         self.stage = f"{label}: retreat"
         yield from self._move([eef[0], eef[1], eef[2] + 0.10], tol=0.02, max_steps=30)
         return True
+
+    def _opening(self, stage: Place) -> tuple[np.ndarray, float, float] | None:
+        """For a goal region inside a roofed fixture entered from the side (the microwave's
+        heating region, LIBERO-10 task 9): (outward direction of the opening (unit,
+        horizontal, world), position of the roof's front edge along it (m), height of the floor
+        below the region's point (m)); None for a region open from above or one on a drawer
+        (a site with joints). The roof is the first fixture surface straight above the region's
+        point; the opening is, of eight horizontal rays from that point, the free one (no hit
+        within 0.4 m) pointing most toward the robot's base."""
+        scene = self.scene
+        m, d = scene.model, scene.data
+        site = scene.inner.object_sites_dict.get(stage.region)
+        if site is None or getattr(site, "joints", None):
+            return None
+        goal = region_pos(scene, stage.region)
+        geomid = np.array([-1], dtype=np.int32)
+        skip = {self._robot_root, scene.root_body(stage.obj)}
+
+        def ray(start: np.ndarray, vec: np.ndarray) -> tuple[float, int]:
+            start = np.asarray(start, dtype=np.float64)
+            travelled = 0.0
+            for _ in range(20):
+                dist = mujoco.mj_ray(m, d, start, vec, None, 1, -1, geomid)
+                if dist < 0 or geomid[0] < 0:
+                    return -1.0, -1
+                travelled += dist
+                if scene.entity_of_geom(int(geomid[0])) not in skip:
+                    return travelled, int(geomid[0])
+                start = start + vec * (dist + 1e-4)
+                travelled += 1e-4
+            return -1.0, -1
+
+        up, roof = ray(goal, np.array([0, 0, 1.0]))
+        if up < 0 or up > 0.3:
+            return None
+        owner = scene.entity_of_geom(roof)
+        base = d.xpos[self._robot_root][:2]
+        best, best_score = None, -np.inf
+        for a in np.radians(np.arange(0, 360, 45)):
+            v = np.array([math.cos(a), math.sin(a), 0.0])
+            dist, _ = ray(goal, v)
+            if 0 <= dist < 0.4:
+                continue
+            score = float(v[:2] @ _unit(base - goal[:2]))
+            if score > best_score:
+                best, best_score = v, score
+        if best is None:
+            return None
+        down, floor = ray(goal, np.array([0, 0, -1.0]))
+        if down < 0 or scene.entity_of_geom(floor) != owner:
+            return None
+        roof_s = float(np.max(geom_world_points(scene, [roof]) @ best))
+        return best, roof_s, float(goal[2] - down)
+
+    def _insert(self, stage: Place, label: str, opening: tuple[np.ndarray, float, float]) -> Iterator[np.ndarray]:
+        """Put an object held by its handle (vertical hand) into a roofed enclosure through its
+        opening (:meth:`_opening`): turn it so the handle points out of the opening, carry it in
+        front of the opening with its bottom 2 cm above the enclosure's floor, slide it in as
+        far as the hand stays clear of the roof (the palm reaches 3.2 cm to either side of the
+        grip site and 3-12 cm above it), set it down, let go, then push its handle with the
+        closed fingertips of a horizontal hand until the handle is 1.5 cm inside the roof's
+        front edge (so a door can close). Returns whether the object went in."""
+        scene, name = self.scene, stage.obj
+        o, roof_s, floor_z = opening
+        root = scene.root_body(name)
+        goal = self._goal(stage)
+        pts = self._points(name)
+        eef = self.eef()
+        grip_above_bottom = float(eef[2] - pts[:, 2].min())
+        insert_z = floor_z + 0.02 + grip_above_bottom
+        # Turn the hand about z so that the object lies behind the grip, away from the opening.
+        body = scene.object_pose(name)[0]
+        off = _unit(np.array([body[0] - eef[0], body[1] - eef[1], 0.0]))
+        delta = math.atan2(off[0] * -o[1] - off[1] * -o[0], float(off @ -o))
+        self._rot = _axis_rot(np.array([0, 0, 1.0]), delta) @ self._rot
+        lateral = np.array([-o[1], o[0], 0.0])
+        # Clear what lies between the object and the opening (the receiver itself excepted).
+        clear_z = insert_z
+        others = self._others_points({root, scene.entity_of_geom(self._geom_of(stage.region))})
+        stage_xy = goal[:2] + o[:2] * 0.25
+        if len(others):
+            seg = stage_xy - eef[:2]
+            t = np.clip(((others[:, :2] - eef[:2]) @ seg) / max(float(seg @ seg), 1e-9), 0.0, 1.0)
+            near = np.linalg.norm(others[:, :2] - (eef[:2] + t[:, None] * seg), axis=1) <= 0.14
+            if near.any():
+                clear_z = max(clear_z, float(others[near, 2].max()) + 0.03 + grip_above_bottom)
+        self.stage = f"{label}: lift"
+        yield from self._move([eef[0], eef[1], clear_z], tol=0.015, max_steps=60, speed=0.9)
+        if not self._holding(name):
+            yield from self._let_go(label)
+            return False
+        # Where the grip goes: the object's body point on the region's line through the opening.
+        eef = self.eef()
+        body = scene.object_pose(name)[0]
+        rel = body[:2] - eef[:2]
+        rel = (_axis_rot(np.array([0, 0, 1.0]), delta) @ np.array([rel[0], rel[1], 0.0]))[:2]
+        lat = float((goal[:2] - rel) @ lateral[:2])
+        pts = self._points(name)
+        reach_in = float(np.max((pts - eef) @ -o))  # how far the object reaches ahead of the grip
+        end_s = roof_s + 0.032 + 0.012
+        start_s = roof_s + 0.02 + reach_in
+        start = lateral * lat + o * start_s
+        end = lateral * lat + o * end_s
+        self.stage = f"{label}: to opening"
+        yield from self._move([start[0], start[1], clear_z], tol=0.012, max_steps=100, speed=0.8)
+        self.stage = f"{label}: lower"
+        yield from self._move([start[0], start[1], insert_z], tol=0.008, max_steps=50, speed=0.6)
+        self.stage = f"{label}: slide in"
+        yield from self._move([end[0], end[1], insert_z], tol=0.006, max_steps=60, speed=0.5)
+        self.stage = f"{label}: set down"
+        eef = self.eef()
+        yield from self._move([eef[0], eef[1], floor_z + 0.005 + grip_above_bottom], tol=0.005, max_steps=30, speed=0.4)
+        self.stage = f"{label}: release"
+        yield from self._gripper(OPEN, 10)
+        eef = self.eef()
+        self.stage = f"{label}: back out"
+        yield from self._move(eef + o * 0.06, tol=0.01, max_steps=30, speed=0.6)
+        # Push the handle in with the closed fingertips, the hand pointing into the opening.
+        self.stage = f"{label}: push in"
+        yield from self._gripper(CLOSE, 6)
+        across = np.cross([0, 0, 1.0], o)
+        self._rot = _axis_rot(across, math.pi / 2) @ self._yawed(across)
+        push_z = floor_z + grip_above_bottom
+        for _ in range(3):
+            pts = self._points(name)
+            out_s = float(np.max(pts @ o))
+            if out_s <= roof_s - 0.015:
+                break
+            body = scene.object_pose(name)[0]
+            lat = float(body[:2] @ lateral[:2])
+            pre = lateral * lat + o * (out_s + 0.06)
+            eef = self.eef()
+            yield from self._move([eef[0], eef[1], max(eef[2], push_z)], tol=0.015, max_steps=20)
+            yield from self._move([pre[0], pre[1], push_z], tol=0.01, max_steps=60, speed=0.8)
+            for _ in range(60):
+                pts = self._points(name)
+                out_s = float(np.max(pts @ o))
+                if out_s <= roof_s - 0.015:
+                    break
+                eef = self.eef()
+                tgt = lateral * lat + o * (out_s - 0.03)
+                yield self._action([tgt[0], tgt[1], push_z], CLOSE, speed=0.4)
+        eef = self.eef()
+        self.stage = f"{label}: retreat"
+        yield from self._move(eef + o * 0.08, tol=0.015, max_steps=30)
+        self._rot = self._base_rot.copy()
+        return True
+
+    def _boxes3d(self, exclude_roots: set[int]) -> np.ndarray:
+        """World-axis-aligned boxes (n, 6: x_lo, y_lo, z_lo, x_hi, y_hi, z_hi) of the collision
+        geoms of objects, fixtures and props not in ``exclude_roots``."""
+        scene = self.scene
+        roots = self._obstacle_roots(exclude_roots)
+        boxes = []
+        for g in range(scene.model.ngeom):
+            if scene.entity_of_geom(g) not in roots or not (
+                scene.model.geom_contype[g] or scene.model.geom_conaffinity[g]
+            ):
+                continue
+            pts = geom_world_points(scene, [g])
+            if len(pts):
+                boxes.append([*pts.min(axis=0), *pts.max(axis=0)])
+        return np.array(boxes).reshape(-1, 6)
+
+    def _tuck(self, stage: Place) -> dict | None:
+        """For a placement into an open drawer under an overhang (LIBERO-10 task 3: the middle
+        drawer's handle, 1.007 m high, reaches over the open bottom drawer, leaving ~10 cm
+        between the drawer's front wall and the handle for a 10.7 cm bowl): where the object
+        goes down and in. None when nothing overhangs the object's footprint at its goal (or
+        the region is not on a drawer).
+
+        The goal region is LIBERO's box test (``SiteObject.in_box``: the site's position plus or
+        minus ``|xmat @ size|``). The object's footprint centre goes first to ``entry`` (its far
+        edge 5 mm short of the overhang), down until its top is 5 mm below the overhang
+        (``ceiling``), then along ``in`` to ``final`` (its near edge 1.2 cm past the region's
+        near side), then down to ``floor``.
+        """
+        scene = self.scene
+        site = scene.inner.object_sites_dict.get(stage.region)
+        part = self.parts.get(stage.region)
+        if site is None or not getattr(site, "joints", None) or part is None or part.pull_dir is None:
+            return None
+        root = scene.root_body(stage.obj)
+        u = -_unit(np.array([part.pull_dir[0], part.pull_dir[1], 0.0]))
+        lat = np.array([-u[1], u[0], 0.0])
+        sid = mujoco.mj_name2id(scene.model, mujoco.mjtObj.mjOBJ_SITE, stage.region)
+        c = np.array(scene.data.site_xpos[sid])
+        half = np.abs(np.array(scene.data.site_xmat[sid]).reshape(3, 3) @ np.asarray(site.size, dtype=float))
+        front_s = float(c @ u - half @ np.abs(u))
+        back_s = float(c @ u + half @ np.abs(u))
+        lat_c, lat_half = float(c @ lat), float(half @ np.abs(lat))
+        floor = self._surface_z(c[:2], {root})
+        pts = self._points(stage.obj)
+        h = float(pts[:, 2].max() - pts[:, 2].min())
+        r = 0.5 * float((pts @ u).max() - (pts @ u).min())
+        final_s = front_s + r + 0.012
+        boxes = self._boxes3d({root})
+        if not len(boxes):
+            return None
+        lo, hi = boxes[:, :3], boxes[:, 3:]
+        corners = np.stack([lo, hi], axis=1)  # (n, 2, 3)
+        s_lo, s_hi = (corners @ u).min(axis=1), (corners @ u).max(axis=1)
+        l_lo, l_hi = (corners @ lat).min(axis=1), (corners @ lat).max(axis=1)
+        over = (
+            (l_hi > lat_c - lat_half - r)
+            & (l_lo < lat_c + lat_half + r)
+            & (s_hi > front_s)
+            & (s_lo < back_s + 0.02)
+            & (lo[:, 2] > floor + 0.5 * h)
+            & (lo[:, 2] < floor + h + 0.15)
+        )
+        if not over.any():
+            return None
+        limit_s = float(s_lo[over].min())
+        if final_s + r < limit_s - 0.004:
+            return None
+        above = over & (s_hi > final_s - r) & (s_lo < final_s + r)
+        ceiling = float(lo[above, 2].min()) if above.any() else float(lo[over, 2].min())
+        entry_s = limit_s - r - 0.005
+        return {
+            "in": u,
+            "limit_s": limit_s,
+            "entry": (lat * lat_c + u * entry_s)[:2],
+            "final": (lat * lat_c + u * final_s)[:2],
+            "ceiling": ceiling,
+            "floor": floor,
+        }
+
+    def _tuck_in(self, name: str, label: str, tuck: dict) -> Iterator[np.ndarray]:
+        """Tip the held object by :data:`TUCK_TILT_RAD` so its far side (along ``tuck["in"]``)
+        goes down, bring its far edge 4 mm short of the overhang, lower it until its far part
+        is 4 mm under the overhang (or its bottom 5 mm above the floor), slide it in to
+        ``tuck["final"]``, set it down, let go, level the hand and rise (:meth:`_tuck`). A level
+        10.7 cm bowl does not pass: with its rim under the handle of LIBERO-10 task 3 its body
+        would reach 2.7 mm into the drawer's front wall."""
+        u = tuck["in"]
+        level = self._rot.copy()
+        self._rot = _axis_rot(np.cross([0, 0, 1.0], u), TUCK_TILT_RAD) @ level
+        self.stage = f"{label}: tilt"
+        eef = self.eef()
+        yield from self._move(eef, tol=0.01, max_steps=20, rot_tol_rad=0.03)
+        pts = self._points(name)
+        eef = self.eef()
+        ahead = float(np.max(pts @ u)) - (tuck["limit_s"] - 0.004)
+        yield from self._move(eef - u * ahead, tol=0.006, max_steps=30, speed=0.5, rot_tol_rad=0.03)
+        self.stage = f"{label}: lower under"
+        pts = self._points(name)
+        slide = float(tuck["final"] @ u[:2]) - 0.5 * float((pts @ u).max() + (pts @ u).min())
+        back = pts[(pts @ u) >= tuck["limit_s"] - max(slide, 0.0) - 0.01]
+        drop = float(back[:, 2].max()) - (tuck["ceiling"] - 0.004) if len(back) else 0.0
+        drop = min(max(drop, 0.0), float(pts[:, 2].min()) - (tuck["floor"] + 0.005))
+        eef = self.eef()
+        if drop > 0.06:
+            yield from self._move([eef[0], eef[1], eef[2] - drop + 0.05], tol=0.015, max_steps=40, speed=1.0)
+        yield from self._move([eef[0], eef[1], eef[2] - drop], tol=0.006, max_steps=60, speed=0.5)
+        self.stage = f"{label}: slide in"
+        for _ in range(40):
+            pts = self._points(name)
+            obj_xy = 0.5 * (pts[:, :2].min(axis=0) + pts[:, :2].max(axis=0))
+            off = tuck["final"] - obj_xy
+            if float(np.linalg.norm(off)) <= 0.006:
+                break
+            eef = self.eef()
+            yield self._action([eef[0] + off[0], eef[1] + off[1], eef[2]], CLOSE, speed=0.4)
+        self.stage = f"{label}: lower"
+        eef = self.eef()
+        drop = float(self._points(name)[:, 2].min()) - (tuck["floor"] + 0.008)
+        if drop > 0:
+            yield from self._move([eef[0], eef[1], eef[2] - drop], tol=0.006, max_steps=40, speed=0.4)
+        self.stage = f"{label}: release"
+        yield from self._gripper(OPEN, 10)
+        self.stage = f"{label}: retreat"
+        self._rot = level
+        eef = self.eef()
+        yield from self._move(eef - u * 0.01, tol=0.006, max_steps=20, rot_tol_rad=0.03)
+        eef = self.eef()
+        yield from self._move([eef[0], eef[1], eef[2] + 0.10], tol=0.02, max_steps=30)
+
+    def _geom_of(self, region: str) -> int:
+        """A collision geom of the fixture owning ``region`` (-1 if none)."""
+        site = self.scene.inner.object_sites_dict.get(region)
+        owner = getattr(site, "parent_name", None) or region
+        geoms = entity_geoms(self.scene, owner)
+        return geoms[0] if geoms else -1
 
     def _let_go(self, label: str) -> Iterator[np.ndarray]:
         """Open and rise after losing the object (before trying again)."""
@@ -857,6 +1165,25 @@ class ScriptedController:
         eef = self.eef()
         self.stage = f"{label}: retreat"
         yield from self._move(eef + u * 0.06, tol=0.02, max_steps=30)
+        if part.goal_holds(self.scene):
+            return
+        # Still open: the palm of the vertical hand met what is above (the middle drawer's
+        # handle over the bottom drawer of LIBERO-10 task 3). Finish with the fingertips of a
+        # hand pointing into the drawer, fingers side by side, the palm at the handle's height.
+        self.stage = f"{label}: push level"
+        across = np.cross([0, 0, 1.0], u)
+        self._rot = _axis_rot(across, math.pi / 2) @ self._yawed(across)
+        h = part.handle_pos(self.scene)
+        pre = h + u * 0.06
+        eef = self.eef()
+        yield from self._move([pre[0], pre[1], max(eef[2], h[2])], tol=0.015, max_steps=40)
+        yield from self._move(pre, tol=0.008, max_steps=40, speed=0.6)
+        travel = abs(part.q(self.scene) - part.goal_q(self.scene)) + 0.01
+        yield from self._move(pre - u * (0.06 + travel), tol=0.008, max_steps=50, speed=0.5)
+        eef = self.eef()
+        self.stage = f"{label}: retreat"
+        yield from self._move(eef + u * 0.06, tol=0.02, max_steps=30)
+        self._rot = self._base_rot.copy()
 
     def _lever(self, part: Part) -> np.ndarray:
         """The point of a hinged part to push, in the part's body frame: among the points of its
