@@ -313,10 +313,13 @@ def _evaluate(a: EvalConfig) -> Summary:
     with progress:
         bar = progress.add_task("episodes", total=len(plans), ok=0)
         ok = 0
+        work = {"renders": 0, "steps": 0}  # camera renders (on demand: only frames read), policy steps
 
         def on_record(r) -> None:
             nonlocal ok
             ok += int(r.success)
+            work["renders"] += sum((r.renders or {}).values())
+            work["steps"] += r.steps
             progress.update(bar, advance=1, ok=ok, description=f"{r.suite}:{r.task_index} {r.row_key}")
             if not console.is_terminal:
                 console.print(
@@ -364,6 +367,7 @@ def _evaluate(a: EvalConfig) -> Summary:
         finally:
             stop.restore()
     print_summary(summary)
+    out.print(f"camera renders: {work['renders']} for {work['steps']} policy steps (each record's renders)")
     out.print(f"wrote {out_dir / 'episodes.jsonl'} and {out_dir / 'summary.json'}")
     return summary
 
