@@ -319,10 +319,13 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
     with progress:
         bar = progress.add_task("episodes", total=len(plans), ok=0)
         ok = 0
+        work = {"renders": 0, "steps": 0}  # camera renders (on demand: only frames read), policy steps
 
         def on_record(r) -> None:
             nonlocal ok
             ok += int(r.success)
+            work["renders"] += sum((r.renders or {}).values())
+            work["steps"] += r.steps
             progress.update(bar, advance=1, ok=ok, description=f"{r.suite}:{r.task_index} {r.row_key}")
             if not console.is_terminal:
                 console.print(
@@ -371,6 +374,7 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
         finally:
             stop.restore()
     print_summary(summary, title)
+    out.print(f"camera renders: {work['renders']} for {work['steps']} policy steps (each record's renders)")
     out.print(f"wrote {out_dir / 'episodes.jsonl'} and {out_dir / 'summary.json'}")
     return summary
 

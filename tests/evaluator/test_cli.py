@@ -68,6 +68,8 @@ def test_evaluate_with_policy_cmd_writes_records_naming_each_shift(tmp_path):
     assert {c["case"] for c in summary["cases"]} == {"nominal", "S01", "D01"}
     assert summary["stack"]["mujoco"] == "2.3.7" and summary["policy"]["metadata"]["policy_name"] == "example-zero"
     assert "LIBERO-Pro2.0 results" in proc.stdout and "nominal" in proc.stdout
+    renders = sum(sum(r["renders"].values()) for r in records)  # on demand: the frames the policy read
+    assert 0 < renders <= 3 * 20 * 2 and f"camera renders: {renders} for 60 policy steps" in proc.stdout
     # The policy server was stopped: no live process of its group is left (a zombie is dead; the
     # sandbox's PID 1 does not reap orphans).
     pids = summary["policy"]["pids"]

@@ -69,6 +69,14 @@ def test_soft_reset_gives_the_same_episode_as_a_hard_reset():
                 for a in actions:
                     scene.step(a)
             out[hard] = (scene.data.qpos.copy(), scene.frame().images["agentview"].copy())
+            if hard:  # on demand: that read was the episode's only render
+                assert scene.render_count == {"agentview": 1}
+                stale = scene.frame()
+                scene.step(actions[0])
+                with pytest.raises(RuntimeError, match="after the scene moved on"):
+                    stale.images["agentview"]
+            else:  # eager: every sample of the episode rendered
+                assert scene.render_count["agentview"] >= 10 + len(actions)
         finally:
             scene.close()
     np.testing.assert_array_equal(out[True][0], out[False][0])
