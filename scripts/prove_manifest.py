@@ -93,6 +93,7 @@ def main() -> int:
                 }.items()
             )
         )
+        rep["dropped"] = len(rep["dropped_pairs"])
         for key in ("reference_instances", "difference_vs_reference", "tasks", "cases"):
             rep[key] = before.get(key, rep.get(key))
     rep["validated"] = rep["proved"] = True

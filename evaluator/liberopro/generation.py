@@ -613,7 +613,10 @@ def report(
     record: generated without the proof) and ``dropped`` (pairs dropped at stage ``proof``);
     ``shifted_proved`` is the number of proved shifted instances (the figure to set against the
     reference), ``oracle_episodes`` the proof episodes run (the nominal ones once per task and
-    init state)."""
+    init state), ``unproved`` each kept-unproved instance with its reason, and ``fired_by`` per
+    runtime shift how many instances fired it by its ``phase``, its ``fallback`` step, or
+    ``not_fired`` (from the oracle's first attempt, or the validation episode for a nominal
+    basis; issue 11, item 3)."""
     ref = REFERENCE.get(header.split)
     nominal = header.per_shift.get(NOMINAL, 0)
     out = {
@@ -644,6 +647,7 @@ def proof_counts(instances: list[Instance], dropped: list[DroppedPair]) -> dict[
     per_suite: dict[str, dict[str, int]] = {}
     init_states: set[int] = set()
     unproved: list[dict[str, str]] = []
+    fired: dict[str, Counter] = {}
     episodes = shifted_proved = 0
     nominal_runs: set[tuple[str, int, int]] = set()
     for inst in instances:
@@ -654,6 +658,8 @@ def proof_counts(instances: list[Instance], dropped: list[DroppedPair]) -> dict[
         if o is None:
             continue
         init_states.update(o.init_states)
+        for sid, how in o.fired_by.items():
+            fired.setdefault(sid, Counter())[how or "not_fired"] += 1
         if key == "unproved":
             unproved.append({"task": str(inst.task), "case": inst.case, "reason": o.reason})
         if key == "proved" and inst.shifts:
@@ -672,6 +678,7 @@ def proof_counts(instances: list[Instance], dropped: list[DroppedPair]) -> dict[
         "per_shift": dict(sorted(per_shift.items())),
         "per_suite": dict(sorted(per_suite.items())),
         "unproved": unproved,
+        "fired_by": {sid: dict(sorted(c.items())) for sid, c in sorted(fired.items())},
     }
 
 
@@ -751,6 +758,19 @@ def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "
     lines += [
         f"- {d['suite']}:{d['task_index']} {d['case']} ({d['stage']}): {_short(d['reason'])}" for d in dropped
     ] or ["None."]
+    if proof.get("fired_by"):
+        lines += [
+            "",
+            "## How the runtime shifts fired",
+            "",
+            "Per runtime shift, instances whose shift fired by its trigger phase, by its fallback step, or not",
+            "at all (the oracle's first attempt; the validation episode where the nominal run proves the instance).",
+            "",
+            "| shift | phase | fallback | not fired |",
+            "|---|---:|---:|---:|",
+        ]
+        for sid, c in proof["fired_by"].items():
+            lines.append(f"| {sid} | {c.get('phase', 0)} | {c.get('fallback', 0)} | {c.get('not_fired', 0)} |")
     lines += ["", "## Kept unproved", ""]
     lines += [f"- {u['task']} {u['case']}: {_short(u['reason'])}" for u in proof.get("unproved", [])] or ["None."]
     return "\n".join(lines) + "\n"

@@ -157,6 +157,7 @@ def test_the_report_counts_proofs_per_shift_and_suite_and_renders_as_markdown():
     assert counts["shifted_proved"] == 2  # D01 and S12 (nominal not counted)
     assert counts["oracle_episodes"] == 2 + 2 + 2  # nominal once per init state, D01 and S19 their own
     assert [u["case"] for u in counts["unproved"]] == ["S19"]
+    assert counts["fired_by"] == {"D01": {"phase": 3}}  # from each instance's first attempt
     header = make_header("train", 0, instances, episodes=2)
     rep = report(header, dropped, len(instances) + len(dropped), instances)
     page = report_markdown(rep, note="subset")
@@ -164,6 +165,7 @@ def test_the_report_counts_proofs_per_shift_and_suite_and_renders_as_markdown():
     assert "| S07 | " in page and "- libero_object:0 S01 (proof): horizon" in page
     assert "| libero_object | 1 | 0 | 0 | 1 | 1 | 1 |" in page
     assert "reference (train): 1,313 shifted instances" in page
+    assert "| D01 | 3 | 0 | 0 |" in page  # how the runtime shifts fired
 
 
 def test_report_md_prints_the_page_and_refuses_a_report_without_the_proof(tmp_path):
