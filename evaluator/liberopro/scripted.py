@@ -22,10 +22,19 @@ hand goes back to its start pose. Per stage:
   the object clears everything between it and the goal, carry it over the goal region, lower it
   to 3 cm above the surface there, open, rise; a missed or lost object (a slip, or an evaluator
   forcing the gripper open) is picked up again, up to :data:`PICK_ATTEMPTS` times;
+* into a roofed fixture entered from the side (the microwave): the object is held by its handle,
+  turned so the handle points out of the opening, slid in at floor height as far as the palm
+  stays clear of the roof, set down, and its handle pushed in with the fingertips of a
+  horizontal hand (:meth:`ScriptedController._insert`);
+* into an open drawer under an overhang (the middle drawer's handle over the bottom drawer): the
+  object is grasped across the drawer's axis, tipped far side down, lowered in front of the
+  overhang and slid under it (:meth:`ScriptedController._tuck_in`);
 * push: a dish (the plate) is dragged from inside, fingertips pressed on its floor; anything
   else is pushed from behind along the line to the goal region;
 * drawer: open: turn the hand to point into the drawer with the fingers above and below the
-  handle bar, close on it, pull along the drawer's axis; close: push the handle back;
+  handle bar, close on it, pull along the drawer's axis; close: push the handle back, and if
+  the vertical palm meets something above before the drawer is shut, finish with the fingertips
+  of a hand pointing into the drawer;
 * door (the microwave): push the handle tangentially about the hinge toward the goal state,
   following the arc;
 * knob (the stove): grasp the knob's grip and turn the hand about the knob's axis.
@@ -712,9 +721,14 @@ class ScriptedController:
             return -1.0, -1
 
         up, roof = ray(goal, np.array([0, 0, 1.0]))
-        if up < 0 or up > 0.3:
+        down, floor = ray(goal, np.array([0, 0, -1.0]))
+        # A roof at least 2 cm over the region's point and a floor below it, both the
+        # receiver's (a table region's site may sit inside the table top: its rays hit the table).
+        if up < 0.02 or up > 0.3 or down < 0:
             return None
         owner = scene.entity_of_geom(roof)
+        if scene.entity_of_geom(floor) != owner or owner != self._geom_owner(stage.region):
+            return None
         base = d.xpos[self._robot_root][:2]
         best, best_score = None, -np.inf
         for a in np.radians(np.arange(0, 360, 45)):
@@ -726,9 +740,6 @@ class ScriptedController:
             if score > best_score:
                 best, best_score = v, score
         if best is None:
-            return None
-        down, floor = ray(goal, np.array([0, 0, -1.0]))
-        if down < 0 or scene.entity_of_geom(floor) != owner:
             return None
         roof_s = float(np.max(geom_world_points(scene, [roof]) @ best))
         return best, roof_s, float(goal[2] - down)
@@ -757,7 +768,7 @@ class ScriptedController:
         lateral = np.array([-o[1], o[0], 0.0])
         # Clear what lies between the object and the opening (the receiver itself excepted).
         clear_z = insert_z
-        others = self._others_points({root, scene.entity_of_geom(self._geom_of(stage.region))})
+        others = self._others_points({root, self._geom_owner(stage.region)})
         stage_xy = goal[:2] + o[:2] * 0.25
         if len(others):
             seg = stage_xy - eef[:2]
@@ -957,12 +968,15 @@ class ScriptedController:
         eef = self.eef()
         yield from self._move([eef[0], eef[1], eef[2] + 0.10], tol=0.02, max_steps=30)
 
-    def _geom_of(self, region: str) -> int:
-        """A collision geom of the fixture owning ``region`` (-1 if none)."""
+    def _geom_owner(self, region: str) -> int:
+        """Root body of the fixture or object owning the region ``region`` (its site's
+        ``parent_name``; -1 if it has none in the scene)."""
         site = self.scene.inner.object_sites_dict.get(region)
         owner = getattr(site, "parent_name", None) or region
-        geoms = entity_geoms(self.scene, owner)
-        return geoms[0] if geoms else -1
+        try:
+            return self.scene.root_body(owner)
+        except (KeyError, ValueError):
+            return -1
 
     def _let_go(self, label: str) -> Iterator[np.ndarray]:
         """Open and rise after losing the object (before trying again)."""
