@@ -39,7 +39,7 @@ MEASURED_PATH = Path(__file__).with_name("data") / "demo_oracle_cases.json"
 EXAMPLE_STEPS = 60
 #: The oracle's episodes per case (init states 0..N-1; ~10-30 ms a step without cameras). The
 #: measurement ran 5; its failures under the demo's shifts fall on init states 0-2 of some task
-#: for every case (:data:`MEASURED_PATH`), so 3 keep every drop and the demo within ~5 minutes.
+#: for every case (:data:`MEASURED_PATH`), so 3 keep every drop (the demo: 324 s CPU on a 2-core machine; 447 s with 5).
 ORACLE_EPISODES = 3
 #: Margin over the oracle's slowest measured success on a demo case, so that a success it can
 #: reach is inside the horizon (a shift costs it steps: re-grasping after D18, a slower arm).
