@@ -31,7 +31,7 @@ DEMO_TASKS = "libero_spatial:0,libero_spatial:5"
 #: grasp loss (libero_spatial:5; on :0 the oracle re-grasps every time, ~45 steps later). The same
 #: for both policies, so their rows line up.
 DEMO_SHIFTS = "nominal,S19,S20,D18"
-#: The oracle's measurement that chose :data:`DEMO_SHIFTS`.
+#: The oracle's measurement that chose :data:`DEMO_SHIFTS` (``scripts/measure_demo_oracle.py``).
 MEASURED_PATH = Path(__file__).with_name("data") / "demo_oracle_cases.json"
 #: Policy steps of the example policy's episodes (0.19 s a step with its two cameras on a 2-core
 #: CPU; it never succeeds, so a longer horizon would only cost time): past D18's fallback step on
