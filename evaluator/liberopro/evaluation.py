@@ -124,7 +124,6 @@ def run_evaluation(
             finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             command=sys.argv,
             policy={
-                **({} if local_policy is None else {"in_process": meta.policy_name}),
                 "url": policy_url,
                 "cmd": policy_cmd,
                 "protocol": protocol,
@@ -133,7 +132,9 @@ def run_evaluation(
                 "metadata": meta.model_dump(mode="json"),
                 "restarts": policy.restarts,
                 "pids": policy.pids,
-            },
+            }
+            if local_policy is None
+            else {"in_process": meta.policy_name, "metadata": meta.model_dump(mode="json")},
             settings=asdict(settings),
             instances=len(instances),
             skipped_pairs=skipped or [],

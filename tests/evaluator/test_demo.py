@@ -48,6 +48,9 @@ def test_the_demo_cases_are_ones_where_the_oracles_measured_success_drops():
         nominal = sum(_rate(measured[t]["nominal"]) for t in tasks) / len(tasks)
         assert shifted < nominal, f"{case}: the oracle's measured success does not drop ({shifted} vs {nominal})"
         assert all(measured[t][case]["valid"] == measured[t][case]["attempts"] for t in tasks), case
+        # and on the init states the demo runs (0..ORACLE_EPISODES-1)
+        first = [sum(measured[t][c]["success"][:ORACLE_EPISODES]) for c in (case, "nominal") for t in tasks]
+        assert sum(first[: len(tasks)]) < sum(first[len(tasks) :]), f"{case}: no drop on the demo's init states"
 
 
 def test_the_oracles_horizon_leaves_room_for_its_successes():

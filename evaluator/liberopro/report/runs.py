@@ -205,7 +205,7 @@ class RunHeader:
     """What a summary's header says about the run: the policy, the instances, the settings."""
 
     policy_name: str
-    identity_kind: str  # image, command, url or unknown
+    identity_kind: str  # image, command, url, in-process or unknown
     identity: str
     metadata: dict[str, Any]
     own_replan: int | None  # the policy's replan_steps (its /metadata)
@@ -235,6 +235,8 @@ def read_header(summary: Summary | dict[str, Any]) -> RunHeader:
         kind, ident = "command", str(policy.cmd)
     elif policy.url:
         kind, ident = "url", str(policy.url)
+    elif policy.in_process:  # evaluator tooling (liberopro demo's privileged oracle)
+        kind, ident = "in-process", str(policy.in_process)
     else:
         kind, ident = "unknown", ""
 

@@ -1,0 +1,55 @@
+"""Measure the privileged oracle (``liberopro.oracle_policy``) through the real episode runner on
+candidate demo cases, one JSON line per (task, case) on stdout; what chose ``liberopro demo``'s
+cases (``evaluator/liberopro/data/demo_oracle_cases.json`` holds the lines of 2026-12-02).
+
+    nice -n 10 uv run python scripts/measure_demo_oracle.py TASKS CASES EPISODES MAX_STEPS
+    e.g. ... libero_spatial:0,libero_spatial:5 nominal,S19,S20,D18 5 220
+
+Each case's instance is the seed-0 draw (``make_instance(ref, case, 0)``, attempt 0, as
+``liberopro demo`` runs it); episode e starts from init state e with env seed e, camera-less.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from liberopro.instances import EpisodePlan, make_instance, parse_cases
+from liberopro.oracle_policy import oracle_runner
+from liberopro.runner import RunSettings
+from liberopro.tasks import parse_task_list
+
+
+def main(tasks: str, cases: str, episodes: int, max_steps: int) -> None:
+    runner = oracle_runner(RunSettings(max_steps=max_steps))
+    try:
+        for ref in parse_task_list(tasks):
+            for case in parse_cases(cases):
+                inst = make_instance(ref, case, 0)
+                if isinstance(inst, str):
+                    print(json.dumps({"task": str(ref), "case": "+".join(case) or "nominal", "skipped": inst}))
+                    continue
+                t0 = time.perf_counter()
+                recs = [runner.run_episode(EpisodePlan(inst, e, e, e)) for e in range(episodes)]
+                line = {
+                    "task": str(ref),
+                    "case": "+".join(case) or "nominal",
+                    "ok": sum(r.success for r in recs),
+                    "n": episodes,
+                    "steps": [r.steps for r in recs],
+                    "reasons": [r.termination_reason for r in recs],
+                    "valid": [r.valid for r in recs],
+                    "detail": [(r.detail or "")[:160] for r in recs if not r.valid][:1],
+                    "fired": [
+                        [(s.id, s.fired_at_step, s.fired_by) for s in r.shifts if s.kind == "runtime"] for r in recs
+                    ],
+                    "s": round(time.perf_counter() - t0, 1),
+                }
+                print(json.dumps(line), flush=True)
+    finally:
+        runner.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
