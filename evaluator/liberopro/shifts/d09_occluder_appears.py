@@ -6,7 +6,9 @@ Realisation: S09's board (:mod:`liberopro.shifts.s09_occlusion`: a thin static b
 collisions, facing the agentview camera at ``depth_ratio`` of the target's depth, far outside
 the robot's reach), moved in at the firing step so that it hides ``fraction`` of the target's
 pixels as they are then (the gripper may already hide some: the fraction is of what is visible
-just before the board appears). It stays for the rest of the episode.
+just before the board appears). It stays for the rest of the episode. When the target is
+inside the picture but hardly visible (the arm in front of it), the board waits for it to show
+(:class:`liberopro.shifts.base.ShiftDeferred`, at most ``MAX_DELAY_STEPS`` steps).
 
 Post-condition, measured at the firing step: hidden fraction within 0.05 of the stated one and
 in 0.2-0.5 (segmentation renders); board > 0.9 m from the robot base, without collisions.
@@ -18,8 +20,9 @@ Applies to every task.
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.shifts._placement import Blocked
 from liberopro.shifts._props import prop_record
-from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
+from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftDeferred, ShiftInvalid
 from liberopro.shifts.s09_occlusion import (
     check_occluder_post,
     occluder_post,
@@ -41,6 +44,8 @@ class OccluderAppears(RuntimeShift):
         p = self.params
         try:
             placed = place_occluder(ctx.scene, PROP, ctx.sem, p.fraction, p.depth_ratio, p.side_deg)
+        except Blocked as exc:  # the target inside the picture but hidden (by the arm): wait for it
+            raise ShiftDeferred(self.id, str(exc)) from exc
         except ValueError as exc:
             raise ShiftInvalid(self.id, str(exc)) from exc
         post = occluder_post(ctx.scene, PROP, ctx.sem)

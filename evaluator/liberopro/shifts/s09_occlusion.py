@@ -27,7 +27,16 @@ import mujoco
 import numpy as np
 
 from liberopro.catalog import SPECS
-from liberopro.shifts._props import hidden_fraction, prop_body, prop_record, resize_primitive, target_pixels
+from liberopro.shifts._placement import Blocked
+from liberopro.shifts._props import (
+    entity_aabb,
+    hidden_fraction,
+    project,
+    prop_body,
+    prop_record,
+    resize_primitive,
+    target_pixels,
+)
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 from liberopro.sim import PropSpec, SceneVariant
 
@@ -60,10 +69,20 @@ def measure_size(scene, sem) -> int:
     return size
 
 
+def target_in_frame(scene, sem) -> bool:
+    """Whether the corners of the target's bounding box (world frame) all project inside the
+    :data:`CAMERA` picture, in front of the camera."""
+    lo, hi = entity_aabb(scene, [sem.target])
+    corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
+    uv = project(scene, CAMERA, corners)
+    return bool(np.all(np.isfinite(uv)) and np.all((uv > 0) & (uv < 1)))
+
+
 def place_occluder(scene, prop: str, sem, fraction: float, depth_ratio: float, side_deg: float) -> dict:
     """Put the occluder ``prop`` so that it hides ``fraction`` of the target's pixels now; returns the
     measurements. Raises ``ValueError`` when the target is not visible enough or the fraction
-    cannot be reached."""
+    cannot be reached: :class:`~liberopro.shifts._placement.Blocked` when it is hardly visible
+    although inside the picture (hidden by something in front of it: at run time the arm)."""
     size = measure_size(scene, sem)
     m, d = scene.model, scene.data
     cid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA, CAMERA)
@@ -73,7 +92,13 @@ def place_occluder(scene, prop: str, sem, fraction: float, depth_ratio: float, s
     before = target_pixels(scene, sem, CAMERA, size)
     n = int(before.sum())
     if n < MIN_TARGET_PIXELS:
-        raise ValueError(f"the target shows {n} px in the {CAMERA} view ({size} px): too few to occlude")
+        # inside the picture's frame yet hardly visible: something in front of it hides it (at run
+        # time the arm or what it carries, which move on); outside the frame: it left the view
+        framed = target_in_frame(scene, sem)
+        raise (Blocked if framed else ValueError)(
+            f"the target shows {n} px in the {CAMERA} view ({size} px): too few to occlude"
+            + (" (it is inside the picture: something in front hides it)" if framed else "")
+        )
     rows, cols = np.nonzero(before)
     # picture coordinates (fractions, origin top left) of the target's pixels (render is upside down)
     xs, ys = (cols + 0.5) / size, (size - rows - 0.5) / size
