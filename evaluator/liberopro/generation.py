@@ -38,11 +38,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel
 
 from liberopro import EVALUATOR_VERSION
 from liberopro.instances import Instance, instance_problems, make_instance
+from liberopro.oracle_policy import OraclePolicy
 from liberopro.schema.manifest import (
     INSTANCE_SCHEMA_VERSION,
     NOMINAL,
@@ -123,34 +123,16 @@ def _validation_metadata(shift_ids: list[str]):
     )
 
 
-class _ValidationPolicy:
-    """Holds still (static shifts) or follows the privileged scripted controller when the
-    tooling provides one (runtime shifts), so that a trigger phase is really reached."""
+class _ValidationPolicy(OraclePolicy):
+    """The privileged oracle (:class:`liberopro.oracle_policy.OraclePolicy`) with the validation
+    metadata (:func:`_validation_metadata`), steering by ``runner``'s current scene: a prop or
+    swap variant runs in a scene of its own, and a controller reading the task's plain scene
+    would steer by a robot that never moves. ``ref`` is the instance's task (the scene's own)."""
 
     def __init__(self, metadata, runner, ref) -> None:
+        super().__init__(lambda: runner.current_scene)
         self.metadata = metadata
-        self._runner = runner
         self._ref = ref
-        self._controller = None
-
-    def reset(self, episode_id: str, instruction: str) -> None:
-        self._controller = None
-        try:
-            from liberopro import scripted
-        except ImportError:
-            return
-        # the episode's own scene: a prop or swap variant runs in a scene of its own, and a
-        # controller reading the task's plain scene would steer by a robot that never moves
-        scene = self._runner.current_scene
-        if scene is not None and hasattr(scripted, "ScriptedController"):
-            from liberopro.instances import semantics_of
-
-            self._controller = scripted.ScriptedController(scene, semantics_of(self._ref))
-
-    def act(self, obs) -> np.ndarray:
-        if self._controller is None:
-            return np.array([[0, 0, 0, 0, 0, 0, -1.0]])
-        return np.asarray(self._controller())[None]
 
 
 def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bool, str, dict]:
