@@ -329,19 +329,10 @@ class ScriptedController:
     def _others_boxes(self, exclude_roots: set[int], z_lo: float, z_hi: float) -> np.ndarray:
         """World-axis-aligned footprints (n, 4: x_lo, y_lo, x_hi, y_hi) of the collision geoms of
         objects, fixtures and props not in ``exclude_roots`` whose height span overlaps
-        [z_lo, z_hi]."""
-        scene = self.scene
-        roots = self._obstacle_roots(exclude_roots)
-        boxes = []
-        for g in range(scene.model.ngeom):
-            if scene.entity_of_geom(g) not in roots or not (
-                scene.model.geom_contype[g] or scene.model.geom_conaffinity[g]
-            ):
-                continue
-            pts = geom_world_points(scene, [g])
-            if len(pts) and pts[:, 2].min() < z_hi and pts[:, 2].max() > z_lo:
-                boxes.append([*pts[:, :2].min(axis=0), *pts[:, :2].max(axis=0)])
-        return np.array(boxes).reshape(-1, 4)
+        [z_lo, z_hi] (the horizontal part of :meth:`_boxes3d`)."""
+        boxes = self._boxes3d(exclude_roots)
+        boxes = boxes[(boxes[:, 2] < z_hi) & (boxes[:, 5] > z_lo)]
+        return boxes[:, [0, 1, 3, 4]].reshape(-1, 4)
 
     @staticmethod
     def _clearance(boxes: np.ndarray, xy: np.ndarray, cap: float = 0.1) -> float:
