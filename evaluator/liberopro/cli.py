@@ -580,9 +580,10 @@ def instances_generate(
     attempts: int = typer.Option(5, help="Parameter draws per pair before it is dropped."),
     workers: int = typer.Option(1, help="Processes (one LIBERO scene each, 1.5-2.5 GB)."),
     validate: bool = typer.Option(True, help="Realise and check every instance in the simulator."),
-    proof: bool = typer.Option(
-        True,
-        help="Solvability proof: run the scripted oracle on every instance whose shift changes what must be "
+    proof: bool | None = typer.Option(
+        None,
+        "--proof/--no-proof",
+        help="Solvability proof (default: on with --validate): run the scripted oracle on every instance whose shift changes what must be "
         "done physically (others: the nominal run), record it in the instance and drop an instance the "
         "oracle solves nominally but never under the shift (docs/instances.md). Needs --validate.",
     ),
@@ -613,6 +614,21 @@ def instances_generate(
         seed = int(raw)
     elif seed is None:
         _fail("give --seed for a train/all manifest")
+    if proof and not validate:
+        _fail(
+            "--proof needs --validate (the proof runs the oracle on validated instances): drop --no-validate, or give --no-proof"
+        )
+    proof = validate if proof is None else proof
+    if proof_init_states is not None and not proof:
+        _fail("--proof-init-states only applies to the solvability proof: drop it, or run with --validate and --proof")
+    states: list[int] | None = None
+    if proof_init_states is not None:
+        items = [x.strip() for x in proof_init_states.split(",") if x.strip()]
+        if not items or not all(x.isdigit() for x in items):
+            _fail(
+                f"--proof-init-states takes init state indices separated by commas, e.g. 0,1 (got {proof_init_states!r})"
+            )
+        states = sorted({int(x) for x in items})
     _require_renderer()  # before the imports below load mujoco
     from liberopro.generation import REFERENCE, default_cases, generate, report
     from liberopro.generation import proof_init_states as proof_states_of
@@ -627,7 +643,6 @@ def instances_generate(
         cases = parse_cases(shifts) if shifts else None
         if refs is not None:
             tasks_in_split(split, refs)  # type: ignore[arg-type]
-        states = [int(x) for x in proof_init_states.split(",") if x.strip()] if proof_init_states else None
         if proof and validate:
             proof_states_of(split, episodes, states)  # ValueError for an init state out of range
     except (ValueError, KeyError) as exc:

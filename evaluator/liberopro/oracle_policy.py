@@ -23,8 +23,12 @@ if TYPE_CHECKING:
     from liberopro.runner import EpisodeRunner, RunSettings
     from liberopro.sim import LiberoScene
 
-#: The oracle's ``policy_name`` in run headers and records: says what it is wherever it is shown.
+#: The oracle's label where it is introduced (the demo's table titles): what it is and why it is there.
 ORACLE_NAME = "oracle (privileged: reads simulator state; a reference, never a submission)"
+#: The oracle's ``policy_name`` in its ``/metadata``, which reports and tables repeat in every
+#: heading and cell (a fresh user counted the long label 259 times in one report): short, and
+#: still says what it is (also the run header's ``in_process``).
+ORACLE_POLICY_NAME = "oracle (privileged, never a submission)"
 
 
 def oracle_metadata() -> PolicyMetadata:
@@ -32,7 +36,7 @@ def oracle_metadata() -> PolicyMetadata:
     cameras steps ~20x faster), one action per request, LIBERO's gripper convention
     (-1 opens, +1 closes: what the controller emits). Observation shifts therefore have nothing
     to act on for it."""
-    return PolicyMetadata(policy_name=ORACLE_NAME, cameras=[], chunk_length=1, replan_steps=1)
+    return PolicyMetadata(policy_name=ORACLE_POLICY_NAME, cameras=[], chunk_length=1, replan_steps=1)
 
 
 class OraclePolicy:

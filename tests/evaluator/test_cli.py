@@ -118,6 +118,20 @@ def test_bad_arguments_get_clear_errors():
     assert code == 2 and "--max-steps must be at least 1" in text
 
 
+def test_proof_options_that_cannot_apply_are_refused_naming_the_option(tmp_path):
+    """The solvability proof runs on validated instances: asking for it without validation, or
+    for proof init states without the proof, or init states that are not numbers, is refused in
+    one line before any scene is built (a fresh user's --proof --no-validate went unremarked)."""
+    base = ["instances", "generate", "--split", "train", "--seed", "0", "--out", str(tmp_path / "m.jsonl")]
+    code, text = in_process(*base, "--proof", "--no-validate")
+    assert code == 2 and "--proof needs --validate" in text
+    code, text = in_process(*base, "--no-proof", "--proof-init-states", "0")
+    assert code == 2 and "--proof-init-states only applies" in text
+    code, text = in_process(*base, "--proof-init-states", "abc")
+    assert code == 2 and "--proof-init-states takes init state indices" in text and "'abc'" in text
+    assert not (tmp_path / "m.jsonl").exists()
+
+
 @pytest.mark.parametrize("cmd", ["exit 3", "sleep 600"])
 def test_a_policy_command_that_never_serves_fails_fast_with_its_output(tmp_path, cmd):
     code, text = in_process(

@@ -76,7 +76,7 @@ def test_the_demo_tasks_exist():
 def test_the_oracle_runs_through_the_evaluation_path_and_succeeds(tmp_path):
     from liberopro.evaluation import run_evaluation
     from liberopro.instances import make_instance, plan_episodes
-    from liberopro.oracle_policy import ORACLE_NAME, OraclePolicy
+    from liberopro.oracle_policy import ORACLE_POLICY_NAME, OraclePolicy
     from liberopro.runner import RunSettings
 
     ref = parse_task_list(DEMO_TASKS)[0]
@@ -88,7 +88,7 @@ def test_the_oracle_runs_through_the_evaluation_path_and_succeeds(tmp_path):
     assert rec["termination_reason"] == "success" and rec["steps"] < 150, rec
     assert summary.cases[0].success_rate == 1.0
     policy = json.loads((tmp_path / "summary.json").read_text())["policy"]
-    assert policy["in_process"] == ORACLE_NAME and policy.get("url") is None and policy.get("cmd") is None
+    assert policy["in_process"] == ORACLE_POLICY_NAME and policy.get("url") is None and policy.get("cmd") is None
     assert policy["metadata"]["cameras"] == []
 
 
