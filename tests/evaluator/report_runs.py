@@ -74,6 +74,7 @@ def header(
     manifest: str | None = None,
     own_replan: int = 5,
     replan_override: int | None = None,
+    max_steps: int | None = None,
 ) -> RunHeader:
     """What ``liberopro.evaluation.run_evaluation`` (plus the CLI's extra header) records, built
     by the same :func:`~liberopro.schema.results.run_header`."""
@@ -95,7 +96,7 @@ def header(
         },
         settings={
             "render_size": 128,
-            "max_steps": None,
+            "max_steps": max_steps,
             "episode_policy_budget_s": 600.0,
             "replan_steps": replan_override,
             "recovery_hold_steps": 20,

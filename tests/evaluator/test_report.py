@@ -210,6 +210,22 @@ def test_html_is_self_contained(report):
     assert "<?xml" not in page and "<!DOCTYPE svg" not in page
 
 
+def test_a_paired_comparison_of_runs_with_different_step_limits_says_so(tmp_path):
+    """Pairing holds (same instances and seeds), but episodes cut at 60 steps against the suite
+    horizon measure the limits too: the report says so beside the paired table (the demo's two
+    runs, 60 and 220 steps, were compared without a word)."""
+    runs_s = [
+        write_run(tmp_path / "s1", policy_records(RATES_A), header("policy-a", max_steps=60)),
+        write_run(tmp_path / "s2", policy_records(RATES_B), header("policy-b")),
+    ]
+    text = Path(write_report(runs_s, tmp_path / "out", charts=False)["markdown"]).read_text()
+    assert "different step limits (policy-a: 60; policy-b: suite horizon)" in text
+    same = [write_run(tmp_path / "t2", policy_records(RATES_B), header("policy-b", max_steps=60)), runs_s[0]]
+    assert (
+        "different step limits" not in Path(write_report(same, tmp_path / "out2", charts=False)["markdown"]).read_text()
+    )
+
+
 def test_pairing_refuses_different_manifests(runs, tmp_path):
     recs = {k: [json.loads(x) for x in (runs[k] / "episodes.jsonl").read_text().splitlines()] for k in ("a", "b")}
     from liberopro.results import EpisodeRecord

@@ -413,6 +413,15 @@ def _pairs_section(policies: list[Policy]) -> Section:
         except PairingError as exc:
             sec.blocks.append(Text(f"Not paired: {exc}"))
             continue
+        caps = [sorted({str(r.header.max_steps or "suite horizon") for r in c.runs}) for c in (ca, cb)]
+        if caps[0] != caps[1]:
+            sec.blocks.append(
+                Text(
+                    f"Caution: the runs stopped episodes at different step limits ({pa.label}: {', '.join(caps[0])}; "
+                    f"{pb.label}: {', '.join(caps[1])}), so a difference also measures the limits, not only the "
+                    "policies. Run both with the same `--max-steps` (or none: the suite horizon) to compare them."
+                )
+            )
         rows = [
             [
                 r["case"],
