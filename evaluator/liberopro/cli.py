@@ -702,8 +702,9 @@ def instances_generate(
         )
     out.print(table)
     out.print(
-        f"per suite: {header.per_suite}; reference ({REFERENCE}) for the full catalog: "
-        f"{REFERENCE.get(split)} shifted instances (nominal not counted)"
+        "per suite: " + ", ".join(f"{k} {v}" for k, v in header.per_suite.items()) + "; reference for the full "
+        f"catalog on every task of the split: {REFERENCE.get(split, REFERENCE['total'])} shifted instances "
+        f"(train {REFERENCE['train']}, eval {REFERENCE['eval']}; nominal not counted)"
     )
     out.print(f"wrote {out_path} (content hash {header.content_hash[:16]}...) and {report_path}")
 
