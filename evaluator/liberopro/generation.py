@@ -135,6 +135,22 @@ class _ValidationPolicy(OraclePolicy):
         self._ref = ref
 
 
+def _oracle_run(inst: Instance, settings, cache: dict, plan_args: tuple[int, int, int]):
+    """Run one episode of ``inst`` under the privileged oracle (:class:`_ValidationPolicy`, the
+    validation metadata: no cameras unless a shift works on images) through the real episode
+    runner with ``settings`` and the scene cache ``cache``; ``plan_args`` is (episode index,
+    init state, env seed). Returns (the episode record, the policy: its controller's stage)."""
+    from liberopro.instances import EpisodePlan
+    from liberopro.local_policy import LocalPolicyClient
+    from liberopro.runner import EpisodeRunner
+
+    meta = _validation_metadata([s.id for s in inst.shifts])
+    runner = EpisodeRunner(None, meta, settings, scenes=cache)  # type: ignore[arg-type]
+    policy = _ValidationPolicy(meta, runner, inst.task)
+    runner.client = LocalPolicyClient(policy)
+    return runner.run_episode(EpisodePlan(inst, *plan_args)), policy
+
+
 def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bool, str, dict]:
     """Realise ``inst`` on init state 0 and measure its post-conditions.
 
@@ -142,18 +158,12 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     step; runtime ones run until every shift fired and its window closed (fallback + 40 steps).
     """
     from liberopro.catalog import get_spec
-    from liberopro.instances import EpisodePlan
-    from liberopro.local_policy import LocalPolicyClient
-    from liberopro.runner import EpisodeRunner, RunSettings
+    from liberopro.runner import RunSettings
 
-    ids = [s.id for s in inst.shifts]
-    meta = _validation_metadata(ids)
     runtime = [s for s in inst.shifts if get_spec(s.id).kind == "runtime"]
     steps = 1 + max([int(s.params.get("fallback_step", 0)) + 40 for s in runtime] or [0])
     settings = RunSettings(render_size=64, max_steps=steps, stop_when_shifts_done=True)
-    runner = EpisodeRunner(None, meta, settings, scenes=runner_cache)  # type: ignore[arg-type]
-    runner.client = LocalPolicyClient(_ValidationPolicy(meta, runner, inst.task))
-    rec = runner.run_episode(EpisodePlan(inst, 0, 0, seed))
+    rec, _ = _oracle_run(inst, settings, runner_cache, (0, 0, seed))
     applied = {s.id: s.model_dump(mode="json") for s in rec.shifts}
     if not rec.valid:
         return False, rec.detail or "invalid", applied
@@ -315,15 +325,9 @@ def _oracle_episode(inst: Instance, cache: dict, init_state: int, seed: int) -> 
     """Run the privileged scripted oracle on ``inst`` from ``init_state`` (env seed ``seed +
     init_state``) through the real episode runner, up to the suite's horizon, camera-less
     unless a shift works on images (:func:`_validation_metadata`)."""
-    from liberopro.instances import EpisodePlan
-    from liberopro.local_policy import LocalPolicyClient
-    from liberopro.runner import EpisodeRunner, RunSettings
+    from liberopro.runner import RunSettings
 
-    meta = _validation_metadata([s.id for s in inst.shifts])
-    runner = EpisodeRunner(None, meta, RunSettings(render_size=64), scenes=cache)  # type: ignore[arg-type]
-    policy = _ValidationPolicy(meta, runner, inst.task)
-    runner.client = LocalPolicyClient(policy)
-    rec = runner.run_episode(EpisodePlan(inst, init_state, init_state, seed + init_state))
+    rec, policy = _oracle_run(inst, RunSettings(render_size=64), cache, (init_state, init_state, seed + init_state))
     controller = policy._controller
     termination = rec.termination_reason + (f" ({rec.detail})" if rec.detail else "")
     return _Attempt(
@@ -359,7 +363,8 @@ def prove_instance(
             nominal[i] = _oracle_episode(nominal_inst, cache, i, seed)
     base = [nominal[i] for i in init_states]
     own = needs_own_proof(ids)
-    runs = [(_oracle_episode(inst, cache, i, seed) if ids else nominal[i]) for i in init_states] if own else base
+    # nominal (no shift) is its own proof: its runs are the nominal episodes already run
+    runs = [_oracle_episode(inst, cache, i, seed) for i in init_states] if own and ids else base
     verdict, why = proof_verdict([a.success for a in base], [a.success for a in runs], never_dropped_by_proof(ids))
     measured = "; ".join(a.describe() for a in runs)
     if verdict == "drop":
