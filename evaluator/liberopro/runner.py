@@ -78,10 +78,8 @@ class RunSettings:
         on_demand_render: render a camera only when something reads its image (the policy's
             request, a shift keeping past frames, a recording); False renders every camera at
             every step, settle step and reset. Records and delivered images are the same either
-            way with one scene per process; only the work (each record's ``renders``) differs
-            (:class:`liberopro.sim.LiberoScene`, issue 12). Off by default: with several scenes
-            in one process on-demand frames of prop scenes differed (the module docstring of
-            :mod:`liberopro.sim`).
+            way; only the work (each record's ``renders``) differs (:class:`liberopro.sim.LiberoScene`,
+            issue 12; ``tests/evaluator/test_determinism.py``, ``test_shifts_props.py``). On by default.
     """
 
     render_size: int = 256
@@ -91,7 +89,7 @@ class RunSettings:
     recovery_hold_steps: int = 20
     recovery_extra_steps: int = 60
     stop_when_shifts_done: bool = False
-    on_demand_render: bool = False
+    on_demand_render: bool = True
 
     def horizon(self, ref: TaskRef) -> int:
         return min(ref.horizon, self.max_steps) if self.max_steps else ref.horizon

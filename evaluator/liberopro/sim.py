@@ -20,7 +20,7 @@ every forced update moved that phase by about 2 substeps, so a shift that only e
 changed when the following frames were taken (~1.25 grey levels on average after one refresh).
 See ``docs/libero-facts.md``, "Observation timing".
 
-On-demand rendering (``on_demand=True``; opt-in, off by default, see below; issue 12): a sample takes the
+On-demand rendering (``on_demand=True``, the default; issue 12): a sample takes the
 proprioception at once but renders no camera. robosuite's camera sensor (``camera_rgb`` of
 ``robosuite/environments/robot_env.py``, ``_create_camera_sensors``) is wrapped so that sampling
 only marks the camera stale; :meth:`LiberoScene.frame` hands out images that call robosuite's own
@@ -28,14 +28,15 @@ sensor when first read, before anything can change the scene (the next step or r
 the frame stale: reading it then raises), so the pixels are those an eager sample would have
 taken. Wrapping the sensor, not toggling the observable: ``Observable.set_enabled`` resets
 robosuite's sampling timer. ``on_demand=False`` renders every camera at every sample (the
-behaviour before issue 12, and the default). :attr:`LiberoScene.render_count` counts the camera
-renders of the episode either way.
+behaviour before issue 12). :attr:`LiberoScene.render_count` counts the camera renders of the
+episode either way.
 
-Why off by default: with one scene in the process, on-demand frames are bit-identical to eager
-ones (``tests/evaluator/test_determinism.py``), but with a second scene built in the same process
-(a prop variant beside the task's plain scene) the on-demand frames of a prop scene differed from
-eager ones in ~6% of pixels (up to 88 grey levels; ``tests/evaluator/test_shifts_props.py``, CI of
-2026-12-02). The cause is not found yet; until it is, eager rendering stays the default.
+A scene with props rebuilds its simulation (:func:`liberopro.variants.add_props`), which puts
+robosuite's own sensors back: the wrapping is done after that. Done before it (as until
+2026-12-03), the sensors of a prop scene rendered eagerly while the scene never saw a new sample,
+so every read returned the first image of the episode (~6% of pixels off after four steps,
+``tests/evaluator/test_shifts_props.py``). Reading an image now checks that the sensor is still
+the wrapper and raises ``RuntimeError`` otherwise.
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ class LiberoScene:
         render_size: int = 256,
         hard_reset: bool = False,
         variant: SceneVariant = SceneVariant(),
-        on_demand: bool = False,
+        on_demand: bool = True,
     ) -> None:
         from libero.libero.envs import OffScreenRenderEnv
 
@@ -223,11 +224,13 @@ class LiberoScene:
                 hard_reset=hard_reset,
             )
         _sample_only_when_forced(self.inner)
-        self._wrap_camera_sensors()
         self._snapshots: dict[str, np.ndarray] = {}
         self._obs: dict | None = None
         #: Prop name -> body id (empty for a scene without props).
         self.props: dict[str, int] = variants.add_props(self, variant.props) if variant.props else {}
+        # After the props: adding them rebuilds the simulation and puts robosuite's own camera
+        # sensors back in place of the wrapped ones (variants.add_props).
+        self._wrap_camera_sensors()
 
     # ----------------------------------------------------------------- raw handles
     @property
@@ -321,6 +324,11 @@ class LiberoScene:
         img = self._rendered.get(cam)
         if img is None:
             original, observable = self._sensors[cam]
+            if getattr(observable._sensor, "_liberopro_camera", None) != cam:
+                raise RuntimeError(
+                    f"the {cam} camera sensor is not the scene's on-demand wrapper any more (the "
+                    "simulation was rebuilt without LiberoScene._wrap_camera_sensors): its images would be stale"
+                )
             self.make_gl_current()
             img = np.array(observable._filter(observable._corrupter(original(self.inner._obs_cache))))
             self.render_count[cam] += 1
