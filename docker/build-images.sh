@@ -211,7 +211,9 @@ build_examples() {
 
 build_evaluator() {
   context_for "$BUILD/ctx-evaluator" evaluator 'liberopro-*.whl' 'liberopro_submission_spec-*.whl'
-  build "liberopro/evaluator:$TAG" "$REPO/docker/evaluator.Dockerfile" "$BUILD/ctx-evaluator" "$BASE_SIM"
+  # EVALUATOR_EGL_VENDOR=nvidia adds NVIDIA's EGL vendor file (rendering on a GPU; docs/platform.md)
+  build "liberopro/evaluator:$TAG" "$REPO/docker/evaluator.Dockerfile" "$BUILD/ctx-evaluator" "$BASE_SIM" \
+    --build-arg "EGL_VENDOR=${EVALUATOR_EGL_VENDOR:-mesa}"
 }
 
 build_service() {  # NAME (redis|postgres): a Dockerfile and its entrypoint, FROM a debootstrap base

@@ -26,6 +26,19 @@ RUN MUJOCO_GL=egl PYOPENGL_PLATFORM=egl NUMBA_CACHE_DIR=/opt/numba-cache HOME=/t
  && chmod -R a+rX /opt/numba-cache \
  && (useradd --uid 10001 --no-create-home --home-dir /tmp evaluator 2>/dev/null \
      || echo 'evaluator:x:10001:10001::/tmp:/usr/sbin/nologin' >> /etc/passwd)
+# EGL_VENDOR=nvidia (docker/build-images.sh: EVALUATOR_EGL_VENDOR=nvidia): glvnd's vendor file for
+# the NVIDIA driver's EGL, whose libraries the NVIDIA container runtime mounts when the container
+# asks for the `graphics` capability (the platform does: NVIDIA_DRIVER_CAPABILITIES, per GPU
+# stream). Mesa's vendor file stays: without a GPU the image renders on llvmpipe as before.
+ARG EGL_VENDOR=mesa
+RUN case "$EGL_VENDOR" in \
+      mesa) ;; \
+      nvidia) mkdir -p /usr/share/glvnd/egl_vendor.d \
+        && printf '{"file_format_version": "1.0.0", "ICD": {"library_path": "libEGL_nvidia.so.0"}}\n' \
+           > /usr/share/glvnd/egl_vendor.d/10_nvidia.json ;; \
+      *) echo "EGL_VENDOR must be mesa or nvidia, not $EGL_VENDOR" >&2; exit 1 ;; \
+    esac
+LABEL org.liberopro.egl-vendor=$EGL_VENDOR
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 MUJOCO_GL=egl PYOPENGL_PLATFORM=egl HOME=/tmp \
     NUMBA_CACHE_DIR=/tmp/numba-cache LIBEROPRO_NUMBA_CACHE_SEED=/opt/numba-cache
 USER 10001:10001

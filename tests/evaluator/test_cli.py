@@ -211,6 +211,15 @@ GL_CASES = {
         "MUJOCO_GL=glx cannot render on display :97 (X11: Failed to open display",
     ),
     "an unknown renderer": ({"MUJOCO_GL": "vulkan"}, "MUJOCO_GL=vulkan is not a renderer the evaluator runs with"),
+    # issue 12: a GPU stream's device index that this machine (or container) does not have
+    "an EGL device that is not there": (
+        {"MUJOCO_GL": "egl", "MUJOCO_EGL_DEVICE_ID": "99"},
+        "MUJOCO_EGL_DEVICE_ID=99 names no EGL device here (",
+    ),
+    "an EGL device that is not a number": (
+        {"MUJOCO_GL": "egl", "MUJOCO_EGL_DEVICE_ID": "gpu1"},
+        "MUJOCO_EGL_DEVICE_ID='gpu1' is not an EGL device index",
+    ),
     "egl with osmesa's PyOpenGL": (
         {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "osmesa"},
         "PYOPENGL_PLATFORM=osmesa does not match MUJOCO_GL=egl",
@@ -219,7 +228,11 @@ GL_CASES = {
 
 
 def _env_without_display(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM", "MUJOCO_EGL_DEVICE_ID", "CUDA_VISIBLE_DEVICES")
+    }
     return {**env, "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", **extra}
 
 

@@ -283,16 +283,23 @@ def test_hostile_crash_mid_episode_ends_only_that_episode(
 
 def test_policy_container_restrictions(docker_client, platform_images, platform_settings):
     """What the policy container is created with, read back from the engine; gVisor and GPUs
-    are configuration (runc stands in for runsc here: no GPU or gVisor on this machine)."""
+    are configuration (runc stands in for runsc here: no GPU or gVisor on this machine). An
+    evaluator stream on a GPU (issue 12) gets its one device round-robin and the driver's EGL."""
     from liberopro_platform.sandbox.docker_backend import DockerBackend, _Sandbox
 
-    settings = platform_settings.model_copy(update={"runtime": "runc", "gpus": "all"})
+    settings = platform_settings.model_copy(
+        update={"runtime": "runc", "gpus": "all", "evaluator_gpus": ["1", "2"], "evaluator_gpus_share_policy": True}
+    )
     backend = DockerBackend(settings, "restrictions@test")
     with _Sandbox(backend, "restrictions", "validation") as sb:
         c = sb.create_policy(platform_images[EXAMPLE_IMAGE], restarts=2)
         host = docker_client.api.inspect_container(c.id)["HostConfig"]
+        ev = docker_client.api.inspect_container(sb.create_evaluator(["check"], stream=3).id)
         net = docker_client.api.inspect_network(sb.network.id)
         name = sb.name
+    assert ev["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == ["2"]  # stream 3 of 2 GPUs
+    assert ev["HostConfig"]["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+    assert {"MUJOCO_EGL_DEVICE_ID=0", "NVIDIA_DRIVER_CAPABILITIES=graphics,utility"} <= set(ev["Config"]["Env"])
     assert host["ReadonlyRootfs"] is True and "/tmp" in host["Tmpfs"] and host["ShmSize"] == 2**30
     assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
     assert host["Memory"] == 384 * 2**20 and host["MemorySwap"] == host["Memory"]

@@ -252,8 +252,9 @@ class _Sandbox:
         self._connect_alias(container)
         return container
 
-    def create_evaluator(self, command: list[str], volume: Any | None = None) -> Any:
-        """Create (not start) the evaluator container on the sandbox network."""
+    def create_evaluator(self, command: list[str], volume: Any | None = None, stream: int = 0) -> Any:
+        """Create (not start) the evaluator container on the sandbox network; ``stream`` (the shard
+        index) picks its GPU when evaluator GPUs are configured (:func:`evaluator_gpu_options`)."""
         s = self.backend.settings
         kwargs: dict[str, Any] = {
             "name": f"{self.name}-evaluator",
@@ -273,6 +274,9 @@ class _Sandbox:
         }
         if s.evaluator_cpus:
             kwargs["nano_cpus"] = int(s.evaluator_cpus * 1e9)
+        gpu = evaluator_gpu_options(s, stream)
+        kwargs["environment"].update(gpu.pop("environment", {}))
+        kwargs.update(gpu)
         if volume is not None:
             kwargs["volumes"] = {volume.name: {"bind": SHARD_DIR, "mode": "rw"}}
         container = self._create(self.backend.evaluator_id, command, kwargs)
@@ -346,6 +350,26 @@ def _ulimit(name: str, value: int) -> Any:
     from docker.types import Ulimit
 
     return Ulimit(name=name, soft=value, hard=value)
+
+
+def evaluator_gpu_options(settings: Settings, stream: int) -> dict[str, Any]:
+    """Container options that make evaluator stream ``stream`` render on its GPU
+    (``settings.evaluator_gpu``); empty for CPU rendering. The container gets that one device
+    (a device request with the ``gpu`` capability), the NVIDIA runtime is told to mount the
+    driver's graphics libraries (``NVIDIA_DRIVER_CAPABILITIES``: EGL is a ``graphics``
+    capability; the default ``compute,utility`` has no EGL), and ``MUJOCO_EGL_DEVICE_ID=0``:
+    inside the container the one device it was given is EGL device 0 (an invalid id ends the
+    evaluator with one line naming it: ``liberopro.stack.check_rendering``). The image must
+    carry NVIDIA's EGL vendor file (``docker/evaluator.Dockerfile``, ``EGL_VENDOR=nvidia``)."""
+    device = settings.evaluator_gpu(stream)
+    if device is None:
+        return {}
+    from docker.types import DeviceRequest
+
+    return {
+        "device_requests": [DeviceRequest(device_ids=[device], capabilities=[["gpu"]])],
+        "environment": {"NVIDIA_DRIVER_CAPABILITIES": "graphics,utility", "MUJOCO_EGL_DEVICE_ID": "0"},
+    }
 
 
 def _gpu_request(spec: str) -> Any:
@@ -692,7 +716,9 @@ class DockerBackend:
             watch = _PolicyWatch(self.client, policy.id)
             try:
                 url = f"http://{POLICY_HOST}:{s.policy_port}"
-                evaluator = sb.create_evaluator(["run", url, f"{SHARD_DIR}/shard.json"], volume=volume)
+                evaluator = sb.create_evaluator(
+                    ["run", url, f"{SHARD_DIR}/shard.json"], volume=volume, stream=spec.shard_index
+                )
                 if not evaluator.put_archive(SHARD_DIR, _tar_one("shard.json", spec.model_dump_json().encode())):
                     raise SandboxError("could not copy the shard file into the evaluator's volume")
                 evaluator.start()
