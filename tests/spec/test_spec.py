@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 from submission_spec.codec import decode, encode
 from submission_spec.conformance import check_policy, synthetic_observation
-from submission_spec.models import ActResponse, CameraSpec, ObservationMessage
+from submission_spec.models import ActResponse, CameraSpec, ObservationMessage, ResetRequest
 from submission_spec.openapi import OPENAPI_PATH, render
 
 from submission_spec import NDArray, PolicyClient, PolicyError, PolicyMetadata, create_app
@@ -161,3 +161,105 @@ def test_importing_the_package_loads_no_web_stack_until_serve_is_used():
         "from submission_spec import serve; assert 'fastapi' in sys.modules and callable(serve)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# --------------------------------------------------------------------------- spec 1.1: concurrent episodes
+class _EchoBatchPolicy:
+    """Answers each episode with its own number (the action's first entry) and records the
+    batches it was given: (B, H, W, 3) images and (B, 8) states."""
+
+    def __init__(self, concurrent: int) -> None:
+        self.metadata = PolicyMetadata(
+            policy_name="echo",
+            cameras=[CameraSpec(name="agentview", height=32, width=32)],
+            chunk_length=2,
+            replan_steps=2,
+            max_concurrent_episodes=concurrent,
+        )
+        self.numbers: dict[str, int] = {}
+        self.batches: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+
+    def reset(self, episode_id: str, instruction: str) -> None:
+        self.numbers[episode_id] = len(self.numbers)
+
+    def act(self, obs):
+        return np.full((2, 7), float(self.numbers[obs.episode_id]))
+
+    def act_batch(self, batch):
+        self.batches.append((batch.images("agentview").shape, batch.state().shape))
+        return np.stack([np.full((2, 7), float(self.numbers[e])) for e in batch.episode_ids])
+
+
+def test_metadata_declares_concurrency_only_in_spec_1_1():
+    assert PolicyMetadata(policy_name="p").concurrent_episodes == 1
+    assert PolicyMetadata(policy_name="p", max_concurrent_episodes=4).spec_version == "1.1"
+    with pytest.raises(ValidationError, match="spec 1.1 field: declare spec_version '1.1'"):
+        PolicyMetadata(policy_name="p", spec_version="1.0", max_concurrent_episodes=2)
+    # a spec-1.0 policy's metadata (no such field) is read as before: one episode at a time
+    old = PolicyMetadata.model_validate({"spec_version": "1.0", "policy_name": "old"})
+    assert old.concurrent_episodes == 1 and old.max_concurrent_episodes is None
+
+
+def test_a_one_episode_server_refuses_the_episode_a_later_reset_replaced(serve_app):
+    url = serve_app(create_app(ZeroPolicy()))
+    meta = ZeroPolicy().metadata
+    with PolicyClient(url) as client:
+        client.reset("first", "put the bowl on the plate")
+        client.reset("second", "put the bowl on the plate")
+        assert client.act(_obs(meta, episode="second"), 1).actions.shape == (1, 7)
+        with pytest.raises(PolicyError) as info:
+            client.act(_obs(meta, episode="first"), 1)
+    assert "409" in info.value.detail and "a /reset of episode 'second' replaced it" in info.value.detail
+    assert "serves 1 episode(s) at a time" in info.value.detail
+
+
+def test_concurrent_episodes_are_batched_into_one_call_and_each_gets_its_own_chunk():
+    """Three episodes' /act calls arriving together become one act_batch call of three stacked
+    observations (waiting up to 2 s for them); each answer is its own episode's."""
+    import asyncio
+
+    import httpx
+
+    from submission_spec import BatchConfig
+
+    policy = _EchoBatchPolicy(concurrent=3)
+    app = create_app(policy, batch=BatchConfig(max_batch_size=3, max_wait_ms=2000))
+
+    async def run() -> list[float]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://policy") as http:
+            for e in ("a", "b", "c"):
+                r = await http.post(
+                    "/reset",
+                    content=encode(ResetRequest(episode_id=e, instruction="x"), "json"),
+                    headers={"content-type": "application/json"},
+                )
+                assert r.status_code == 200, r.text
+
+            async def act(e: str) -> float:
+                body = encode(_obs(policy.metadata, episode=e), "json")
+                r = await http.post("/act", content=body, headers={"content-type": "application/json"})
+                assert r.status_code == 200, r.text
+                return float(decode(r.content, ActResponse, "json").actions.to_numpy()[0, 0])
+
+            return await asyncio.gather(*(act(e) for e in ("a", "b", "c")))
+
+    assert asyncio.run(run()) == [0.0, 1.0, 2.0]
+    assert policy.batches == [((3, 32, 32, 3), (3, 8))] and app.state.batcher.batch_sizes == [3]
+
+
+def test_conformance_checks_the_declared_concurrency(serve_app):
+    from submission_spec import BatchConfig
+
+    good = _EchoBatchPolicy(concurrent=2)
+    report = check_policy(serve_app(create_app(good, batch=BatchConfig(2, 50))), health_timeout=5)
+    assert report.ok, report.lines()
+    assert "concurrency (2 episodes at once)" in {c.name for c in report.checks}
+    # A server that declares 2 episodes but keeps only one active (its metadata says more than it does)
+    liar = _EchoBatchPolicy(concurrent=1)
+    app = create_app(liar)
+    liar.metadata = _EchoBatchPolicy(concurrent=2).metadata
+    report = check_policy(serve_app(app), health_timeout=5)
+    (failed,) = [c for c in report.checks if not c.ok]
+    assert failed.name == "concurrency (2 episodes at once)" and "409" in failed.detail
+    assert "declares max_concurrent_episodes=2" in failed.hint

@@ -27,12 +27,12 @@ from submission_spec.models import (
     PolicyMetadata,
     ResetRequest,
 )
-from submission_spec.policy import Observation, Policy, as_action_chunk
+from submission_spec.policy import Observation, ObservationBatch, Policy, as_action_chunk
 
 if TYPE_CHECKING:
-    from submission_spec.server import create_app, serve
+    from submission_spec.server import BatchConfig, create_app, serve
 
-_SERVER = ("create_app", "serve")
+_SERVER = ("BatchConfig", "create_app", "serve")
 
 
 def __getattr__(name: str) -> Any:
@@ -49,9 +49,11 @@ __all__ = [
     "SPEC_VERSION",
     "ActResponse",
     "ActResult",
+    "BatchConfig",
     "CameraSpec",
     "NDArray",
     "Observation",
+    "ObservationBatch",
     "ObservationMessage",
     "Policy",
     "PolicyClient",

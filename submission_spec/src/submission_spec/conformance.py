@@ -169,7 +169,44 @@ def check_policy(
                         "" if ok else f"answer within {act_latency_limit_s:.0f} s per request",
                     )
                 )
+        if meta.concurrent_episodes > 1:
+            add(_check_concurrency(url, meta, request_timeout))
     return report
+
+
+def _check_concurrency(url: str, meta: PolicyMetadata, request_timeout: float) -> Check:
+    """Spec 1.1: ``min(max_concurrent_episodes, 4)`` episodes at once, each from its own thread
+    and connection - all reset first, then three interleaved ``/act`` rounds - must each get valid
+    chunks (no 409: every declared episode stays active)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = min(meta.concurrent_episodes, 4)
+    ids = [uuid.uuid4().hex for _ in range(n)]
+    clients = [PolicyClient(url, encoding="msgpack", request_timeout=request_timeout) for _ in range(n)]
+    name = f"concurrency ({n} episodes at once)"
+    try:
+        for client, episode_id in zip(clients, ids, strict=True):
+            client.reset(episode_id, "put the bowl on the plate")
+
+        def act(i: int, step: int) -> tuple[int, ...]:
+            obs = synthetic_observation(meta, ids[i], step, np.random.default_rng(step * n + i)).to_message()
+            return clients[i].act(obs, meta.chunk_length).actions.shape
+
+        with ThreadPoolExecutor(n) as pool:
+            for step in range(3):
+                list(pool.map(lambda i, step=step: act(i, step), range(n)))
+    except PolicyError as exc:
+        return Check(
+            name,
+            False,
+            f"{exc.reason}: {exc.detail}",
+            f"the metadata declares max_concurrent_episodes={meta.concurrent_episodes}: keep that many episodes "
+            "active at once (each by its episode_id, from its /reset on), or declare fewer",
+        )
+    finally:
+        for client in clients:
+            client.close()
+    return Check(name, True, f"{n} episodes reset, then 3 rounds of /act from {n} threads at once, all answered")
 
 
 def main(argv: list[str] | None = None) -> int:

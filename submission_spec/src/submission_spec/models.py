@@ -31,7 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from submission_spec.arrays import NDArray
 
-SPEC_VERSION: Literal["1.0"] = "1.0"
+#: The spec version this package implements. 1.1 adds ``max_concurrent_episodes`` to
+#: :class:`PolicyMetadata`; a 1.0 policy (no such field) is served one episode at a time, as before.
+SPEC_VERSION: Literal["1.1"] = "1.1"
+SpecVersion = Literal["1.0", "1.1"]
 
 CameraName = Literal["agentview", "wrist"]
 """``agentview``: LIBERO's fixed third-person camera; ``wrist``: ``robot0_eye_in_hand``."""
@@ -118,9 +121,16 @@ class PolicyMetadata(_Model):
     ``chunk_length`` is the number of actions per ``/act`` answer (H); the evaluator executes
     the first ``replan_steps`` of each chunk, then asks again (openpi's LIBERO client: H=10,
     replan 5 for pi0.5). A chunk may be shorter than ``chunk_length`` but never empty.
+
+    ``max_concurrent_episodes`` (spec 1.1): how many episodes the server serves at once, each
+    with its own ``episode_id`` from its ``/reset`` to its last ``/act``. Absent or 1: one at a
+    time (spec 1.0's behaviour; the SDK answers 409 to an ``/act`` of an episode that a later
+    ``/reset`` replaced). More: the evaluator may run that many simulator streams against this
+    one server (``liberopro evaluate --workers``; the SDK can batch their ``/act`` calls:
+    :class:`submission_spec.server.BatchConfig`).
     """
 
-    spec_version: Literal["1.0"] = SPEC_VERSION
+    spec_version: SpecVersion = SPEC_VERSION
     policy_name: Annotated[str, Field(min_length=1, max_length=200)]
     cameras: list[CameraSpec] = Field(default_factory=lambda: [CameraSpec(name="agentview"), CameraSpec(name="wrist")])
     image_orientation: ImageOrientation = "rotate_180"
@@ -131,9 +141,20 @@ class PolicyMetadata(_Model):
     binarize_gripper: bool = False
     chunk_length: Annotated[int, Field(ge=1, le=1000)] = 1
     replan_steps: Annotated[int, Field(ge=1, le=1000)] = 1
+    max_concurrent_episodes: Annotated[int, Field(ge=1, le=256)] | None = None
+
+    @property
+    def concurrent_episodes(self) -> int:
+        """Episodes the server serves at once: ``max_concurrent_episodes``, 1 when absent."""
+        return self.max_concurrent_episodes or 1
 
     @model_validator(mode="after")
     def _check(self) -> PolicyMetadata:
+        if self.concurrent_episodes > 1 and self.spec_version == "1.0":
+            raise ValueError(
+                "max_concurrent_episodes above 1 is a spec 1.1 field: declare spec_version '1.1' "
+                "(or leave max_concurrent_episodes out to be served one episode at a time)"
+            )
         if self.replan_steps > self.chunk_length:
             raise ValueError(
                 f"replan_steps ({self.replan_steps}) exceeds chunk_length ({self.chunk_length}): "

@@ -69,12 +69,44 @@ class Observation:
         )
 
 
+class ObservationBatch:
+    """The observations of one batch (:class:`submission_spec.server.BatchConfig`), one per
+    concurrent episode, in arrival order, with numpy-stacked views.
+
+    Attributes:
+        observations: the :class:`Observation` objects (``len(batch)`` of them).
+        episode_ids, steps, instructions: per observation.
+    """
+
+    def __init__(self, observations: Sequence[Observation]) -> None:
+        self.observations = list(observations)
+        self.episode_ids = [o.episode_id for o in self.observations]
+        self.steps = [o.step for o in self.observations]
+        self.instructions = [o.instruction for o in self.observations]
+
+    def __len__(self) -> int:
+        return len(self.observations)
+
+    def images(self, camera: str) -> np.ndarray:
+        """(B, H, W, 3) uint8: ``camera``'s image of every observation (all the same size: the
+        metadata's). Raises ``KeyError`` if a camera was not sent."""
+        return np.stack([o.images[camera] for o in self.observations])
+
+    def state(self, fields: Sequence[str] = LIBERO_STATE8) -> np.ndarray:
+        """(B, D) float64: :meth:`Observation.state` of every observation (default D = 8)."""
+        return np.stack([o.state(fields) for o in self.observations])
+
+
 @runtime_checkable
 class Policy(Protocol):
     """A policy as the SDK serves it.
 
     ``act`` returns an action chunk: a (T, 7) array (or a (7,) vector, taken as T = 1) of LIBERO
     delta end-effector actions in the policy's declared gripper convention.
+
+    Optionally (batched serving, spec 1.1) ``act_batch(batch: ObservationBatch)`` returns one
+    chunk per observation: a (B, T, 7) array or a list of B chunks. Policies serving concurrent
+    episodes keep per-episode state by ``episode_id`` (``reset`` is called for each episode).
     """
 
     metadata: PolicyMetadata

@@ -3,16 +3,29 @@ plus metadata) into an HTTP server that conforms to spec v1.
 
 The policy runs in a worker thread, one call at a time (a lock), so a slow model never blocks
 ``/health`` and two requests never interleave inside the model.
+
+Concurrent episodes (spec 1.1): the server keeps the ``max_concurrent_episodes`` most recently
+reset episodes (1 when the metadata does not declare it) and answers 409 to an ``/act`` of any
+other. With ``batch=BatchConfig(...)`` the ``/act`` calls of concurrent episodes are gathered -
+up to ``max_batch_size``, waiting at most ``max_wait_ms`` after the first - into one call of the
+policy's ``act_batch`` (an :class:`~submission_spec.policy.ObservationBatch` with stacked arrays),
+as batching model servers do; the wait is part of each request's round trip, so it counts in each
+episode's policy time. A policy without ``act_batch`` gets the batch's observations one by one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import queue
 import threading
 import time
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import ValidationError
@@ -30,7 +43,7 @@ from submission_spec.models import (
     ResetResponse,
     ServerTiming,
 )
-from submission_spec.policy import Observation, Policy, as_action_chunk, as_policy
+from submission_spec.policy import Observation, ObservationBatch, Policy, as_action_chunk, as_policy
 
 #: How to install what this module needs; the package itself installs without it (the client side).
 SERVER_EXTRA = "pip install 'liberopro-submission-spec[server]'"
@@ -64,19 +77,99 @@ def _error(status: int, error: str, detail: str | None, encoding: codec.Encoding
     return Response(body, status_code=status, media_type=codec.media_type(encoding))
 
 
+@dataclass(frozen=True)
+class BatchConfig:
+    """How :func:`create_app` gathers concurrent ``/act`` calls into one ``act_batch`` call.
+
+    Attributes:
+        max_batch_size: most observations per call (>= 1).
+        max_wait_ms: how long to wait for more after the first observation arrived (>= 0, ms);
+            each request's round trip includes it.
+    Raises ``ValueError`` for values outside those ranges.
+    """
+
+    max_batch_size: int = 8
+    max_wait_ms: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.max_batch_size < 1 or self.max_wait_ms < 0:
+            raise ValueError(
+                f"BatchConfig(max_batch_size={self.max_batch_size}, max_wait_ms={self.max_wait_ms}): "
+                "the batch size must be at least 1 and the wait at least 0 ms"
+            )
+
+
+class _Batcher:
+    """One thread that runs the policy on batches of observations (see the module docstring).
+    :meth:`submit` returns a future of (chunk (T, 7) float32, inference ms of the whole batch)."""
+
+    def __init__(self, pol: Policy, config: BatchConfig, lock: threading.Lock) -> None:
+        self.pol, self.config, self.lock = pol, config, lock
+        self.requests: queue.Queue[tuple[Observation, Future]] = queue.Queue()
+        self.batch_sizes: list[int] = []  # diagnostics: the size of every batch run
+        threading.Thread(target=self._run, name="policy-batcher", daemon=True).start()
+
+    def submit(self, obs: Observation) -> Future:
+        fut: Future = Future()
+        self.requests.put((obs, fut))
+        return fut
+
+    def _gather(self) -> list[tuple[Observation, Future]]:
+        batch = [self.requests.get()]
+        deadline = time.monotonic() + self.config.max_wait_ms / 1e3
+        while len(batch) < self.config.max_batch_size:
+            left = deadline - time.monotonic()
+            try:
+                batch.append(self.requests.get(timeout=left) if left > 0 else self.requests.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._gather()
+            observations = [obs for obs, _ in batch]
+            try:
+                with self.lock:
+                    t0 = time.perf_counter()
+                    act_batch = getattr(self.pol, "act_batch", None)
+                    if act_batch is not None:
+                        out = act_batch(ObservationBatch(observations))
+                    else:
+                        out = [self.pol.act(o) for o in observations]
+                    infer_ms = (time.perf_counter() - t0) * 1e3
+                if len(out) != len(batch):
+                    raise ValueError(f"act_batch returned {len(out)} action chunks for {len(batch)} observations")
+                chunks = [as_action_chunk(a) for a in out]
+            except Exception as exc:  # noqa: BLE001 - every request of the batch gets the policy's failure
+                for _, fut in batch:
+                    fut.set_exception(exc)
+                continue
+            self.batch_sizes.append(len(batch))
+            for (_, fut), chunk in zip(batch, chunks, strict=True):
+                fut.set_result((chunk, infer_ms))
+
+
 def create_app(
     policy: Policy | Callable[[Observation], np.ndarray],
     metadata: PolicyMetadata | None = None,
+    batch: BatchConfig | None = None,
 ) -> FastAPI:
-    """Build the FastAPI app for ``policy``.
+    """Build the FastAPI app for ``policy``; ``batch`` gathers the ``/act`` calls of concurrent
+    episodes into ``act_batch`` calls (see the module docstring; ``app.state.batcher``).
 
     Error answers (body :class:`ErrorResponse`, in the request's encoding): 415 for an unknown
-    Content-Type, 422 for a body that does not fit the model, 409 for ``/act`` before any
-    ``/reset`` of that episode, 500 when the policy raises or returns a malformed chunk.
+    Content-Type, 422 for a body that does not fit the model, 409 for ``/act`` of an episode
+    that is not active (never reset, or replaced by later resets beyond
+    ``max_concurrent_episodes``), 500 when the policy raises or returns a malformed chunk.
     """
     pol = as_policy(policy, metadata)
     lock = threading.Lock()
-    state: dict[str, str | None] = {"episode_id": None}
+    capacity = pol.metadata.concurrent_episodes
+    #: Active episodes, oldest first (at most ``capacity``), and the ones a reset pushed out.
+    active: OrderedDict[str, None] = OrderedDict()
+    replaced: OrderedDict[str, str] = OrderedDict()
+    batcher = _Batcher(pol, batch, lock) if batch is not None else None
     app = FastAPI(
         title="LIBERO-Pro2.0 policy server",
         version=SPEC_VERSION,
@@ -119,7 +212,13 @@ def create_app(
         def run() -> None:
             with lock:
                 pol.reset(msg.episode_id, msg.instruction)
-                state["episode_id"] = msg.episode_id
+                active.pop(msg.episode_id, None)
+                active[msg.episode_id] = None
+                while len(active) > capacity:
+                    gone, _ = active.popitem(last=False)
+                    replaced[gone] = msg.episode_id
+                    while len(replaced) > 1024:
+                        replaced.popitem(last=False)
 
         try:
             await run_in_threadpool(run)
@@ -140,8 +239,15 @@ def create_app(
         msg, err, enc = await _decode(request, ObservationMessage)
         if err is not None:
             return err
-        if state["episode_id"] != msg.episode_id:
-            return _error(409, "unknown_episode", f"POST /reset episode {msg.episode_id!r} first", enc)
+        if msg.episode_id not in active:
+            if msg.episode_id in replaced:
+                detail = (
+                    f"episode {msg.episode_id!r} is no longer active: a /reset of episode {replaced[msg.episode_id]!r} "
+                    f"replaced it (this policy serves {capacity} episode(s) at a time: max_concurrent_episodes)"
+                )
+            else:
+                detail = f"POST /reset episode {msg.episode_id!r} first"
+            return _error(409, "unknown_episode", detail, enc)
         obs = Observation.from_message(msg)
 
         def run():
@@ -151,7 +257,10 @@ def create_app(
                 return chunk, (time.perf_counter() - t0) * 1e3
 
         try:
-            chunk, infer_ms = await run_in_threadpool(run)
+            if batcher is not None:
+                chunk, infer_ms = await asyncio.wrap_future(batcher.submit(obs))
+            else:
+                chunk, infer_ms = await run_in_threadpool(run)
         except Exception as exc:
             log.exception("policy act failed")
             return _error(500, "policy_act_failed", f"{exc!r}\n{traceback.format_exc()}"[:4000], enc)
@@ -162,6 +271,8 @@ def create_app(
             server_timing=ServerTiming(infer_ms=round(infer_ms, 3)),
         )
         return Response(codec.encode(resp, enc), media_type=codec.media_type(enc))
+
+    app.state.batcher = batcher
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:  # pragma: no cover
@@ -178,8 +289,11 @@ def serve(
     port: int | None = None,
     log_level: str = "warning",
     protocol: str = "liberopro",
+    batch: BatchConfig | None = None,
 ) -> None:
-    """Serve ``policy`` until SIGINT/SIGTERM.
+    """Serve ``policy`` until SIGINT/SIGTERM; ``batch`` batches the ``/act`` calls of concurrent
+    episodes (our protocol only: ``ValueError`` with another; declare
+    ``max_concurrent_episodes`` in the metadata, or there is never more than one episode).
 
     ``host`` defaults to env ``HOST`` or ``127.0.0.1`` (containers set ``HOST=0.0.0.0``);
     ``port`` to env ``PORT`` or 8000. Blocks. ``protocol``: ``liberopro`` (this spec),
@@ -196,6 +310,8 @@ def serve(
             f"serve() needs uvicorn, which is not installed: {SERVER_EXTRA}", name="uvicorn"
         ) from exc
 
+    if batch is not None and protocol != "liberopro":
+        raise ValueError(f"batch= is for the liberopro protocol; the {protocol} protocol serves one request at a time")
     host = host or os.environ.get("HOST", "127.0.0.1")
     port = int(port or os.environ.get("PORT") or 8000)
     name = getattr(metadata, "policy_name", None) or getattr(getattr(policy, "metadata", None), "policy_name", "policy")
@@ -214,7 +330,7 @@ def serve(
 
         app = create_openvla_app(policy, metadata)
     elif protocol == "liberopro":
-        app = create_app(policy, metadata)
+        app = create_app(policy, metadata, batch=batch)
     else:
         raise ValueError(f"unknown protocol {protocol!r}; serve liberopro, openpi or openvla")
     uvicorn.run(
