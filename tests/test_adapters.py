@@ -382,7 +382,8 @@ def test_our_openpi_client_and_server_carry_the_policys_conventions_and_echo():
     with OpenPIPolicyServer(policy, port=0) as server:
         with OpenPIClient(server.url) as client:
             meta = client.metadata()
-            assert meta == policy.metadata  # advertised in the first frame
+            # advertised in the first frame; a foreign protocol is served one episode at a time
+            assert meta == policy.metadata.model_copy(update={"max_concurrent_episodes": None})
             for episode in ("a", "b"):
                 client.reset(episode, "x")
                 first = client.act(_obs(meta, 0, episode), meta.chunk_length).actions
@@ -527,7 +528,7 @@ def test_our_openvla_client_and_server_carry_conventions_and_echo(serve_app):
     with OpenVLAClient(url) as client:
         assert client.health()
         meta = client.metadata()
-        assert meta == policy.metadata
+        assert meta == policy.metadata.model_copy(update={"max_concurrent_episodes": None})  # one at a time
         outs = []
         for ep in ("a", "b"):
             client.reset(ep, "x")

@@ -201,8 +201,8 @@ def test_metadata_declares_concurrency_only_in_spec_1_1():
 
 
 def test_a_one_episode_server_refuses_the_episode_a_later_reset_replaced(serve_app):
-    url = serve_app(create_app(ZeroPolicy()))
-    meta = ZeroPolicy().metadata
+    meta = ZeroPolicy().metadata.model_copy(update={"max_concurrent_episodes": None})  # as a spec-1.0 policy
+    url = serve_app(create_app(lambda obs: np.zeros((1, 7)), meta))
     with PolicyClient(url) as client:
         client.reset("first", "put the bowl on the plate")
         client.reset("second", "put the bowl on the plate")

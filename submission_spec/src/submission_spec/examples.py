@@ -18,7 +18,8 @@ from submission_spec.policy import Observation, Policy
 
 class ZeroPolicy:
     """Holds the arm still with the gripper open: every action is ``[0, 0, 0, 0, 0, 0, -1]``
-    (LIBERO convention, -1 opens). Asks for both cameras at 128x128 so it costs little."""
+    (LIBERO convention, -1 opens). Asks for both cameras at 128x128 so it costs little. Stateless,
+    so it serves 16 episodes at once (spec 1.1)."""
 
     def __init__(self) -> None:
         self.metadata = PolicyMetadata(
@@ -29,6 +30,7 @@ class ZeroPolicy:
             ],
             chunk_length=1,
             replan_steps=1,
+            max_concurrent_episodes=16,
         )
 
     def reset(self, episode_id: str, instruction: str) -> None:
@@ -39,9 +41,9 @@ class ZeroPolicy:
 
 
 class RandomPolicy:
-    """Uniform random actions in [-1, 1]^7, chunks of 8 executed 4 at a time. The generator is
-    re-seeded with 0 at every reset, so every episode gets the same action sequence whatever
-    the order in which episodes run."""
+    """Uniform random actions in [-1, 1]^7, chunks of 8 executed 4 at a time. Each episode has
+    its own generator seeded with 0 at its reset, so every episode gets the same action sequence
+    whatever the order in which episodes run, and up to 16 run at once (spec 1.1)."""
 
     def __init__(self) -> None:
         self.metadata = PolicyMetadata(
@@ -49,14 +51,18 @@ class RandomPolicy:
             cameras=[CameraSpec(name="agentview", height=128, width=128)],
             chunk_length=8,
             replan_steps=4,
+            max_concurrent_episodes=16,
         )
-        self._rng = np.random.default_rng(0)
+        self._rngs: dict[str, np.random.Generator] = {}
 
     def reset(self, episode_id: str, instruction: str) -> None:
-        self._rng = np.random.default_rng(0)
+        self._rngs.pop(episode_id, None)
+        self._rngs[episode_id] = np.random.default_rng(0)
+        while len(self._rngs) > self.metadata.concurrent_episodes:  # the oldest episode is over
+            del self._rngs[next(iter(self._rngs))]
 
     def act(self, observation: Observation) -> np.ndarray:
-        return self._rng.uniform(-1.0, 1.0, size=(8, 7)).astype(np.float32)
+        return self._rngs[observation.episode_id].uniform(-1.0, 1.0, size=(8, 7)).astype(np.float32)
 
 
 EXAMPLES: dict[str, Callable[[], Policy]] = {"zero": ZeroPolicy, "random": RandomPolicy}

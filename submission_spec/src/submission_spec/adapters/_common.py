@@ -132,6 +132,10 @@ def build_metadata(defaults: PolicyMetadata, advertised: dict | None, options: C
         d["replan_steps"] = min(d["replan_steps"], d["chunk_length"])
     if "replan_steps" in set_fields and "chunk_length" not in set_fields:
         d["chunk_length"] = max(d["chunk_length"], d["replan_steps"])
+    # A foreign protocol's server is served one episode at a time (openpi's websocket server and
+    # OpenVLA's deploy.py keep one model state; docs/adapters.md), whatever an SDK server behind
+    # it advertises: the evaluator runs one stream against it.
+    d["max_concurrent_episodes"] = None
     try:
         return PolicyMetadata.model_validate(d)
     except ValidationError as exc:
