@@ -1,12 +1,49 @@
 """Two submissions side by side: every ranking column and every case they share, with the
-difference and whether the two 95% intervals separate (the same test as the tie rule)."""
+difference and whether the two 95% intervals separate (the same test as the tie rule), and, where
+both ran the same evaluation manifest, the paired difference per case: SR(a) - SR(b) over the
+episodes both ran from the same start (task, init state, seed), with a paired bootstrap interval
+(:func:`liberopro.comparison.compare_runs`, ``docs/leaderboard.md``). Pairing removes the
+variation that the two policies share (the same hard starts), so it separates differences that
+overlapping intervals cannot. Only these per-case aggregates are published: never an episode."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from liberopro.schema.public import COLUMNS, PublicResult, Rate, SubmissionMeta, shift_sort_key
 from pydantic import BaseModel, Field
 
 from liberopro_leaderboard.ranking import separated
+
+
+class PairedDifference(BaseModel):
+    """SR(a) - SR(b) over the paired episodes of one case (or a mean over cases)."""
+
+    value: float | None = Field(..., description="Difference of task-averaged success rates, a fraction.")
+    ci95: list[float] | None = Field(..., description="Paired bootstrap 95% interval [low, high].")
+    pairs: int = Field(..., description="Episodes paired (same task, init state and seed in both).")
+    excludes_zero: bool = Field(..., description="The interval lies wholly above or below 0.")
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> PairedDifference:
+        ci = d.get("ci95")
+        return cls(
+            value=d.get("value"),
+            ci95=ci,
+            pairs=int(d.get("pairs") or 0),
+            excludes_zero=bool(ci) and (ci[0] > 0 or ci[1] < 0),
+        )
+
+
+class Pairing(BaseModel):
+    """What was paired: per case (key: case id) and the static/runtime means, or why nothing."""
+
+    paired: bool
+    note: str = Field(..., description="How the episodes were paired, or why they could not be.")
+    cases: dict[str, PairedDifference] = Field(default_factory=dict)
+    means: dict[str, PairedDifference] = Field(
+        default_factory=dict, description="static / runtime: mean over single-shift cases of the paired difference."
+    )
 
 
 class RateComparison(BaseModel):
@@ -21,6 +58,9 @@ class RateComparison(BaseModel):
         ..., description="a - b (success-rate points as a fraction); null when either is missing."
     )
     separated: bool = Field(..., description="The two 95% intervals do not overlap.")
+    paired: PairedDifference | None = Field(
+        None, description="The paired difference over the episodes both ran (same manifest only); null otherwise."
+    )
 
 
 class CompareResponse(BaseModel):
@@ -34,6 +74,43 @@ class CompareResponse(BaseModel):
     )
     differences_in_provenance: list[str] = Field(
         ..., description="Provenance fields whose values differ (the numbers may then not be strictly comparable)."
+    )
+    pairing: Pairing = Field(
+        default_factory=lambda: Pairing(paired=False, note="not computed"),
+        description="Whether the cases' differences are paired, and the static/runtime means of the paired ones.",
+    )
+
+
+def pair_episodes(a: PublicResult, b: PublicResult, a_records: list, b_records: list) -> Pairing:
+    """The paired differences of ``a`` and ``b`` from their stored episode records
+    (:class:`liberopro.results.EpisodeRecord`). Refused (``paired`` false, the reason in
+    ``note``) when the two ran different evaluation manifests, or when no episode pairs."""
+    from liberopro.comparison import PairingError, compare_runs
+
+    if not a_records or not b_records:
+        return Pairing(paired=False, note="not paired: the episodes of one submission are not stored")
+    try:
+        out = compare_runs(
+            a_records,
+            b_records,
+            a_manifests=[a.meta.manifest_sha256],
+            b_manifests=[b.meta.manifest_sha256],
+            a_label=a.meta.policy_name,
+            b_label=b.meta.policy_name,
+        )
+    except PairingError as exc:
+        reason = str(exc).split(": ")[-1] if "different manifests" not in str(exc) else "different evaluation manifests"
+        return Pairing(paired=False, note=f"not paired: {reason}")
+    cases = {
+        r["case"]: PairedDifference.of(r["difference"]) for r in out["rows"] if r["single"] or r["case"] == "nominal"
+    }
+    means = {k: PairedDifference.of(v) for k, v in (out.get("means") or {}).items() if v}
+    pairs = max((c.pairs for c in cases.values()), default=0)
+    return Pairing(
+        paired=True,
+        note=f"paired on (task, init state, seed): up to {pairs} episodes per case, same evaluation manifest",
+        cases=cases,
+        means=means,
     )
 
 
@@ -50,8 +127,10 @@ def _pair(key: str, label: str, kind: str, a: Rate | None, b: Rate | None) -> Ra
     )  # type: ignore[arg-type]
 
 
-def compare(a: PublicResult, b: PublicResult) -> CompareResponse:
-    """The comparison of ``a`` and ``b``."""
+def compare(a: PublicResult, b: PublicResult, pairing: Pairing | None = None) -> CompareResponse:
+    """The comparison of ``a`` and ``b``; ``pairing`` (:func:`pair_episodes`) adds the paired
+    difference to each case it covers."""
+    pairing = pairing or Pairing(paired=False, note="not paired: the episodes were not read")
     metrics = [
         _pair(
             c.key,
@@ -89,4 +168,8 @@ def compare(a: PublicResult, b: PublicResult) -> CompareResponse:
         )
         if va != vb
     ]
-    return CompareResponse(a=a.meta, b=b.meta, metrics=metrics, cases=cases, differences_in_provenance=diff)
+    for row in cases:
+        row.paired = pairing.cases.get(row.key)
+    return CompareResponse(
+        a=a.meta, b=b.meta, metrics=metrics, cases=cases, differences_in_provenance=diff, pairing=pairing
+    )

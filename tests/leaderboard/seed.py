@@ -191,7 +191,7 @@ def seed_database(url: str) -> dict[str, str]:
     """Insert the teams, users, submissions and results of :data:`SPECS` (plus one submission still
     running, without a result). Returns policy name -> submission id."""
     from liberopro_platform.db import make_engine, make_sessionmaker, transaction
-    from liberopro_platform.models import Result, Submission, Team, User, new_id
+    from liberopro_platform.models import Episode, Result, Shard, Submission, Team, User, new_id
 
     engine = make_engine(url)
     sessions = make_sessionmaker(engine)
@@ -242,7 +242,26 @@ def seed_database(url: str) -> dict[str, str]:
                 manifest_sha256="ab" * 32,
                 instances=8 * 40,
             )
-            summary = summarize(records_for(spec), header)
+            records = records_for(spec)
+            summary = summarize(records, header)
+            # the episodes, as the platform stores them (the leaderboard pairs two submissions' episodes);
+            # once per (instance, episode index): the synthetic frozen-diagnostic row reuses D10's instances
+            stored = {(r.instance_id, r.episode_index): r for r in reversed(records)}
+            shard = Shard(submission_id=sub_id, index=0, plan=[], episodes_total=len(stored), state="done")
+            s.add(shard)
+            s.flush()
+            s.add_all(
+                Episode(
+                    submission_id=sub_id,
+                    shard_id=shard.id,
+                    instance_id=r.instance_id,
+                    episode_index=r.episode_index,
+                    success=r.success,
+                    termination_reason=r.termination_reason,
+                    record=r.model_dump(mode="json"),
+                )
+                for r in stored.values()
+            )
             s.add(
                 Result(
                     submission_id=sub_id,

@@ -209,6 +209,31 @@ def test_compare_json(client, ids):
     assert overall["separated"] is True  # 66% vs 29% with 1320 episodes each
     assert data["cases"][0]["key"] == "nominal"
     assert data["differences_in_provenance"] == []
+    # same manifest: every case is paired over the episodes both ran (8 tasks x 5 starts)
+    pairing = data["pairing"]
+    assert pairing["paired"] is True and "same evaluation manifest" in pairing["note"]
+    nominal = data["cases"][0]["paired"]
+    assert nominal["pairs"] == 40 and nominal["ci95"][0] <= nominal["value"] <= nominal["ci95"][1]
+    assert nominal["value"] == pytest.approx(data["cases"][0]["difference"], abs=1e-6)  # same episodes here
+    assert set(pairing["means"]) == {"static", "runtime"} and pairing["means"]["static"]["excludes_zero"] is True
+
+
+def test_compare_refuses_to_pair_different_manifests(seeded_db, ids):
+    """Results of different evaluation manifests are compared side by side, never paired."""
+    from liberopro_leaderboard.comparison import compare
+    from liberopro_leaderboard.store import ResultStore
+    from sqlalchemy.orm import Session
+
+    store = ResultStore()
+    with Session(create_engine(seeded_db["url"])) as session:
+        a = store.get(session, ids["OpenVLA-OFT"])
+        b = store.get(session, ids["Diffusion Policy"])
+        other = b.model_copy(update={"meta": b.meta.model_copy(update={"manifest_sha256": "cd" * 32})})
+        assert store.pairing(session, a, b).paired is True
+        pairing = store.pairing(session, a, other)
+    assert pairing.paired is False and pairing.note == "not paired: different evaluation manifests"
+    cmp = compare(a, other, pairing)
+    assert all(c.paired is None for c in cmp.cases) and "evaluation manifest" in cmp.differences_in_provenance
 
 
 def test_openapi_documents_the_api(client):
