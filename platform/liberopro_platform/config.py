@@ -45,6 +45,12 @@ class Settings(BaseSettings):
         "shard whose lease is still alive is skipped, so this only bounds recovery time.",
     )
     data_dir: Path = Field(Path("./platform-data"), description="Uploaded archives and scratch files.")
+    keep_uploads_until_done: bool = Field(
+        False,
+        description="Several nodes (docs/platform.md): keep an uploaded archive, on the data directory the nodes "
+        "share, until its submission ends, so that a node whose engine lacks the image loads it for a shard; the "
+        "sweep removes it then. Off: removed once the image is loaded for validation.",
+    )
 
     # --- the hidden evaluation manifest
     manifest_path: Path | None = Field(

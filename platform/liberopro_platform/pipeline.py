@@ -25,6 +25,7 @@ from liberopro_platform.heartbeat import CONTROL, SHARDS, all_rows, describe_abs
 from liberopro_platform.image_refs import IMAGE_ID
 from liberopro_platform.models import (
     ACTIVE_STATES,
+    FINAL_STATES,
     Episode,
     Result,
     Shard,
@@ -263,7 +264,7 @@ class Pipeline:
                         f"validating: image {prepared.digest[:19]} "
                         f"({prepared.size / 2**30:.2f} GiB) started in the sandbox, conformance check running",
                     )
-                if upload:
+                if upload and not self.settings.keep_uploads_until_done:
                     _remove_quietly(upload)
             outcome = backend.validate(source, lambda: self._beat_submission(submission_id))
         except PolicyRejected as exc:
@@ -410,7 +411,12 @@ class Pipeline:
                 )
                 remaining = [p for p in shard.plan if (p[0], p[1]) not in stored]
                 source = PolicySource(
-                    submission_id=sub.id, image=sub.image_digest, command=sub.policy_command, protocol=sub.protocol
+                    submission_id=sub.id,
+                    image=sub.image_digest,
+                    command=sub.policy_command,
+                    protocol=sub.protocol,
+                    upload_path=sub.upload_path,
+                    reference=sub.image_ref,
                 )
                 attempt, index, manifest_sha = shard.attempts, shard.index, sub.manifest_sha256
                 add_event(
@@ -940,6 +946,7 @@ class Pipeline:
                     sub.requeues += 1
                     sub.state_since = self._now()
             final = {sid for sid in reasons if S(s.get(Submission, sid).state).final}
+            self._remove_finished_uploads(s)
         for st in found:
             if st.submission_id in final:
                 continue
@@ -950,6 +957,15 @@ class Pipeline:
             elif st.action in ("requeue_aggregate", "resend_aggregate"):
                 self.enqueue.aggregate(st.submission_id)
         return found
+
+    def _remove_finished_uploads(self, s) -> None:
+        """Remove the uploaded archives kept for shards on other nodes (``keep_uploads_until_done``)
+        of submissions that have ended; their rows forget the path."""
+        for sub in s.scalars(
+            select(Submission).where(Submission.state.in_(FINAL_STATES), Submission.upload_path.isnot(None))
+        ):
+            _remove_quietly(sub.upload_path)
+            sub.upload_path = None
 
     # ------------------------------------------------------------------ crash recovery
     def recover(self) -> dict[str, Any]:

@@ -285,3 +285,36 @@ def test_image_volumes_become_size_limited_tmpfs(platform_settings, platform_ima
     assert host["HostConfig"]["Tmpfs"]["/data"].endswith("size=16m") and host["HostConfig"]["ShmSize"] == 24 * 2**20
     assert host["HostConfig"]["ReadonlyRootfs"] is True
     assert volumes_during == volumes_before
+
+
+def test_a_shard_on_a_node_without_the_image_loads_it_from_the_kept_upload(docker_client, platform_settings, tmp_path):
+    """Several nodes (docs/platform.md): a shard's node whose engine lacks the validated image
+    loads it again from the upload kept on the shared data directory, and refuses an archive that
+    no longer holds that image or a submission it cannot fetch at all."""
+    from docker.errors import ImageNotFound
+    from liberopro_platform.sandbox.base import PolicySource, SandboxError
+    from liberopro_platform.sandbox.docker_backend import SUBMISSION_REPO, DockerBackend
+
+    marker = secrets.token_hex(4)
+    dockerfile = f"FROM {EXAMPLE_IMAGE}\nLABEL org.liberopro.test.node={marker}\n".encode()
+    image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile), network_mode="none", rm=True)
+    upload = archive_tagged(docker_client, image.id, f"node-test/{marker}:latest", tmp_path / "upload.tar")
+    docker_client.images.remove(image.id, force=True)
+    backend = DockerBackend(platform_settings, f"node-b-{marker}@test")
+    sid = f"node{marker}"
+    try:
+        with pytest.raises(
+            SandboxError, match="cannot be fetched: no uploaded archive was kept .*LIBEROPRO_KEEP_UPLOADS_UNTIL_DONE=1"
+        ):
+            backend.ensure_image(PolicySource(sid, image=image.id))
+        backend.ensure_image(PolicySource(sid, image=image.id, upload_path=str(upload)))
+        loaded = docker_client.images.get(image.id)
+        assert f"{SUBMISSION_REPO}/{sid}:latest" in loaded.tags
+        backend.ensure_image(PolicySource(sid, image=image.id))  # present now: nothing to fetch
+        with pytest.raises(SandboxError, match="no longer holds the validated image"):
+            backend.ensure_image(PolicySource(sid, image=DIGEST, upload_path=str(upload)))
+    finally:
+        try:
+            docker_client.images.remove(image.id, force=True)
+        except ImageNotFound:
+            pass

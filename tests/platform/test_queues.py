@@ -462,6 +462,59 @@ def test_with_the_only_worker_dead_status_says_so_and_a_new_worker_takes_over(
         assert s.get(WorkerHeartbeat, "q-first@test") is None  # cleaned up by the new worker
 
 
+def test_two_workers_split_one_submissions_shards_and_run_each_episode_once(
+    env, sessions, enqueue, redis_server, workers, manifest_path
+):
+    """Two workers under different names on one broker and one database (as on two nodes,
+    docs/platform.md "Several nodes") split one submission's four shards; each shard runs once
+    (one attempt, one worker), every episode is stored once, and both workers ran shards. Real
+    episodes: the local backend runs the zero example policy and the evaluator in each worker."""
+    import sys
+
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Episode, Submission
+
+    redis_server.client().flushdb()
+    run = {
+        "LIBEROPRO_MANIFEST_PATH": str(manifest_path),  # 2 instances
+        "LIBEROPRO_EPISODES_PER_INSTANCE": "2",
+        "LIBEROPRO_EPISODES_PER_SHARD": "1",  # 4 shards of one episode
+        "LIBEROPRO_MAX_STEPS": "3",
+        "LIBEROPRO_REQUEST_TIMEOUT_S": "20",
+        "LIBEROPRO_VALIDATION_HEALTH_TIMEOUT_S": "60",
+        "LIBEROPRO_HEARTBEAT_STALE_S": "120",  # real episodes: a busy worker is not taken for gone
+    }
+    tag = secrets.token_hex(3)
+    nodes = [workers(f"node-{n}-{tag}@test", extra_env=run) for n in ("a", "b")]
+    team_id, user_id, _ = make_team_user(sessions)
+    with transaction(sessions) as s:
+        sub = Submission(
+            team_id=team_id,
+            user_id=user_id,
+            source="command",
+            policy_command=f"{sys.executable} -m submission_spec.examples zero",
+        )
+        s.add(sub)
+        s.flush()
+        sid = sub.id
+    enqueue.validate(sid)
+    sub = wait_for(
+        "published",
+        lambda: (s := state_of(sessions, sid)).state in ("published", "failed") and s,
+        300,
+        lambda: "".join(w.tail() for w in nodes),
+    )
+    assert sub.state == "published", (sub.failure, [e.message for e in sub.events])
+    assert len(sub.shards) == 4 and all(sh.state == "done" and sh.attempts == 1 for sh in sub.shards)
+    by_worker = {w.name: [sh.index for sh in sub.shards if sh.worker == w.name] for w in nodes}
+    assert all(by_worker.values()) and sum(map(len, by_worker.values())) == 4, by_worker
+    with sessions() as s:
+        stored = [
+            (e.instance_id, e.episode_index, e.record["steps"]) for e in s.query(Episode).filter_by(submission_id=sid)
+        ]
+    assert len(stored) == 4 and len({k[:2] for k in stored}) == 4 and {k[2] for k in stored} == {3}
+
+
 @pytest.mark.docker
 def test_a_worker_under_a_new_name_removes_sandboxes_of_gone_owners(
     env, sessions, docker_client, platform_images, redis_server, workers

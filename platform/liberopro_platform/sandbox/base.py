@@ -37,12 +37,17 @@ class SandboxError(RuntimeError):
 @dataclass(frozen=True)
 class PolicySource:
     """What to run for submission ``submission_id``: a pinned image id (Docker) or a shell
-    command (local backend), and the wire protocol it speaks."""
+    command (local backend), and the wire protocol it speaks. For a stage on a node whose engine
+    lacks the image (several nodes, docs/platform.md "Several nodes"): ``upload_path``, the
+    uploaded archive (on the shared data directory), or ``reference``, the registry digest it was
+    pulled by."""
 
     submission_id: str
     image: str | None = None
     command: str | None = None
     protocol: str = "liberopro"
+    upload_path: str | None = None
+    reference: str | None = None
 
 
 @dataclass

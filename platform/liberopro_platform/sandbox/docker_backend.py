@@ -521,6 +521,49 @@ class DockerBackend:
             image.tag(f"{SUBMISSION_REPO}/{source.submission_id}", "latest")
         return PreparedImage(digest=image.id, size=size, labels=labels, notes=notes)
 
+    def ensure_image(self, source: PolicySource) -> None:
+        """Make the submission's pinned image (``source.image``, an id) present on this engine: a
+        shard may run on another node than its validation (docs/platform.md, "Several nodes").
+        Absent, it is loaded again from the uploaded archive (``source.upload_path``, on the data
+        directory the nodes share) or pulled again by its registry digest (``source.reference``);
+        either must give the same image id. Raises :class:`SandboxError` (a retry may land on a
+        node that has it) naming what is missing."""
+        from docker.errors import ImageNotFound
+
+        if not source.image:
+            raise SandboxError(f"submission {source.submission_id} has no pinned image to run")
+        try:
+            self.client.images.get(source.image)
+            return
+        except ImageNotFound:
+            pass
+        try:
+            if source.upload_path and os.path.exists(source.upload_path):
+                got = self._load_archive(source.upload_path)[0]
+            elif source.reference and parse_repo_digest(source.reference) is not None:
+                got = self._resolve_reference(source.reference)
+            else:
+                where = (
+                    f"its uploaded archive is not at {source.upload_path} (share the data directory between the nodes)"
+                    if source.upload_path
+                    else "no uploaded archive was kept (set LIBEROPRO_KEEP_UPLOADS_UNTIL_DONE=1 and share the data "
+                    "directory between the nodes)"
+                )
+                raise SandboxError(
+                    f"image {source.image[:19]} is not on this node's engine ({self.worker}) and cannot be fetched: "
+                    f"{where}, and the submission names no registry digest"
+                )
+        except PolicyRejected as exc:
+            raise SandboxError(f"image {source.image[:19]} could not be fetched on {self.worker}: {exc}") from exc
+        if got != source.image:
+            raise SandboxError(
+                f"fetching image {source.image[:19]} on {self.worker} gave {got[:19]}: the archive or the registry "
+                "digest no longer holds the validated image"
+            )
+        if source.upload_path:  # as on the validating node: the engine knows whose image it is
+            self.client.images.get(got).tag(f"{SUBMISSION_REPO}/{source.submission_id}", "latest")
+        log.info("image %s fetched on %s for submission %s", got[:19], self.worker, source.submission_id)
+
     def _remove_refused_upload(self, image: Any) -> None:
         """Remove a refused upload that was not on the engine before it, unless something else (a
         tag, a container, a child image) uses it by now; never a platform image."""
@@ -710,6 +753,7 @@ class DockerBackend:
         """Run ``spec`` in a fresh sandbox: policy (restarted on a crash up to
         ``policy_restarts`` times) + evaluator with the shard file on its own volume."""
         s = self.settings
+        self.ensure_image(source)
         with _Sandbox(self, spec.submission_id, f"shard{spec.shard_index}") as sb:
             volume = sb.volume()
             policy = sb.start_policy(source.image, restarts=s.policy_restarts)
