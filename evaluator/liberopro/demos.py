@@ -119,7 +119,7 @@ def features(image_size: int) -> dict[str, dict]:
         "has_audio": False,
     }
     cams = {
-        key: {"dtype": "video", "shape": [image_size, image_size, 3], "names": ["height", "width", "channel"], "info": video_info}
+        key: {"dtype": "video", "shape": [image_size, image_size, 3], "names": ["height", "width", "channels"], "info": video_info}
         for key in CAMERA_KEYS
     }  # fmt: skip
     return {

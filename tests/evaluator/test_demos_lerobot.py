@@ -43,7 +43,9 @@ def test_lerobot_reads_the_v30_dataset() -> None:
     root = Path(DATASET or "")
     info = json.loads((root / "meta/info.json").read_text())
     assert info["codebase_version"] == "v3.0", "this check reads the v3.0 layout (lerobot refuses v2.1)"
-    ds = _lerobot_dataset()("liberopro/demos", root=root)
+    # pyav bundles its own FFmpeg; lerobot's default, torchcodec, needs the system's FFmpeg libraries
+    backend = os.environ.get("LIBEROPRO_LEROBOT_VIDEO_BACKEND", "pyav")
+    ds = _lerobot_dataset()("liberopro/demos", root=root, video_backend=backend)
     size = info["features"]["image"]["shape"][0]
     assert ds.num_episodes == info["total_episodes"] and ds.num_frames == info["total_frames"] == len(ds)
     assert ds.fps == info["fps"] == 20
@@ -59,9 +61,19 @@ def test_lerobot_reads_the_v30_dataset() -> None:
     assert int(last["episode_index"]) == info["total_episodes"] - 1
     lengths = [int(ds.meta.episodes[i]["length"]) for i in range(ds.num_episodes)]
     assert sum(lengths) == ds.num_frames
+    # lerobot seeks each episode's frames by its from_timestamp: the first frame of the last
+    # episode is the frame at that index of the whole video, decoded here without lerobot
+    import imageio.v2 as imageio
+    import numpy as np
+
+    start = sum(lengths[:-1])
+    with imageio.get_reader(root / "videos/image/chunk-000/file-000.mp4") as r:
+        expected = r.get_data(start).astype(np.float32) / 255.0
+    got = ds[start]["image"].numpy().transpose(1, 2, 0)
+    assert np.abs(got - expected).mean() < 0.01, "lerobot decoded another frame than the episode's first"
     print(
         f"\nlerobot read {root}: {ds.num_episodes} episodes, {ds.num_frames} frames (lengths {lengths}), "
-        f"fps {ds.fps}; image {tuple(first['image'].shape)} {first['image'].dtype}, "
+        f"fps {ds.fps}, video backend {backend}; image {tuple(first['image'].shape)} {first['image'].dtype}, "
         f"wrist_image {tuple(first['wrist_image'].shape)}, state {tuple(first['state'].shape)} {first['state'].dtype}, "
         f"actions {tuple(first['actions'].shape)}, task {first['task']!r}"
     )
