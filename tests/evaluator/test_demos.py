@@ -148,3 +148,17 @@ def test_collect_refuses_an_unknown_format(tmp_path: Path) -> None:
 def test_the_schema_file_names_openpi_s_features() -> None:
     assert {"image", "wrist_image", "state", "actions"} <= set(SCHEMA["features"])
     assert SCHEMA["features"]["state"]["shape"] == [8] and SCHEMA["features"]["actions"]["shape"] == [7]
+
+
+def test_the_command_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
+    from liberopro.cli import app
+    from typer.testing import CliRunner
+
+    eval_manifest = _manifest(tmp_path / "eval.jsonl", split="eval")
+    base = ["demos", "collect", "--episodes", "1", "--out", str(tmp_path / "ds")]
+    result = CliRunner().invoke(app, [*base, "--manifest", str(eval_manifest)])
+    assert result.exit_code == 2 and "training instances only" in result.output
+    result = CliRunner().invoke(app, [*base, "--manifest", str(eval_manifest), "--format", "v4"])
+    assert result.exit_code == 2 and "unknown format 'v4'" in result.output
+    result = CliRunner().invoke(app, [*base, "--manifest", str(tmp_path / "missing.jsonl")])
+    assert result.exit_code == 2 and "missing.jsonl" in result.output
