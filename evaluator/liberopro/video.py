@@ -67,14 +67,14 @@ def write_mp4(path: Path, frames: list[np.ndarray], fps: int = FPS) -> str | Non
 
 def episode_name(plan: EpisodePlan) -> str:
     """A file stem unique within a run: ``<suite>-<task>_<case>[_<diagnostic>]_init<i>_ep<k>`` (case
-    and diagnostic label with characters outside ``[A-Za-z0-9.+-]`` replaced by ``-``). A
+    and diagnostic label with characters outside ``[A-Za-z0-9_.+-]`` replaced by ``-``). A
     replan-steps sweep runs each value into its own directory, so the stem need not name it."""
     inst, diag = plan.instance, plan.diagnostic
     parts = [f"{inst.task.suite}-{inst.task.index}", inst.case]
     if diag.label:
         parts.append(diag.label)
     parts += [f"init{plan.init_state_index}", f"ep{plan.episode_index}"]
-    return "_".join(re.sub(r"[^A-Za-z0-9.+-]", "-", p) for p in parts)
+    return "_".join(re.sub(r"[^A-Za-z0-9_.+-]", "-", p) for p in parts)
 
 
 def policy_camera(meta: PolicyMetadata) -> str | None:
