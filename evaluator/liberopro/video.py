@@ -122,10 +122,13 @@ def _text(img: np.ndarray, text: str, org: tuple[int, int], scale: float, color=
     cv2.putText(img, text, org, cv2.FONT_HERSHEY_SIMPLEX, scale, color, th, cv2.LINE_AA)
 
 
-def compose_frame(policy_view: np.ndarray | None, true_view: np.ndarray, step: int, marks: list[str]) -> np.ndarray:
+def compose_frame(
+    policy_view: np.ndarray | None, true_view: np.ndarray, step: int, marks: list[str], policy_label: str = "policy"
+) -> np.ndarray:
     """One video frame, (H, 2W, 3) uint8: ``policy_view`` | ``true_view`` (each (H, W, 3) uint8 as
     rendered, upside down; shown upright; a missing policy view is a grey panel), ``t=<step>`` top
-    left, panel names at the bottom, and with ``marks`` a red border and band naming them."""
+    left, panel names at the bottom (``policy_label`` on the left), and with ``marks`` a red border
+    and band naming them."""
     h, w = true_view.shape[:2]
     if policy_view is None:
         left = np.full((h, w, 3), 64, np.uint8)
@@ -139,7 +142,7 @@ def compose_frame(policy_view: np.ndarray | None, true_view: np.ndarray, step: i
     scale = max(0.3, h / 320)
     line = max(10, round(h / 12))
     _text(out, f"t={step}", (4, line), scale)
-    _text(out, "policy", (4, h - 5), scale * 0.8)
+    _text(out, policy_label, (4, h - 5), scale * 0.8)
     _text(out, "true view", (w + 4, h - 5), scale * 0.8)
     if marks:
         b = max(2, h // 40)
@@ -186,7 +189,8 @@ class EpisodeRecorder:
         before the env steps (the frame must be read before the scene moves on)."""
         if self.video == "none" or step % RECORD_EVERY:
             return
-        self.frames.append(compose_frame(self.delivered, raw_images[TRUE_VIEW_CAMERA], step, marks))
+        label = "policy" if self.policy_cam is None else f"policy {self.policy_cam}"
+        self.frames.append(compose_frame(self.delivered, raw_images[TRUE_VIEW_CAMERA], step, marks, label))
 
     def action(self, executed: np.ndarray, commanded: np.ndarray | None) -> None:
         """The (7,) LIBERO action sent to the env, and the policy's (7,) row before any action layer
