@@ -345,7 +345,11 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
                 protocol=a.protocol,
                 protocol_options=a.protocol_option_values(),
                 settings=RunSettings(
-                    max_steps=a.max_steps, episode_policy_budget_s=a.episode_budget, replan_steps=a.replan_steps
+                    max_steps=a.max_steps,
+                    episode_policy_budget_s=a.episode_budget,
+                    replan_steps=a.replan_steps,
+                    video=a.video,
+                    record_actions=a.record_actions,
                 ),
                 render_size=a.render_size,
                 request_timeout=a.request_timeout,
@@ -383,6 +387,11 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
 def evaluate(
     policy: str | None = typer.Option(None, "--policy", help="URL of a running policy server."),
     policy_cmd: str | None = typer.Option(None, "--policy-cmd", help="Command that starts a policy server on $PORT."),
+    oracle: bool = typer.Option(
+        False,
+        "--oracle",
+        help="Run the privileged oracle in process instead of a policy (a reference, never a submission).",
+    ),
     split: str | None = typer.Option(None, help="train (32 tasks), eval (8) or all (40)."),
     tasks: str | None = typer.Option(None, help="e.g. libero_goal:0,libero_10:3 (a bare suite means its 10 tasks)."),
     shifts: str = typer.Option(
@@ -431,6 +440,15 @@ def evaluate(
         help="Without --manifest: realise each static case on init state 0 first "
         "and take the first parameter draw whose post-conditions hold (as manifests do).",
     ),
+    video: str = typer.Option(
+        "none",
+        help="Episode videos, OUT/videos/*.mp4: none, failures (episodes that did not succeed) or all. Policy's "
+        "view beside the clean agentview, step number, runtime shift marked. Costs renders: the recorded "
+        "camera is rendered at every other step, which on-demand rendering otherwise skips.",
+    ),
+    record_actions: bool = typer.Option(
+        False, help="Write each episode's executed and commanded actions, OUT/actions/*.npz (np.load)."
+    ),
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
     from liberopro.study import PresetError, parse_replan_steps
@@ -443,6 +461,7 @@ def evaluate(
     args = _config(
         policy=policy,
         policy_cmd=policy_cmd,
+        oracle=oracle,
         split=split,
         tasks=tasks,
         shifts=shifts,
@@ -462,6 +481,8 @@ def evaluate(
         recovery=recovery,
         replan_steps=sweep[0],
         check_static=check_static,
+        video=video,
+        record_actions=record_actions,
     )
     if len(sweep) == 1:
         _evaluate(args)

@@ -11,6 +11,7 @@ built, not here.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -140,6 +141,18 @@ class EvalConfig(BaseModel):
         True,
         description="Without a manifest: realise each static case on init state 0 first and take the first "
         "parameter draw whose post-conditions hold (as manifests do); False: the seed's first draw.",
+    )
+    video: Literal["none", "failures", "all"] = Field(
+        "none",
+        description="Episode videos (liberopro.video): none, failures (only episodes that did not succeed; "
+        "frames kept in memory until the outcome is known) or all; OUT/videos/<episode>.mp4, named in the "
+        "record's video field. Renders the agentview camera at every other step of a recorded episode, "
+        "which on-demand rendering would otherwise skip.",
+    )
+    record_actions: bool = Field(
+        False,
+        description="Write each episode's executed and commanded actions to OUT/actions/<episode>.npz "
+        "(liberopro.video.load_actions), named in the record's actions field.",
     )
 
     @model_validator(mode="after")

@@ -98,6 +98,8 @@ def run_evaluation(
         client, meta = policy.client, policy.metadata
         settings = settings or RunSettings()
         settings.render_size = render_size or auto_render_size(meta)
+        if settings.video != "none" or settings.record_actions:
+            settings.output_dir = str(out_dir)  # the runner writes videos/ and actions/ there
         instances: dict[str, Instance] = {p.instance.instance_id: p.instance for p in plans}
         with (out_dir / "instances.jsonl").open("w") as fh:
             for inst in instances.values():

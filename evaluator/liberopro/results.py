@@ -301,7 +301,9 @@ class ResultsWriter:
         self.records: list[EpisodeRecord] = []
 
     def add(self, record: EpisodeRecord) -> None:
-        self._fh.write(record.model_dump_json() + "\n")
+        # video and actions only when written: other lines keep their bytes
+        unset = {k for k in ("video", "actions") if getattr(record, k) is None}
+        self._fh.write(record.model_dump_json(exclude=unset) + "\n")
         self._fh.flush()
         self.records.append(record)
 

@@ -30,10 +30,10 @@ from liberopro.instances import EpisodePlan, Instance, semantics_of
 from liberopro.local_policy import LocalPolicyClient
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.shifts import get_shift
+from liberopro.video import write_mp4
 from submission_spec import CameraSpec, Observation, PolicyMetadata
 
 SIZE = 160
-FPS = 10
 
 
 @dataclass
@@ -98,14 +98,6 @@ def _png(path: Path, img: np.ndarray) -> str:
     return path.name
 
 
-def _mp4(path: Path, frames: list[np.ndarray]) -> str | None:
-    if not frames:
-        return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimwrite(path, [np.ascontiguousarray(f) for f in frames], fps=FPS, macro_block_size=16)
-    return path.name
-
-
 def review_instance(inst: Instance, out_dir: Path, scenes: dict, seed: int = 0) -> dict:
     """Render one instance's review assets into ``out_dir/<instance_id>/``; returns its entry."""
     classes = [get_shift(s.id) for s in inst.shifts]
@@ -143,10 +135,10 @@ def review_instance(inst: Instance, out_dir: Path, scenes: dict, seed: int = 0) 
             )
         if execution:
             entry["videos"].append(
-                {"label": "nominal rollout (scripted)", "file": _mp4(d / "nominal.mp4", cap_n.true_view)}
+                {"label": "nominal rollout (scripted)", "file": write_mp4(d / "nominal.mp4", cap_n.true_view)}
             )
             entry["videos"].append(
-                {"label": "shifted rollout (scripted)", "file": _mp4(d / "shifted.mp4", cap.true_view)}
+                {"label": "shifted rollout (scripted)", "file": write_mp4(d / "shifted.mp4", cap.true_view)}
             )
     else:
         fallback = max(int(s.params.get("fallback_step", 0)) for s in inst.shifts if get_shift(s.id).kind == "runtime")
@@ -174,7 +166,7 @@ def review_instance(inst: Instance, out_dir: Path, scenes: dict, seed: int = 0) 
             entry["videos"].append(
                 {
                     "label": f"steps {lo}-{hi - 1}: policy's view | true view",
-                    "file": _mp4(d / "around-trigger.mp4", side),
+                    "file": write_mp4(d / "around-trigger.mp4", side),
                 }
             )
     entry["record"] = {

@@ -25,16 +25,20 @@ policy failure, which ends only this episode with its reason.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from liberopro import video as recording
+from liberopro.frames import LazyImages
 from liberopro.instances import EpisodePlan, semantics_of
 from liberopro.loop import (
     ActionLayer,
@@ -80,6 +84,13 @@ class RunSettings:
             every step, settle step and reset. Records and delivered images are the same either
             way; only the work (each record's ``renders``) differs (:class:`liberopro.sim.LiberoScene`,
             issue 12; ``tests/evaluator/test_determinism.py``, ``test_shifts_props.py``). On by default.
+        video: episode videos, ``none``, ``failures`` or ``all`` (:mod:`liberopro.video`: written by
+            the runner into ``output_dir/videos``; the scene gets the ``agentview`` camera if the
+            policy does not ask for it, and renders it at every recorded step).
+        record_actions: write each episode's executed and commanded actions
+            (``output_dir/actions/<episode>.npz``, :func:`liberopro.video.load_actions`).
+        output_dir: the run directory videos and actions are written under (required by either;
+            :func:`liberopro.evaluation.run_evaluation` sets it).
     """
 
     render_size: int = 256
@@ -90,9 +101,25 @@ class RunSettings:
     recovery_extra_steps: int = 60
     stop_when_shifts_done: bool = False
     on_demand_render: bool = True
+    video: str = "none"
+    record_actions: bool = False
+    output_dir: str | None = None
 
     def horizon(self, ref: TaskRef) -> int:
         return min(ref.horizon, self.max_steps) if self.max_steps else ref.horizon
+
+
+def only_cameras(frame: RawFrame, cameras: tuple[str, ...]) -> RawFrame:
+    """``frame`` itself when it holds exactly ``cameras``, else a frame with only those images (lazy
+    when the frame's are: nothing is rendered by dropping a camera). The scene may render a camera
+    for a video that the policy does not ask for: the shifts must not see it."""
+    if tuple(frame.images) == cameras:
+        return frame
+    images = frame.images
+    kept: Mapping[str, np.ndarray] = (
+        LazyImages(cameras, lambda c: images[c]) if isinstance(images, LazyImages) else {c: images[c] for c in cameras}
+    )
+    return dataclasses.replace(frame, images=kept)
 
 
 class LiberoActions:
@@ -171,6 +198,8 @@ class _Outcome:
     tracker: PhaseTracker | None = None
     loop_s: float = 0.0
     renders: dict[str, int] | None = None
+    video: str | None = None
+    actions: str | None = None
 
 
 class EpisodeRunner:
@@ -216,7 +245,7 @@ class EpisodeRunner:
         """The scene of ``ref`` (in ``variant``) for this policy's cameras, rendering on demand or
         not as the settings say; an owned cache keeps one scene at a time (a LIBERO scene holds
         1.5-2.5 GB)."""
-        cams = tuple(c.name for c in self.meta.cameras)
+        cams = recording.recording_cameras(self.meta, self.settings.video)
         key = (ref, cams, self.settings.render_size, variant)
         if key not in self._scenes:
             self.close()
@@ -278,6 +307,7 @@ class EpisodeRunner:
             info.instruction,
         )
         t_start = time.perf_counter()
+        recorder = self._recorder(plan)
         scene: LiberoScene | None = None
         try:
             scene = self.current_scene = self.scene_for(ref, self.variant_of(stack.shifts))
@@ -289,7 +319,7 @@ class EpisodeRunner:
             out.instruction = stack.instruction(info.instruction, 0)
             session.reset(out.instruction)
             t_loop = time.perf_counter()
-            self._policy_loop(scene, stack, session, plan, out)
+            self._policy_loop(scene, stack, session, plan, out, recorder)
             out.loop_s = time.perf_counter() - t_loop
             stack.end()
         except PolicyError as exc:
@@ -302,19 +332,54 @@ class EpisodeRunner:
             self._drop_scene(ref)  # a fresh scene for the next episode
         if scene is not None:
             out.renders = dict(scene.render_count)
+        if recorder is not None:
+            out.video, out.actions = recorder.finish(out.success)
         return self._record(plan, stack, session, out, t_start)
 
+    def _recorder(self, plan: EpisodePlan) -> recording.EpisodeRecorder | None:
+        """The episode's recorder when videos or actions are recorded, else None; ``ValueError``
+        when they are asked for without ``settings.output_dir``."""
+        s = self.settings
+        if s.video == "none" and not s.record_actions:
+            return None
+        if s.output_dir is None:
+            raise ValueError("RunSettings.output_dir is needed to record videos or actions")
+        return recording.EpisodeRecorder(
+            Path(s.output_dir),
+            recording.episode_name(plan),
+            s.video,
+            s.record_actions,
+            recording.policy_camera(self.meta),
+        )
+
     def _policy_loop(
-        self, scene: LiberoScene, stack: ShiftStack, session: PolicySession, plan: EpisodePlan, out: _Outcome
+        self,
+        scene: LiberoScene,
+        stack: ShiftStack,
+        session: PolicySession,
+        plan: EpisodePlan,
+        out: _Outcome,
+        recorder: recording.EpisodeRecorder | None = None,
     ) -> None:
         """The policy loop (the module docstring's steps; the layers in :mod:`liberopro.loop`),
         until LIBERO's goal predicate holds (success), the step limit (the horizon, plus the
         Retry protocol's extra steps), or every runtime shift is done (``stop_when_shifts_done``).
-        Sets ``out.steps`` after every env step."""
+        Sets ``out.steps`` after every env step. A ``recorder`` (:mod:`liberopro.video`) sees the
+        clean frame, the images sent to the policy and the actions; the frame the observation
+        layers get holds the policy's cameras only (not a camera added for the video)."""
         recovery, tracker = out.recovery, out.tracker
         assert tracker is not None
         recovery.begin(scene)
-        policy = ChunkedPolicy(session.act, self.settings.replan_steps or self.meta.replan_steps)
+        request = session.act
+        if recorder is not None:
+
+            def request(frame: RawFrame, step: int) -> np.ndarray:
+                chunk = session.act(frame, step)
+                recorder.policy_asked(frame.images)
+                return chunk
+
+        policy = ChunkedPolicy(request, self.settings.replan_steps or self.meta.replan_steps)
+        policy_cams = tuple(c.name for c in self.meta.cameras)
         interventions: list[Intervention] = [*stack.layers, recovery]
         observations = observation_layers(stack.layers, plan.diagnostic.observations)
         actions: list[ActionLayer] = [LiberoActions(self.meta), *stack.layers]
@@ -325,9 +390,15 @@ class EpisodeRunner:
             action = intervene(interventions, t, last_action)
             if action is not None or recovery.applied_at == t:
                 policy.flush()  # the policy starts a fresh chunk after an intervention
-            frame = observe(observations, scene.frame(), t)
+            raw = scene.frame()
+            frame = observe(observations, only_cameras(raw, policy_cams), t)
+            commanded = None
             if action is None:
-                action = execute(actions, policy.next(frame, t), t)
+                commanded = policy.next(frame, t)
+                action = execute(actions, commanded, t)
+            if recorder is not None:
+                recorder.step(t, raw.images, recording.shift_marks(stack.shifts, t) if recorder.video != "none" else [])
+                recorder.action(action, commanded)
             last_action = action
             done = scene.step(action)
             out.steps = t + 1
@@ -371,4 +442,6 @@ class EpisodeRunner:
             wall_s=round(time.perf_counter() - t_start, 3),
             loop_s=round(out.loop_s, 3),
             renders=out.renders,
+            video=out.video,
+            actions=out.actions,
         )

@@ -145,7 +145,10 @@ class EpisodeRecord(BaseModel):
     the camera renders for observations per camera (from the reset to the end of the episode;
     evaluator work, not an outcome: on-demand rendering makes about steps / replan_steps plus
     what shifts keeping past frames need, eager rendering one per step, settle step and sample;
-    None in records written before it existed).
+    None in records written before it existed). ``video`` and ``actions`` name the episode's
+    video (MP4) and actions file (``.npz``: executed and commanded actions, (T, 7) float64 each),
+    paths relative to the run directory, when ``liberopro evaluate --video`` / ``--record-actions``
+    wrote them (:mod:`liberopro.video`); left out of the line otherwise.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -175,11 +178,13 @@ class EpisodeRecord(BaseModel):
     wall_s: float
     loop_s: float = 0.0
     renders: dict[str, int] | None = None
+    video: str | None = None
+    actions: str | None = None
 
     def outcome_key(self) -> tuple:
         """Everything that must be identical when the same episode is run again (whatever the
-        rendering mode: ``renders`` is left out)."""
-        d = self.model_dump(exclude={"latency", "episode_id", "wall_s", "loop_s", "renders"})
+        rendering mode and recording: ``renders``, ``video`` and ``actions`` are left out)."""
+        d = self.model_dump(exclude={"latency", "episode_id", "wall_s", "loop_s", "renders", "video", "actions"})
         return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in d.items()))
 
     @property

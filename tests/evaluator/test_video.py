@@ -1,0 +1,124 @@
+"""Episode videos and action logs (``liberopro evaluate --video``, ``--record-actions``;
+:mod:`liberopro.video`).
+
+Sim tier: the privileged oracle (no cameras: the scene gets ``agentview`` for the video alone) on
+libero_spatial:0, nominal (succeeds at step 80) and D18 grasp loss (fires at step 37, the object
+is dropped, it fails at the 90-step limit), at 64 px: ``failures`` writes one MP4 for the failed
+episode and none for the success, readable, one frame per two steps, twice as wide as high, and
+the records are those of the same run without recording, apart from ``video``, ``actions`` and the
+work counted in ``renders``. Fast tier: the actions file round trip, the file names, the frame
+layout, and that the platform's shard runner never records.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import imageio.v2 as imageio
+import numpy as np
+import pytest
+from liberopro import video
+from liberopro.instances import Diagnostic, EpisodePlan, Instance, make_instance
+from liberopro.tasks import TaskRef
+
+REF = TaskRef("libero_spatial", 0)
+MAX_STEPS = 90
+
+
+def _plans() -> list[EpisodePlan]:
+    d18 = make_instance(REF, ["D18"], seed=0)
+    assert isinstance(d18, Instance), d18
+    nominal = make_instance(REF, [], seed=0)
+    assert isinstance(nominal, Instance), nominal
+    return [EpisodePlan(inst, 0, 0, seed=0) for inst in (nominal, d18)]
+
+
+def _run(scenes, tmp_path, **recording) -> list:
+    from liberopro.oracle_policy import oracle_runner
+    from liberopro.runner import RunSettings
+
+    settings = RunSettings(render_size=64, max_steps=MAX_STEPS, output_dir=str(tmp_path), **recording)
+    runner = oracle_runner(settings, scenes=scenes)
+    records: list = []
+    runner.run(_plans(), records.append)
+    return records
+
+
+@pytest.mark.sim
+def test_failures_mode_writes_one_video_per_failed_episode_and_changes_no_record(scenes, tmp_path) -> None:
+    rec = _run(scenes, tmp_path / "rec", video="failures", record_actions=True)
+    plain = _run(scenes, tmp_path / "plain")
+    by_case = {r.case: r for r in rec}
+    assert by_case["nominal"].success and not by_case["D18"].success, [(r.case, r.termination_reason) for r in rec]
+    assert by_case["D18"].steps == MAX_STEPS
+    # one MP4, for the failed episode only, named in its record
+    videos = sorted((tmp_path / "rec" / "videos").iterdir())
+    assert [v.name for v in videos] == [f"{video.episode_name(_plans()[1])}.mp4"]
+    assert by_case["D18"].video == f"videos/{videos[0].name}" and by_case["nominal"].video is None
+    frames = 0
+    with imageio.get_reader(videos[0]) as reader:
+        for frame in reader:
+            frames += 1
+            assert frame.shape == (64, 128, 3)
+    assert frames == MAX_STEPS // video.RECORD_EVERY
+    # the actions of every step, for both episodes
+    for r in rec:
+        acts = video.load_actions(tmp_path / "rec" / r.actions)
+        assert acts["executed"].shape == acts["commanded"].shape == (r.steps, 7)
+    # recording changes no record (outcome, shift records, phases, requests made), and nothing in
+    # the plain run's records names a file
+    assert [r.outcome_key() for r in rec] == [r.outcome_key() for r in plain]
+    assert [r.latency.requests for r in rec] == [r.latency.requests for r in plain]
+    assert all(r.video is None and r.actions is None for r in plain)
+    assert not (tmp_path / "plain" / "videos").exists()
+
+
+def test_actions_file_round_trip(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    rec = video.EpisodeRecorder(tmp_path, "ep", "none", record_actions=True, policy_cam=None)
+    executed = rng.uniform(-1, 1, (5, 7))
+    commanded = [rng.normal(size=7), None, rng.normal(size=(1, 7)), rng.normal(size=7), None]
+    for e, c in zip(executed, commanded, strict=True):
+        rec.action(e, c)
+    assert rec.finish(success=True) == (None, "actions/ep.npz")
+    got = video.load_actions(tmp_path / "actions" / "ep.npz")
+    assert got["executed"].dtype == np.float64 and np.array_equal(got["executed"], executed)
+    assert got["commanded"].shape == (5, 7)
+    for row, c in zip(got["commanded"], commanded, strict=True):
+        assert np.isnan(row).all() if c is None else np.array_equal(row, np.reshape(c, 7))
+
+
+def test_frame_layout_and_episode_names() -> None:
+    true_view = np.zeros((64, 64, 3), np.uint8)
+    true_view[0] = 255  # row 0 of a render is the bottom of the picture
+    out = video.compose_frame(None, true_view, 12, ["D18 fired at 10"])
+    assert out.shape == (64, 128, 3) and out.dtype == np.uint8
+    assert (out[0, :2] == (255, 0, 0)).all()  # the red border of a marked frame
+    plain = video.compose_frame(true_view, true_view, 12, [])
+    assert (plain[-1, 70:80] == 255).all()  # upright: the render's row 0 at the bottom, both panels
+    plan = EpisodePlan(
+        Instance(instance_id="x", suite="libero_goal", task_index=3), 2, 2, 0, Diagnostic("frozen", "hold")
+    )
+    name = video.episode_name(plan)
+    assert name.startswith("libero_goal-3_nominal_frozen-hold_") and name.endswith("_init2_ep2") and "/" not in name
+    with pytest.raises(ValueError, match="video mode"):
+        video.EpisodeRecorder(Path("."), "x", "some", False, None)
+
+
+def test_the_platform_shard_runner_never_records() -> None:
+    """Hidden instances never get videos: the shard runner builds its settings without the
+    recording options (their defaults are off)."""
+    from liberopro import shard
+    from liberopro.runner import RunSettings
+
+    calls = [
+        node
+        for node in ast.walk(ast.parse(inspect.getsource(shard)))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RunSettings"
+    ]
+    assert calls, "the shard runner builds RunSettings"
+    for call in calls:
+        assert not call.args and not {k.arg for k in call.keywords} & {"video", "record_actions", "output_dir"}
+    assert RunSettings().video == "none" and RunSettings().record_actions is False
