@@ -352,6 +352,8 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
                 startup_timeout=a.startup_timeout,
                 skipped=skipped,
                 on_record=on_record,
+                workers=a.workers,
+                note=console.print,
                 extra_header={
                     "manifest": str(a.manifest) if a.manifest else None,
                     # read_manifest verified that the instances hash to the header's value
@@ -431,6 +433,11 @@ def evaluate(
         help="Without --manifest: realise each static case on init state 0 first "
         "and take the first parameter draw whose post-conditions hold (as manifests do).",
     ),
+    workers: int | None = typer.Option(
+        None,
+        help="Simulator processes, one task's episodes in one (default: the smallest of the CPUs, the policy's "
+        "max_concurrent_episodes (none: 1), ~2 GB of memory each and the tasks; docs/evaluator.md).",
+    ),
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
     from liberopro.study import PresetError, parse_replan_steps
@@ -462,6 +469,7 @@ def evaluate(
         recovery=recovery,
         replan_steps=sweep[0],
         check_static=check_static,
+        workers=workers,
     )
     if len(sweep) == 1:
         _evaluate(args)
