@@ -234,20 +234,17 @@ def _init_worker(access: PolicyAccess, meta: PolicyMetadata, settings: RunSettin
     os.environ.update(THREAD_ENV)
     from liberopro.runner import EpisodeRunner
 
-    if access.local_policy is not None:
+    client: Any
+    if access.local_policy is not None:  # its own instance, reading this worker's scene
         from liberopro.local_policy import LocalPolicyClient
 
-        runner: list[EpisodeRunner] = []
-        local = access.local_policy(lambda: runner[0].current_scene if runner else None)
-        client: Any = LocalPolicyClient(local)
+        client = LocalPolicyClient(access.local_policy(lambda: _RUNNER.current_scene if _RUNNER else None))
     else:
         from submission_spec.transports import make_client
 
         assert access.url is not None
         client = make_client(access.url, access.protocol, **access.client_options)
-        runner = []
-    runner.append(EpisodeRunner(client, meta, settings))
-    _RUNNER = runner[0]
+    _RUNNER = EpisodeRunner(client, meta, settings)
 
 
 def run_one(plan: EpisodePlan) -> str:
