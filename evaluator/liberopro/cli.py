@@ -356,6 +356,8 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
                 startup_timeout=a.startup_timeout,
                 skipped=skipped,
                 on_record=on_record,
+                workers=a.workers,
+                note=console.print,
                 extra_header={
                     "manifest": str(a.manifest) if a.manifest else None,
                     # read_manifest verified that the instances hash to the header's value
@@ -449,6 +451,11 @@ def evaluate(
     record_actions: bool = typer.Option(
         False, help="Write each episode's executed and commanded actions, OUT/actions/*.npz (np.load)."
     ),
+    workers: int | None = typer.Option(
+        None,
+        help="Simulator processes, one task's episodes in one (default: the smallest of the CPUs, the policy's "
+        "max_concurrent_episodes (none: 1), ~2 GB of memory each and the tasks; docs/evaluator.md).",
+    ),
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
     from liberopro.study import PresetError, parse_replan_steps
@@ -483,6 +490,7 @@ def evaluate(
         check_static=check_static,
         video=video,
         record_actions=record_actions,
+        workers=workers,
     )
     if len(sweep) == 1:
         _evaluate(args)

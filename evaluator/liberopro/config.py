@@ -155,6 +155,13 @@ class EvalConfig(BaseModel):
         "(liberopro.video.load_actions), named in the record's actions field.",
     )
 
+    workers: int | None = Field(
+        None,
+        description="Simulator processes (liberopro.workers): None chooses the smallest of the CPUs available, "
+        "the policy's max_concurrent_episodes (none declared: 1), the scenes that fit in memory and the tasks; "
+        ">= 1 otherwise.",
+    )
+
     @model_validator(mode="after")
     def _check(self) -> EvalConfig:
         from submission_spec.transports import PROTOCOLS, parse_protocol_options
@@ -174,6 +181,8 @@ class EvalConfig(BaseModel):
         parse_protocol_options(self.protocol_options)  # ValueError naming the bad item
         if self.episodes is not None and self.episodes < 1:
             raise ValueError("--episodes must be at least 1")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError("--workers must be at least 1 (leave it out to choose by CPUs, policy and memory)")
         if self.replan_steps is not None and self.replan_steps < 1:
             raise ValueError("--replan-steps must be at least 1")
         if self.max_steps is not None and self.max_steps < 1:

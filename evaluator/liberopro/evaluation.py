@@ -22,6 +22,7 @@ from liberopro.results import EpisodeRecord, ResultsWriter
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.schema.results import Summary, run_header
 from liberopro.stack import check_stack
+from liberopro.workers import PolicyAccess, choose_workers, run_workers
 from submission_spec import Policy, PolicyMetadata
 
 
@@ -50,6 +51,8 @@ def run_evaluation(
     skipped: list[str] | None = None,
     extra_header: dict[str, Any] | None = None,
     on_record: Callable[[EpisodeRecord], None] | None = None,
+    workers: int | None = 1,
+    note: Callable[[str], None] | None = None,
 ) -> Summary:
     """Run ``plans`` and write ``out_dir/episodes.jsonl``, ``summary.json`` and ``instances.jsonl``;
     returns the :class:`~liberopro.schema.results.Summary` written (``extra_header``: more header
@@ -65,8 +68,14 @@ def run_evaluation(
     (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises
     :class:`liberopro.stack.StackError` for a refused simulation stack, :class:`submission_spec.PolicyError`
     when the policy cannot be reached or its metadata is invalid (nothing can run then) and
-    ``ValueError`` for not exactly one of ``policy_url`` / ``policy_cmd`` / ``local_policy`` or a
-    bad protocol option; any failure inside an episode is recorded in that episode instead.
+    ``ValueError`` for not exactly one of ``policy_url`` / ``policy_cmd`` / ``local_policy``, a
+    bad protocol option or a refused ``workers``; any failure inside an episode is recorded in that
+    episode instead.
+
+    ``workers``: simulator processes (:mod:`liberopro.workers`; 1 runs in this process, None
+    chooses by :func:`liberopro.workers.choose_workers`, whose line goes to ``note``). Records are
+    the same and written in the same order whatever the number; ``on_record`` sees each as it
+    arrives.
     """
     if sum(p is not None for p in (policy_url, policy_cmd, local_policy)) != 1:
         raise ValueError("give exactly one of policy_url, policy_cmd or local_policy")
@@ -100,6 +109,9 @@ def run_evaluation(
         settings.render_size = render_size or auto_render_size(meta)
         if settings.video != "none" or settings.record_actions:
             settings.output_dir = str(out_dir)  # the runner writes videos/ and actions/ there
+        n, why = choose_workers(workers, meta, in_process=local_policy is not None, protocol=protocol, plans=plans)
+        if note is not None and workers != 1:
+            note(why)
         instances: dict[str, Instance] = {p.instance.instance_id: p.instance for p in plans}
         with (out_dir / "instances.jsonl").open("w") as fh:
             for inst in instances.values():
@@ -115,10 +127,31 @@ def run_evaluation(
             if on_record is not None:
                 on_record(r)
 
-        try:
-            runner.run(plans, record)
-        finally:
-            runner.close()
+        if n == 1:
+            try:
+                runner.run(plans, record)
+            finally:
+                runner.close()
+        else:
+            access = (
+                PolicyAccess(local_policy=local_policy)
+                if local_policy is not None
+                else PolicyAccess(url=policy.url, protocol=protocol, client_options=options)
+            )
+            try:
+                run_workers(
+                    plans,
+                    n,
+                    access,
+                    meta,
+                    settings,
+                    writer.add,
+                    arrived=on_record,
+                    note=note,
+                    between=policy.ensure_running if policy.process is not None else None,
+                )
+            finally:
+                runner.close()
         header = run_header(
             evaluator_version=EVALUATOR_VERSION,
             stack=versions,
@@ -140,6 +173,7 @@ def run_evaluation(
             settings=asdict(settings),
             instances=len(instances),
             skipped_pairs=skipped or [],
+            workers=n,
             **(extra_header or {}),
         )
         return writer.finish(header)

@@ -30,7 +30,7 @@ from liberopro.schema.results import (
 )
 
 #: Termination reasons besides the policy's own (``submission_spec.client.FailureReason``).
-EVALUATOR_REASONS = ("success", "horizon", "shift_invalid", "evaluator_error")
+EVALUATOR_REASONS = ("success", "horizon", "shift_invalid", "evaluator_error", "worker_crashed")
 
 __all__ = [
     "EVALUATOR_REASONS",

@@ -352,6 +352,23 @@ class EpisodeRunner:
             recording.policy_camera(self.meta),
         )
 
+    def failed_record(self, plan: EpisodePlan, reason: str, detail: str) -> EpisodeRecord:
+        """The record of an episode of ``plan`` that could not run (e.g. its worker process died,
+        :mod:`liberopro.workers`): not a success, no steps, ``termination_reason`` ``reason`` and
+        ``detail``; builds no scene and asks nothing of the policy."""
+        info = task_info(plan.instance.task)
+        stack = ShiftStack.of(plan.instance.shifts)
+        session = PolicySession(self.client, self.meta, uuid.uuid4().hex, 0.0, lambda step: info.instruction)
+        out = _Outcome(
+            recovery_for(
+                plan.diagnostic.recovery, self.settings.recovery_hold_steps, self.settings.recovery_extra_steps
+            ),
+            info.instruction,
+            reason=reason,
+            detail=detail,
+        )
+        return self._record(plan, stack, session, out, time.perf_counter())
+
     def _policy_loop(
         self,
         scene: LiberoScene,

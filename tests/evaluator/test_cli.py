@@ -375,3 +375,46 @@ def test_a_runtime_shift_whose_fallback_lies_past_max_steps_is_named_before_the_
         "(raise --max-steps to be sure it acts)"
     ]
     assert _late_fallbacks([d10, s12], step + 1) == [] and _late_fallbacks([d10, s12], None) == []
+
+
+@pytest.mark.sim  # two runs of 4 short episodes, one with two worker processes (~1.5 min on 2 shared cores)
+def test_evaluate_with_two_workers_writes_the_records_of_one(tmp_path):
+    """``--workers 2`` (liberopro.workers): the records of ``--workers 1`` apart from wall-clock fields
+    and episode ids, written in the same order. openvla protocol: its wire has no episodes, so two
+    workers may share the example server that declares no concurrency (the liberopro protocol's is
+    refused: tests/evaluator/test_workers.py)."""
+    from liberopro.results import read_episodes
+
+    runs = {}
+    for n in (2, 1):
+        out = tmp_path / f"workers-{n}"
+        proc = liberopro(
+            "evaluate",
+            "--policy-cmd",
+            "liberopro serve-example zero --protocol openvla",
+            "--protocol",
+            "openvla",
+            "--tasks",
+            "libero_goal:0,libero_spatial:0",
+            "--shifts",
+            "nominal,D01",
+            "--max-steps",
+            "8",
+            "--render-size",
+            "64",
+            "--workers",
+            str(n),
+            "--out",
+            str(out),
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert ("workers: 2 (--workers 2; the policy declares 1 episode(s) at once" in proc.stderr) == (n == 2)
+        assert json.loads((out / "summary.json").read_text())["workers"] == n
+        runs[n] = read_episodes(out / "episodes.jsonl")
+    one, two = runs[1], runs[2]
+    assert len(one) == len(two) == 4 and len({r.episode_id for r in one + two}) == 8
+    assert [(r.task_key, r.case, r.episode_index) for r in two] == [(r.task_key, r.case, r.episode_index) for r in one]
+    for a, b in zip(one, two, strict=True):
+        assert a.outcome_key() == b.outcome_key()
+        assert (a.renders, a.latency.requests) == (b.renders, b.latency.requests) and a.steps == 8

@@ -32,6 +32,10 @@ def refusal(**fields: object) -> str:
         ({"policy": URL, "protocol_options": ["chunk_length"]}, "protocol option 'chunk_length' is not KEY=VALUE"),
         ({"policy": URL, "protocol_options": ["a=1", "a=2"]}, "protocol option 'a' given twice"),
         ({"policy": URL, "episodes": 0}, "--episodes must be at least 1"),
+        (
+            {"policy": URL, "workers": 0},
+            "--workers must be at least 1 (leave it out to choose by CPUs, policy and memory)",
+        ),
         ({"policy": URL, "replan_steps": 0}, "--replan-steps must be at least 1"),
         ({"policy": URL, "max_steps": 0}, "--max-steps must be at least 1 (leave it out to run the suite's horizon)"),
         (

@@ -103,3 +103,27 @@ def test_the_example_policys_horizon_lets_each_runtime_case_fire():
         for case in runtime:
             phase = get_spec(case).triggers[0]
             assert fallback_step(task, phase) < EXAMPLE_STEPS, (task, case)
+
+
+@pytest.mark.sim  # 2 x 2 camera-less 8-step episodes, once in two worker processes (~40 s)
+def test_the_oracle_in_two_worker_processes_gives_the_records_of_one(tmp_path):
+    """Each worker builds its own OraclePolicy (in process, privileged: it reads its worker's scene);
+    the records are those of one process apart from wall-clock fields and episode ids."""
+    from liberopro.evaluation import run_evaluation
+    from liberopro.instances import make_instance, plan_episodes
+    from liberopro.oracle_policy import OraclePolicy
+    from liberopro.results import read_episodes
+    from liberopro.runner import RunSettings
+
+    plans = plan_episodes([make_instance(ref, [], 0) for ref in parse_task_list(DEMO_TASKS)], 2, 0)
+    records, notes = {}, []
+    for n in (2, 1):
+        out = tmp_path / str(n)
+        run_evaluation(
+            plans, out, local_policy=OraclePolicy, settings=RunSettings(max_steps=8), workers=n, note=notes.append
+        )
+        assert json.loads((out / "summary.json").read_text())["workers"] == n
+        records[n] = read_episodes(out / "episodes.jsonl")
+    assert notes == ["workers: 2 (--workers 2)"]  # in process: no policy limit
+    assert [r.outcome_key() for r in records[2]] == [r.outcome_key() for r in records[1]]
+    assert len(records[1]) == 4 and all(r.steps == 8 and r.termination_reason == "horizon" for r in records[1])

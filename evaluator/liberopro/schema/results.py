@@ -477,8 +477,9 @@ class RunSettingsRecord(_Sparse):
 class RunHeader(_Sparse):
     """What produced a run: the evaluator version, the simulation ``stack`` versions
     (``liberopro.stack.check_stack``), start and end (ISO 8601, UTC, seconds), the policy, the
-    settings and the number of instances; local runs add ``command`` (argv), ``skipped_pairs``
-    and ``manifest`` (path); platform runs ``submission_id`` and ``team``; both may give
+    settings and the number of instances; local runs add ``command`` (argv), ``skipped_pairs``,
+    ``manifest`` (path) and ``workers`` (simulator processes, :mod:`liberopro.workers`); platform
+    runs ``submission_id`` and ``team``; both may give
     ``manifest_sha256`` (the manifest's content hash, None without one). Built by
     :func:`run_header`; only the fields given are written."""
 
@@ -495,6 +496,7 @@ class RunHeader(_Sparse):
     skipped_pairs: list[str] | None = None
     manifest: str | None = None
     manifest_sha256: str | None = None
+    workers: int | None = None
 
 
 def run_header(

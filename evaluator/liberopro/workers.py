@@ -1,0 +1,389 @@
+"""Several simulator processes over one episode plan (``liberopro evaluate --workers N``).
+
+N worker processes (the standard library's :class:`concurrent.futures.ProcessPoolExecutor`,
+``spawn`` start method: MuJoCo's EGL contexts and ``fork`` do not mix) run the episodes, all
+talking to the one policy of the run (its URL; an in-process policy such as the oracle gets one
+instance per worker). Each worker runs one thread of BLAS/OpenMP (:data:`THREAD_ENV`). The parent
+alone writes ``episodes.jsonl`` and ``summary.json``.
+
+* Assignment (:func:`assign`): a pure function of the plan and N. One task's episodes stay in one
+  worker (a LIBERO scene is built once per task and reused); tasks are spread by their work
+  (episodes x the suite's horizon), largest first, onto the least loaded worker.
+* Records are written in the order a single process writes them (:func:`canonical_order`: the
+  plan grouped by task, tasks in order of first appearance), each as soon as every record before
+  it is in; the progress callback sees each record as it arrives.
+* A worker process that dies (a simulator segfault, the out-of-memory killer) has its unfinished
+  episodes run again once, in a fresh worker; if that one dies too, they are recorded as failed
+  episodes with ``termination_reason`` :data:`WORKER_CRASHED` and the reason in ``detail``. The
+  evaluation goes on either way.
+* How many workers by default (:func:`default_workers`): the smallest of the CPUs this process may
+  use (:func:`available_cpus`: affinity and the cgroup's CPU quota), the policy's
+  ``max_concurrent_episodes`` (:func:`policy_limit`), the scenes that fit in the memory available
+  (:data:`SCENE_BYTES` each, :func:`available_memory`) and the number of tasks.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import math
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the worker's module must import without MuJoCo (the parent imports it early)
+    from liberopro.instances import EpisodePlan
+    from liberopro.results import EpisodeRecord
+    from liberopro.runner import RunSettings
+    from submission_spec import PolicyMetadata
+
+#: Thread counts of every worker process: one simulator per core, no library spreading over the
+#: others (``LP_NUM_THREADS`` is ours; the others are read by OpenMP, MKL, OpenBLAS, numexpr and
+#: Accelerate when they load).
+THREAD_ENV = {
+    "LP_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+}
+
+#: Memory one worker's LIBERO scene may take (bytes): 1.5-2.5 GB measured (runner.scene_for).
+SCENE_BYTES = 2 * 1024**3
+
+#: ``termination_reason`` of an episode whose worker process died twice (first run and retry).
+WORKER_CRASHED = "worker_crashed"
+
+#: Protocols whose wire carries no episode (each request stands alone): several workers may share
+#: a server of theirs that declares no concurrency (its requests queue); the liberopro protocol's
+#: spec-1.0 server holds one episode at a time (the SDK answers 409 unknown_episode to an /act
+#: whose episode is not the one last reset), so it may not.
+STATELESS_PROTOCOLS = ("openpi", "openvla")
+
+
+# ---------------------------------------------------------------------- assignment
+def canonical_order(plans: Sequence[EpisodePlan]) -> list[int]:
+    """Indices of ``plans`` in the order one process runs and writes them
+    (:meth:`liberopro.runner.EpisodeRunner.run`): grouped by task, tasks in order of first
+    appearance, plan order within a task."""
+    first: dict[Any, int] = {}
+    for i, p in enumerate(plans):
+        first.setdefault(p.instance.task, i)
+    return sorted(range(len(plans)), key=lambda i: first[plans[i].instance.task])
+
+
+def assign(plans: Sequence[EpisodePlan], n: int) -> list[list[int]]:
+    """Split ``plans`` over ``n`` workers: ``n`` lists of plan indices (some empty when there are
+    fewer tasks than workers), each in :func:`canonical_order`.
+
+    A pure function of the plans and ``n``: all episodes of a task go to one worker; tasks are
+    taken by decreasing work (their episodes x the suite's horizon, ties by first appearance) and
+    each goes to the least loaded worker (ties: the lowest index). Raises ``ValueError`` for
+    ``n < 1``.
+    """
+    if n < 1:
+        raise ValueError(f"workers must be at least 1, not {n}")
+    groups: dict[Any, list[int]] = {}
+    for i in canonical_order(plans):
+        groups.setdefault(plans[i].instance.task, []).append(i)
+    work = {task: len(idx) * task.horizon for task, idx in groups.items()}
+    order = sorted(groups, key=lambda t: (-work[t], groups[t][0]))
+    shares: list[list[int]] = [[] for _ in range(n)]
+    load = [0] * n
+    for task in order:
+        w = min(range(n), key=lambda k: (load[k], k))
+        shares[w].extend(groups[task])
+        load[w] += work[task]
+    position = {i: k for k, i in enumerate(canonical_order(plans))}
+    return [sorted(s, key=position.__getitem__) for s in shares]
+
+
+# ---------------------------------------------------------------------- default N
+def cgroup_cpu_quota(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
+    """CPUs the cgroup (v2) may use: ``quota / period`` of ``cpu.max`` (``"200000 100000"`` -> 2.0);
+    None when there is no such file or no quota (``"max 100000"``). Raises ``ValueError`` for a
+    file that is not ``QUOTA PERIOD``."""
+    try:
+        text = Path(path).read_text().split()
+    except OSError:
+        return None
+    if len(text) != 2:
+        raise ValueError(f"{path}: expected 'QUOTA PERIOD' (e.g. 'max 100000'), got {' '.join(text)!r}")
+    if text[0] == "max":
+        return None
+    quota, period = int(text[0]), int(text[1])
+    return quota / period if period > 0 else None
+
+
+def available_cpus(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> tuple[int, str]:
+    """(CPUs this process may use, in words): the CPUs of its affinity mask, capped by the cgroup's
+    quota rounded down (at least 1)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    why = f"{cpus} CPU(s) in this process's affinity"
+    quota = cgroup_cpu_quota(cpu_max)
+    if quota is not None and max(1, math.floor(quota)) < cpus:
+        cpus = max(1, math.floor(quota))
+        why = f"a cgroup CPU quota of {quota:g} CPU(s) ({cpu_max})"
+    return cpus, why
+
+
+def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """``MemAvailable`` of ``meminfo`` in bytes; None when the file or the line is missing."""
+    try:
+        for line in Path(meminfo).read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def policy_limit(meta: PolicyMetadata, in_process: bool) -> int | None:
+    """Episodes the policy may run at once: None (no limit) for an in-process policy (each worker
+    builds its own instance), else the ``max_concurrent_episodes`` its ``/metadata`` declares;
+    a policy that declares none (every spec-1.0 policy) runs one."""
+    if in_process:
+        return None
+    declared = getattr(meta, "max_concurrent_episodes", None)
+    return int(declared) if declared else 1
+
+
+def default_workers(limit: int | None, tasks: int, cpus: tuple[int, str], memory: int | None) -> tuple[int, str]:
+    """(N, why): the smallest of ``cpus[0]``, the policy's ``limit`` (None: none), the scenes of
+    :data:`SCENE_BYTES` that fit in ``memory`` bytes (None: unknown, no cap) and ``tasks``
+    (one task's episodes stay in one worker); at least 1. ``why`` names each bound."""
+    bounds = [(cpus[0], cpus[1])]
+    if limit is None:
+        bounds.append((10**9, "the policy runs in each worker's own process (no limit)"))
+    else:
+        bounds.append((limit, f"the policy runs {limit} episode(s) at once (its max_concurrent_episodes; none: 1)"))
+    if memory is not None:
+        fit = max(1, memory // SCENE_BYTES)
+        bounds.append(
+            (fit, f"{fit} scene(s) of ~{SCENE_BYTES / 1024**3:.0f} GB fit in {memory / 1024**3:.1f} GB available")
+        )
+    bounds.append((max(1, tasks), f"{tasks} task(s), each in one worker"))
+    n = min(b for b, _ in bounds)
+    return n, "; ".join(w for _, w in bounds if w)
+
+
+def choose_workers(
+    requested: int | None, meta: PolicyMetadata, *, in_process: bool, protocol: str, plans: Sequence[EpisodePlan]
+) -> tuple[int, str]:
+    """(N, a line saying why) for a run of ``plans``: ``requested`` (``--workers``; capped by the
+    number of tasks, since one task's episodes stay in one worker), else :func:`default_workers`.
+
+    Raises ``ValueError`` when ``requested`` is below 1, or above what a liberopro-protocol policy
+    declares it runs at once (:func:`policy_limit`; spec 1.0 declares nothing: one): its server
+    holds one episode, so interleaved episodes would fail (the SDK answers 409 unknown_episode)
+    or, worse, mix their state. openpi and openvla servers get what was asked, with a warning in
+    the line: their wire has no episodes, requests just queue (:data:`STATELESS_PROTOCOLS`).
+    """
+    tasks = len({p.instance.task for p in plans})
+    limit = policy_limit(meta, in_process)
+    if requested is None:
+        n, why = default_workers(limit, tasks, available_cpus(), available_memory())
+        return n, f"workers: {n} (default: the smallest of: {why}; --workers N to choose)"
+    if requested < 1:
+        raise ValueError(f"--workers must be at least 1, not {requested}")
+    n = min(requested, max(1, tasks))
+    why = f"workers: {n} (--workers {requested}" + (
+        f"; only {tasks} task(s), each in one worker" if n < requested else ""
+    )
+    if limit is not None and n > limit:
+        if protocol not in STATELESS_PROTOCOLS:
+            raise ValueError(
+                f"--workers {requested}: the policy declares it runs {limit} episode(s) at once "
+                "(max_concurrent_episodes in /metadata; a spec-1.0 policy declares none, which means 1), and a "
+                "liberopro-protocol server holds one episode at a time: interleaved episodes would fail with "
+                f"unknown_episode or mix their state. Give --workers {limit} or leave --workers out"
+            )
+        why += (
+            f"; the policy declares {limit} episode(s) at once, so {n} workers queue their requests on it: "
+            f"right for a policy that keeps no state between requests ({protocol} has no episodes on the wire)"
+        )
+    return n, why + ")"
+
+
+# ---------------------------------------------------------------------- the worker process
+@dataclass(frozen=True)
+class PolicyAccess:
+    """How a worker reaches the run's policy: ``url`` with ``protocol`` and the client's
+    ``client_options`` (:func:`submission_spec.transports.make_client`), or ``local_policy``
+    (``local_policy(scene_of)`` builds an in-process :class:`submission_spec.Policy`, e.g.
+    :class:`liberopro.oracle_policy.OraclePolicy`; picklable by reference)."""
+
+    url: str | None = None
+    protocol: str = "liberopro"
+    client_options: dict[str, Any] = field(default_factory=dict)
+    local_policy: Callable[[Callable[[], Any]], Any] | None = None
+
+
+_RUNNER: Any = None  # the worker process's EpisodeRunner (module state of the spawned process)
+
+
+def _init_worker(access: PolicyAccess, meta: PolicyMetadata, settings: RunSettings) -> None:
+    """Runs first in each worker process: thread counts, then the policy's client and the
+    episode runner that keeps the worker's scene between episodes."""
+    global _RUNNER
+    os.environ.update(THREAD_ENV)
+    from liberopro.runner import EpisodeRunner
+
+    client: Any
+    if access.local_policy is not None:  # its own instance, reading this worker's scene
+        from liberopro.local_policy import LocalPolicyClient
+
+        client = LocalPolicyClient(access.local_policy(lambda: _RUNNER.current_scene if _RUNNER else None))
+    else:
+        from submission_spec.transports import make_client
+
+        assert access.url is not None
+        client = make_client(access.url, access.protocol, **access.client_options)
+    _RUNNER = EpisodeRunner(client, meta, settings)
+
+
+def run_one(plan: EpisodePlan) -> str:
+    """Run ``plan`` in this worker (its runner from :func:`_init_worker`); the record as JSON."""
+    return _RUNNER.run_episode(plan).model_dump_json()
+
+
+@contextlib.contextmanager
+def _thread_env() -> Iterator[None]:
+    """:data:`THREAD_ENV` in this process's environment while worker processes start (they
+    inherit it before anything in them loads a threaded library), the old values after."""
+    old = {k: os.environ.get(k) for k in THREAD_ENV}
+    os.environ.update(THREAD_ENV)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# ---------------------------------------------------------------------- the parent
+def run_workers(
+    plans: Sequence[EpisodePlan],
+    n: int,
+    access: PolicyAccess,
+    meta: PolicyMetadata,
+    settings: RunSettings,
+    write: Callable[[EpisodeRecord], None],
+    *,
+    arrived: Callable[[EpisodeRecord], None] | None = None,
+    note: Callable[[str], None] | None = None,
+    between: Callable[[], None] | None = None,
+    target: Callable[[EpisodePlan], str] = run_one,
+    initializer: Callable[..., None] = _init_worker,
+) -> None:
+    """Run ``plans`` on ``n`` worker processes (:func:`assign`); ``write`` gets every record in
+    :func:`canonical_order`, ``arrived`` each as it comes back, ``note`` a line per worker that
+    died, ``between`` is called about once a second (the CLI restarts a dead policy process).
+
+    ``target`` and ``initializer`` are what each worker runs (:func:`run_one` after
+    :func:`_init_worker`, called with ``(access, meta, settings)``); both must be importable by
+    name (spawned processes unpickle them). A worker that dies, or whose initializer or target
+    raises, is replaced once for its unfinished episodes; a second failure records them with
+    :data:`WORKER_CRASHED`. Interrupted (``KeyboardInterrupt``), the records that came back are
+    written (in canonical order, skipping the missing), the workers terminated, and it re-raises.
+    """
+    from liberopro.results import EpisodeRecord
+
+    ctx = multiprocessing.get_context("spawn")
+    shares = assign(plans, n)
+    order = canonical_order(plans)
+    done: dict[int, EpisodeRecord] = {}
+    written = 0
+    attempts = [0] * n
+    live: dict[int, tuple[cf.ProcessPoolExecutor, list]] = {}
+    futures: dict[cf.Future, tuple[int, int]] = {}  # future -> (worker, plan index)
+
+    def launch(w: int, indices: list[int]) -> None:
+        attempts[w] += 1
+        ex = cf.ProcessPoolExecutor(1, mp_context=ctx, initializer=initializer, initargs=(access, meta, settings))
+        with _thread_env():  # the process starts at the first submit and inherits the environment
+            for i in indices:
+                futures[ex.submit(target, plans[i])] = (w, i)
+        live[w] = (ex, list(getattr(ex, "_processes", {}).values()))  # to read the exit code of a crash
+
+    def flush(final: bool = False) -> None:
+        nonlocal written
+        while written < len(order) and (order[written] in done or final):
+            if order[written] in done:
+                write(done[order[written]])
+            written += 1
+
+    def accept(i: int, record: EpisodeRecord) -> None:
+        done[i] = record
+        if arrived is not None:
+            arrived(record)
+
+    def failed(w: int, exc: BaseException) -> None:
+        ex, procs = live.pop(w)
+        ex.shutdown(wait=True, cancel_futures=True)
+        codes = [p.exitcode for p in procs if p.exitcode is not None]
+        left = [i for i in shares[w] if i not in done]
+        if not left:
+            return
+        how = f"exit code {codes[0]}" if codes else repr(exc)[:300]
+        if attempts[w] < 2:
+            if note is not None:
+                note(
+                    f"worker {w + 1} died ({how}); running its {len(left)} unfinished episode(s) again in a fresh worker"
+                )
+            launch(w, left)
+            return
+        from liberopro.runner import EpisodeRunner
+
+        if note is not None:
+            note(
+                f"worker {w + 1} died again ({how}); its {len(left)} unfinished episode(s) are recorded as {WORKER_CRASHED}"
+            )
+        recorder = EpisodeRunner(None, meta, settings)  # type: ignore[arg-type]  # records only
+        detail = f"the worker process running this episode died twice (its first run and one retry; last: {how})"
+        for i in left:
+            accept(i, recorder.failed_record(plans[i], WORKER_CRASHED, detail))
+
+    try:
+        for w, indices in enumerate(shares):
+            if indices:
+                launch(w, indices)
+        last = time.monotonic()
+        while futures:
+            finished, _ = cf.wait(list(futures), timeout=1.0, return_when=cf.FIRST_COMPLETED)
+            broken: dict[int, BaseException] = {}
+            for fut in finished:
+                w, i = futures.pop(fut)
+                exc = fut.exception()
+                if exc is None:
+                    accept(i, EpisodeRecord.model_validate_json(fut.result()))
+                else:
+                    broken.setdefault(w, exc)
+            for w, exc in broken.items():
+                for fut in [f for f, (k, _) in futures.items() if k == w]:  # the broken pool's others
+                    _, i = futures.pop(fut)
+                    if fut.done() and not fut.cancelled() and fut.exception() is None:
+                        accept(i, EpisodeRecord.model_validate_json(fut.result()))
+                    fut.cancel()
+                failed(w, exc)
+            flush()
+            if between is not None and time.monotonic() - last >= 1.0:
+                between()
+                last = time.monotonic()
+        for w in list(live):  # every episode came back: the workers leave
+            live.pop(w)[0].shutdown(wait=True)
+        flush()
+    finally:
+        for ex, procs in live.values():  # interrupted: stop what still runs
+            ex.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+        flush(final=True)
