@@ -1,6 +1,8 @@
 """Opt-in: the real ``lerobot`` package reads a dataset made by ``liberopro demos collect``
-(v3.0 layout) with ``LeRobotDataset``: episode and frame counts, shapes and dtypes of one item,
-the task string, and a frame decoded from each camera's video.
+with ``LeRobotDataset``: episode and frame counts, shapes and dtypes of one item, the task string,
+and a frame decoded from the video. The v3.0 layout with lerobot 0.4 (``pip install lerobot``),
+the v2.1 layout (``--format v2.1``) with lerobot 0.3.x (``pip install 'lerobot==0.3.3'``), the
+version openpi's and GR00T's loaders use.
 
 lerobot is no dependency of this project (it pulls torch): run this in its own venv, offline,
 on a dataset collected beforehand (``docs/demos.md``, "Reading it with lerobot")::
@@ -39,10 +41,11 @@ def _lerobot_dataset():
     return LeRobotDataset
 
 
-def test_lerobot_reads_the_v30_dataset() -> None:
+def test_lerobot_reads_the_dataset() -> None:
+    """v3.0 with lerobot 0.4 (which refuses v2.1), v2.1 with lerobot 0.3.x (openpi's and GR00T's)."""
     root = Path(DATASET or "")
     info = json.loads((root / "meta/info.json").read_text())
-    assert info["codebase_version"] == "v3.0", "this check reads the v3.0 layout (lerobot refuses v2.1)"
+    assert info["codebase_version"] in ("v3.0", "v2.1")
     # pyav bundles its own FFmpeg; lerobot's default, torchcodec, needs the system's FFmpeg libraries
     backend = os.environ.get("LIBEROPRO_LEROBOT_VIDEO_BACKEND", "pyav")
     ds = _lerobot_dataset()("liberopro/demos", root=root, video_backend=backend)
@@ -67,12 +70,16 @@ def test_lerobot_reads_the_v30_dataset() -> None:
     import numpy as np
 
     start = sum(lengths[:-1])
-    with imageio.get_reader(root / "videos/image/chunk-000/file-000.mp4") as r:
-        expected = r.get_data(start).astype(np.float32) / 255.0
+    if info["codebase_version"] == "v3.0":  # one video per camera, episodes packed
+        video, index = root / "videos/image/chunk-000/file-000.mp4", start
+    else:  # one video per camera and episode
+        video, index = root / f"videos/chunk-000/image/episode_{ds.num_episodes - 1:06d}.mp4", 0
+    with imageio.get_reader(video) as r:
+        expected = r.get_data(index).astype(np.float32) / 255.0
     got = ds[start]["image"].numpy().transpose(1, 2, 0)
     assert np.abs(got - expected).mean() < 0.01, "lerobot decoded another frame than the episode's first"
     print(
-        f"\nlerobot read {root}: {ds.num_episodes} episodes, {ds.num_frames} frames (lengths {lengths}), "
+        f"\nlerobot read {root} ({info['codebase_version']}): {ds.num_episodes} episodes, {ds.num_frames} frames (lengths {lengths}), "
         f"fps {ds.fps}, video backend {backend}; image {tuple(first['image'].shape)} {first['image'].dtype}, "
         f"wrist_image {tuple(first['wrist_image'].shape)}, state {tuple(first['state'].shape)} {first['state'].dtype}, "
         f"actions {tuple(first['actions'].shape)}, task {first['task']!r}"
