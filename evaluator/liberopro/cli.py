@@ -304,6 +304,12 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
         f"{len(plans)} episodes ({len(instances)} instances x {episodes} x {len(diagnostics)} "
         f"condition(s)) -> {out_dir}"
     )
+    if (out_dir / "episodes.jsonl").exists():  # an earlier run's: its files would mix with this run's
+        import shutil
+
+        for sub in ("videos", "actions"):
+            shutil.rmtree(out_dir / sub, ignore_errors=True)
+        console.print(f"replacing the earlier run in {out_dir} (its episodes, summary, videos and action logs)")
     if a.policy:
         console.print(f"waiting for the policy at {a.policy} (up to {a.startup_timeout:.0f} s, --startup-timeout)")
     progress = Progress(
@@ -1049,6 +1055,12 @@ def demos_collect(
         _fail(str(exc))
     except ValueError as exc:  # nothing to write
         _fail(str(exc), code=1)
+    except KeyboardInterrupt:
+        _fail(
+            f"interrupted: the workers were stopped; the episodes finished so far are kept in {out / '.progress'} "
+            "(run the same command again to resume)",
+            130,
+        )
     kept = result.kept
     console.print(
         f"wrote {out} ({fmt}): {len(kept)} of {len(result.records)} episodes kept, "

@@ -169,7 +169,9 @@ class EvalConfig(BaseModel):
         if self.oracle and (self.policy is not None or self.policy_cmd is not None):
             raise ValueError("the oracle runs in process: give neither --policy nor --policy-cmd with it")
         if not self.oracle and (self.policy is None) == (self.policy_cmd is None):
-            raise ValueError('give exactly one of --policy URL or --policy-cmd "CMD"')
+            raise ValueError(
+                'give exactly one of --policy URL or --policy-cmd "CMD" (or --oracle, the privileged reference)'
+            )
         if self.policy is not None and not self.policy.startswith(POLICY_URL_SCHEMES):
             raise ValueError(
                 f"--policy {self.policy!r} is not a URL: give it with its scheme, e.g. http://127.0.0.1:8000"

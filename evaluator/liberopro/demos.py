@@ -389,7 +389,7 @@ def collect(
     manifest = check_manifest(manifest_path)
     if manifest.header.split != "train":
         raise DemosError(
-            f"{manifest_path} is a {manifest.header.split!r} manifest: demonstrations are collected on training "
+            f"{manifest_path} is an evaluation manifest (split {manifest.header.split!r}): demonstrations are collected on training "
             "instances only (evaluation instances are held out); give a manifest made with `--split train`"
         )
     work = out / PROGRESS_DIR
@@ -441,16 +441,39 @@ def collect(
         for job in jobs:
             results.extend(_collect_task(job, on_record))
     else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("spawn")) as pool:
+        pool = ProcessPoolExecutor(
+            max_workers=min(workers, len(jobs)), mp_context=get_context("spawn"), initializer=_ignore_sigint
+        )
+        try:
             for recs in pool.map(_collect_task, jobs):
                 for r in recs:
                     results.append(r)
                     if on_record:
                         on_record(r)
+        except BaseException as exc:  # Ctrl-C (or a failure): stop the workers now; finished episodes stay in .progress
+            if isinstance(exc, KeyboardInterrupt):  # a second signal (uv forwards one) must not break the shutdown
+                import signal
+
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            processes = list(getattr(pool, "_processes", {}).values())  # no public handle in Python 3.11
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in processes:
+                if proc.is_alive():
+                    proc.terminate()
+            raise
+        pool.shutdown(wait=True)
     order = {_episode_key(p.instance.instance_id, p.episode_index): n for n, p in enumerate(plans)}
     results.sort(key=lambda r: order[r["key"]])
     assemble(out, [r for r in results if r["kept"]], image_size, fmt)
     return CollectResult(results, todo, round(time.perf_counter() - t0, 1))
+
+
+def _ignore_sigint() -> None:
+    """Worker processes leave Ctrl-C to the parent, which stops them (a worker interrupted inside
+    the executor's machinery can leave the pool waiting forever)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # ------------------------------------------------------------------------------ assembly

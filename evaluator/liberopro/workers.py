@@ -200,8 +200,8 @@ def choose_workers(
             raise ValueError(
                 f"--workers {requested}: the policy declares it runs {limit} episode(s) at once "
                 "(max_concurrent_episodes in /metadata; a spec-1.0 policy declares none, which means 1), and a "
-                "liberopro-protocol server holds one episode at a time: interleaved episodes would fail with "
-                f"unknown_episode or mix their state. Give --workers {limit} or leave --workers out"
+                f"liberopro-protocol server keeps no more episodes active than that: more workers' episodes would "
+                f"fail with unknown_episode or mix their state. Give --workers {limit} or leave --workers out"
             )
         why += (
             f"; the policy declares {limit} episode(s) at once, so {n} workers queue their requests on it: "

@@ -22,8 +22,8 @@ def refusal(**fields: object) -> str:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({}, 'give exactly one of --policy URL or --policy-cmd "CMD"'),
-        ({"policy": URL, "policy_cmd": "x"}, 'give exactly one of --policy URL or --policy-cmd "CMD"'),
+        ({}, 'give exactly one of --policy URL or --policy-cmd "CMD" (or --oracle'),
+        ({"policy": URL, "policy_cmd": "x"}, 'give exactly one of --policy URL or --policy-cmd "CMD" (or --oracle'),
         ({"oracle": True, "policy": URL}, "the oracle runs in process: give neither --policy nor --policy-cmd"),
         ({"oracle": True, "policy_cmd": "x"}, "the oracle runs in process: give neither --policy nor --policy-cmd"),
         ({"policy": "127.0.0.1:9"}, "--policy '127.0.0.1:9' is not a URL: give it with its scheme"),
