@@ -143,12 +143,22 @@ def fill_disk() -> None:
 VALIDATION_INSTRUCTION = "put the bowl on the plate"
 
 
+def one_episode_at_a_time(metadata):
+    """The example's metadata as a spec-1.0 policy declares it (no max_concurrent_episodes): these
+    images misbehave in episodes, not under the conformance check's concurrent episodes."""
+    return metadata.model_copy(update={"max_concurrent_episodes": None})
+
+
 def serve_canary() -> None:
     from submission_spec.server import serve
 
     from submission_spec.examples import ZeroPolicy
 
     class Canary(ZeroPolicy):
+        def __init__(self) -> None:
+            super().__init__()
+            self.metadata = one_episode_at_a_time(self.metadata)
+
         def reset(self, episode_id, instruction):
             if instruction != VALIDATION_INSTRUCTION:
                 log(f"CANARY-STDOUT saw {instruction!r}")
@@ -195,6 +205,10 @@ def serve_misbehaving() -> None:
     from submission_spec.examples import ZeroPolicy
 
     class Hostile(ZeroPolicy):
+        def __init__(self) -> None:
+            super().__init__()
+            self.metadata = one_episode_at_a_time(self.metadata)
+
         def act(self, observation):
             if observation.step >= 2:
                 if BEHAVIOR == "memory":
