@@ -157,7 +157,9 @@ def _child(steps: int, render_size: int) -> None:
 def _children(n: int, steps: int, render_size: int) -> list[dict]:
     """``n`` child processes at once, each single-threaded (``LP_NUM_THREADS=1`` and the BLAS/OpenMP
     thread counts); their own figures (each child's loop, after its scene is built and warm)."""
-    env = dict(os.environ, LP_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    from liberopro.workers import THREAD_ENV
+
+    env = {**os.environ, **THREAD_ENV}  # as `evaluate --workers` runs its processes
     cmd = [sys.executable, __file__, "--child", "--steps", str(steps), "--render-size", str(render_size)]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) for _ in range(n)]
     out = []
@@ -167,18 +169,6 @@ def _children(n: int, steps: int, render_size: int) -> list[dict]:
             raise RuntimeError(f"a child process failed (exit {p.returncode})")
         out.append(json.loads(stdout.strip().splitlines()[-1]))
     return out
-
-
-def _cores() -> int:
-    """CPUs this process may use (affinity and the cgroup v2 quota)."""
-    n = len(os.sched_getaffinity(0))
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
-        if quota != "max":
-            n = min(n, max(1, int(int(quota) / int(period))))
-    except (OSError, ValueError):
-        pass
-    return n
 
 
 def _study_steps() -> tuple[int, int]:
@@ -208,7 +198,9 @@ def main(
     from submission_spec.transports import make_client
 
     versions = check_stack()
-    cores = _cores()
+    from liberopro.workers import available_cpus
+
+    cores = available_cpus()[0]  # affinity and the cgroup quota, as `evaluate --workers` counts them
     scenes: dict = {}
     stack = contextlib.ExitStack()  # the policy server is stopped whatever happens
     server = stack.enter_context(

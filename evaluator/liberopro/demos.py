@@ -455,11 +455,9 @@ def collect(
                 import signal
 
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
-            processes = list(getattr(pool, "_processes", {}).values())  # no public handle in Python 3.11
-            pool.shutdown(wait=False, cancel_futures=True)
-            for proc in processes:
-                if proc.is_alive():
-                    proc.terminate()
+            from liberopro.workers import stop_pool
+
+            stop_pool(pool)
             raise
         pool.shutdown(wait=True)
     order = {_episode_key(p.instance.instance_id, p.episode_index): n for n, p in enumerate(plans)}

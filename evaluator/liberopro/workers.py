@@ -210,6 +210,17 @@ def choose_workers(
     return n, why + ")"
 
 
+def stop_pool(pool: cf.ProcessPoolExecutor, processes: Sequence[Any] | None = None) -> None:
+    """Stop ``pool`` now (an interrupt, a failure): cancel the work not started and terminate its
+    processes (``processes``, else the pool's own, read before the shutdown forgets them: Python
+    3.11 has no public handle on them)."""
+    procs = list(processes if processes is not None else (getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+
+
 # ---------------------------------------------------------------------- the worker process
 @dataclass(frozen=True)
 class PolicyAccess:
@@ -382,8 +393,5 @@ def run_workers(
         flush()
     finally:
         for ex, procs in live.values():  # interrupted: stop what still runs
-            ex.shutdown(wait=False, cancel_futures=True)
-            for p in procs:
-                if p.is_alive():
-                    p.terminate()
+            stop_pool(ex, procs)
         flush(final=True)

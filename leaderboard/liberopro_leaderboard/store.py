@@ -46,9 +46,8 @@ class ResultStore:
             hit = self._pairings.get(key)
         if hit is not None:
             return hit
-        if a.meta.manifest_sha256 != b.meta.manifest_sha256:
-            out = pair_episodes(a, b, [], [])
-            out = out.model_copy(update={"note": "not paired: different evaluation manifests"})
+        if a.meta.manifest_sha256 != b.meta.manifest_sha256:  # known without reading an episode
+            out = Pairing(paired=False, note="not paired: different evaluation manifests")
         else:
             records = []
             for sid in (a.meta.submission_id, b.meta.submission_id):

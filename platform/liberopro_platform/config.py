@@ -159,9 +159,10 @@ class Settings(BaseSettings):
     submissions_per_day: int = 5
     max_concurrent: int = 1
 
-    @field_validator("allowed_registries", mode="before")
+    @field_validator("allowed_registries", "evaluator_gpus", mode="before")
     @classmethod
-    def _split_registries(cls, value: object) -> object:
+    def _split_list(cls, value: object) -> object:
+        """A list setting from the environment: comma-separated, or a JSON list."""
         if isinstance(value, str):
             value = value.strip()
             if value.startswith("["):
@@ -171,12 +172,10 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("evaluator_gpus", mode="before")
+    @field_validator("evaluator_gpus")
     @classmethod
-    def _split_gpus(cls, value: object) -> object:
-        if isinstance(value, str):
-            value = [part.strip() for part in value.split(",") if part.strip()]
-        for device in value if isinstance(value, list) else []:
+    def _check_gpus(cls, value: list[str]) -> list[str]:
+        for device in value:
             if not (str(device).isdigit() or str(device).startswith("GPU-")):
                 raise ValueError(
                     f"evaluator_gpus: {device!r} is not a GPU (a device index such as 0, or a GPU-UUID "
