@@ -217,7 +217,13 @@ def _recover_on_start(sender=None, **_: object) -> None:
     p = pipeline()
     p.worker = _worker_name
     _warn_if_twin(p, _worker_name)
-    _heartbeat = HeartbeatWriter(p.sessions, _worker_name, roles, settings.heartbeat_interval_s).start()
+    _heartbeat = HeartbeatWriter(
+        p.sessions,
+        _worker_name,
+        roles,
+        settings.heartbeat_interval_s,
+        idle_hook=p.release_idle_policies if SHARDS in roles else None,
+    ).start()
     if SHARDS in roles:
         result = p.recover()
     else:

@@ -90,11 +90,29 @@ class Settings(BaseSettings):
         description="Size of the empty tmpfs mounted at each VOLUME the policy image declares (instead of "
         "an unbounded anonymous volume on the host's disk; counted in policy_memory).",
     )
-    policy_restarts: int = Field(3, description="Restarts of a crashed policy container per shard.")
+    policy_restarts: int = Field(
+        3,
+        description="Restarts of a crashed policy container before a fresh one replaces it (one policy "
+        "container serves all of a submission's shards on a worker, so the count runs over those shards).",
+    )
     runtime: str | None = Field(None, description="OCI runtime of the policy container, e.g. runsc (gVisor).")
     gpus: str | None = Field(None, description="GPU request for the policy: 'all', a count, or device ids '0,1'.")
-    evaluator_memory: str = "8g"
-    evaluator_cpus: float | None = None
+    evaluator_memory: str = Field("8g", description="Memory of an evaluator container running one stream.")
+    evaluator_stream_memory: str = Field(
+        "3g", description="Memory each further stream adds to an evaluator container (one LIBERO scene: 1.5-2.5 GB)."
+    )
+    evaluator_cpus: float | None = Field(
+        None, description="CPUs per stream of an evaluator container (none: no quota)."
+    )
+    evaluator_streams: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="Simulator streams (processes) an evaluator container runs at once against the submission's "
+        "one policy container on this worker; capped by the policy's declared max_concurrent_episodes "
+        "(openpi and OpenVLA servers: 1) and the shard's episodes. None (the default): from the engine's CPUs "
+        "and memory (DockerBackend.auto_streams).",
+    )
     evaluator_gpus: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="GPUs the evaluator containers render on (comma-separated device indexes or GPU-UUIDs, "

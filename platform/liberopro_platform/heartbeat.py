@@ -13,6 +13,8 @@ import logging
 import os
 import socket
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select, update
@@ -68,10 +70,23 @@ class HeartbeatWriter:
     the row before returning (so that a worker's row exists before it runs anything),
     :meth:`set_task` records what the process runs now, :meth:`stop` marks a clean shutdown.
     Database errors are logged and retried at the next beat; they never stop the thread.
+    ``idle_hook`` (optional) is called from the thread every ``idle_every_s`` seconds while no
+    task runs (a shards worker releases the policy containers nothing will use); what it raises
+    is logged.
     """
 
-    def __init__(self, sessions: sessionmaker[Session], name: str, roles: list[str], interval_s: float) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        name: str,
+        roles: list[str],
+        interval_s: float,
+        idle_hook: Callable[[], object] | None = None,
+        idle_every_s: float = 60.0,
+    ) -> None:
         self.sessions = sessions
+        self.idle_hook = idle_hook
+        self.idle_every_s = idle_every_s
         self.name = name
         self.roles = ",".join(roles)
         self.interval_s = interval_s
@@ -90,8 +105,15 @@ class HeartbeatWriter:
         return self
 
     def _run(self) -> None:
+        last_hook = time.monotonic()
         while not self._stop.wait(self.interval_s):
             self.write()
+            if self.idle_hook is not None and self.task is None and time.monotonic() - last_hook >= self.idle_every_s:
+                last_hook = time.monotonic()
+                try:
+                    self.idle_hook()
+                except Exception:  # noqa: BLE001 - never stops the heartbeat
+                    log.exception("idle hook of %s failed", self.name)
 
     def set_task(self, task: str | None) -> None:
         """Record the task this process runs now (None: idle) and write it at once."""

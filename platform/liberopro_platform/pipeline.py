@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -163,6 +164,7 @@ class Pipeline:
         self.enqueue = enqueue
         self.worker = worker
         self._backend: SandboxBackend | None = backend
+        self._policy_lock = threading.Lock()  # node sandboxes: acquired by shards, released by the idle hook
 
     @property
     def backend(self) -> SandboxBackend:
@@ -368,7 +370,9 @@ class Pipeline:
 
     # ------------------------------------------------------------------ shards
     def run_shard(self, shard_id: int) -> None:
-        """Stage 3: run the shard's missing episodes in a fresh sandbox and store each one."""
+        """Stage 3: run the shard's missing episodes and store each one: an evaluator container
+        with :meth:`shard_streams` simulator streams, against the submission's policy container on
+        this worker (kept for its next shard; :meth:`release_idle_policies`)."""
         st = self.settings
         with transaction(self.sessions) as s:
             shard = s.get(Shard, shard_id, with_for_update=True)
@@ -410,6 +414,9 @@ class Pipeline:
                     ).all()
                 )
                 remaining = [p for p in shard.plan if (p[0], p[1]) not in stored]
+                streams = shard_streams(64, sub.protocol, sub.policy_metadata, len(remaining))
+                if streams > 1:  # the policy serves several episodes at once: as many as this node fits
+                    streams = min(streams, self._requested_streams())
                 source = PolicySource(
                     submission_id=sub.id,
                     image=sub.image_digest,
@@ -423,7 +430,8 @@ class Pipeline:
                     s,
                     sub,
                     f"shard {index}: attempt {attempt} started on {self.worker}, "
-                    f"{len(remaining)} of {shard.episodes_total} episodes to run",
+                    f"{len(remaining)} of {shard.episodes_total} episodes to run"
+                    + (f" in {streams} simulator streams at once" if streams > 1 else ""),
                 )
         if done:
             self._maybe_aggregate(sub.id)
@@ -460,14 +468,72 @@ class Pipeline:
             episode_budget_s=st.episode_budget_s,
             startup_timeout_s=st.validation_health_timeout_s,
             restart_wait_s=st.policy_restart_wait_s,
+            streams=streams,
         )
         callbacks = _ShardCallbacks(self, shard_id, source.submission_id)
         try:
+            with self._policy_lock:  # the idle hook must not remove what this shard is about to use
+                self._release_policies(keep=source.submission_id)
             outcome = self.backend.run_shard(source, spec, callbacks, st.shard_time_limit_s(len(remaining)))
         except Exception as exc:  # noqa: BLE001 - an infrastructure fault: bounded retries
             log.exception("shard %s failed", shard_id)
             outcome = ShardOutcome("infrastructure_error", "internal sandbox error", f"{exc.__class__.__name__}: {exc}")
         self._after_shard(shard_id, outcome)
+        self.release_idle_policies()
+
+    def _requested_streams(self) -> int:
+        """``evaluator_streams``, else what the backend finds this node fits (1 when it cannot tell)."""
+        if self.settings.evaluator_streams:
+            return self.settings.evaluator_streams
+        try:
+            return self.backend.auto_streams()
+        except SandboxError as exc:
+            log.warning("%s; shards run one simulator stream", exc)
+            return 1
+
+    def release_idle_policies(self) -> list[str]:
+        """Remove this worker's node sandboxes (policy containers kept between a submission's
+        shards) that nothing will use: of a submission that is no longer running, or that has no
+        shard queued and none running on this worker. Called after every shard and by the
+        worker's heartbeat thread while it is idle; returns the submission ids released."""
+        with self._policy_lock:
+            return self._release_policies()
+
+    def _release_policies(self, keep: str | None = None) -> list[str]:
+        """Release the node sandboxes of every submission but ``keep`` (when given: a worker runs one
+        shard at a time, and another submission's idle policy would hold its memory and GPU), else
+        of the submissions :meth:`release_idle_policies` names. Hold ``_policy_lock``."""
+        try:
+            held = self.backend.policy_submissions()
+        except SandboxError as exc:
+            log.warning("could not list this worker's policy containers: %s", exc)
+            return []
+        released = []
+        for sid in sorted(held - {keep}):
+            if keep is None and self._policy_needed(sid):
+                continue
+            try:
+                self.backend.release_policy(sid)
+                released.append(sid)
+            except SandboxError as exc:
+                log.warning("could not remove the policy container of %s: %s", sid, exc)
+        return released
+
+    def _policy_needed(self, submission_id: str) -> bool:
+        with self.sessions() as s:
+            if s.scalar(select(Submission.state).where(Submission.id == submission_id)) != S.running.value:
+                return False
+            return bool(
+                s.scalar(
+                    select(func.count())
+                    .select_from(Shard)
+                    .where(
+                        Shard.submission_id == submission_id,
+                        (Shard.state == ShardState.queued.value)
+                        | ((Shard.state == ShardState.running.value) & (Shard.worker == self.worker)),
+                    )
+                )
+            )
 
     def _after_shard(self, shard_id: int, outcome: ShardOutcome) -> None:
         st = self.settings
@@ -1039,6 +1105,16 @@ class Pipeline:
                 len(sub_ids),
             )
         return {"swept": swept, "shards": len(shard_ids), "validations": len(sub_ids), "gone": others}
+
+
+def shard_streams(requested: int, protocol: str, metadata: dict[str, Any] | None, episodes: int) -> int:
+    """Simulator streams of a shard's evaluator container: ``requested`` (``evaluator_streams``, or
+    what the engine fits), at most what the policy declared it runs at once
+    (``max_concurrent_episodes`` of its ``/metadata`` at validation; a spec-1.0 policy declares
+    none: 1; openpi and OpenVLA servers count as 1, their wire has no episodes, docs/platform.md)
+    and at most ``episodes``; at least 1."""
+    declared = (metadata or {}).get("max_concurrent_episodes") if protocol == "liberopro" else None
+    return max(1, min(int(requested), int(declared or 1), int(episodes)))
 
 
 class _ShardCallbacks:

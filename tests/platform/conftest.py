@@ -112,7 +112,7 @@ def hostile_images(docker_client, platform_images, egress_ports) -> dict[str, st
     except OSError:
         pass
     images = {}
-    for behavior in ("egress", "forkbomb", "memory", "slow", "crash", "never_healthy"):
+    for behavior in ("egress", "forkbomb", "memory", "slow", "crash", "never_healthy", "batching"):
         tag = f"liberopro-test/hostile-{behavior}:latest"
         image, _ = docker_client.images.build(
             path=str(HOSTILE_DIR),

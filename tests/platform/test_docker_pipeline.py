@@ -294,11 +294,12 @@ def test_policy_container_restrictions(docker_client, platform_images, platform_
     with _Sandbox(backend, "restrictions", "validation") as sb:
         c = sb.create_policy(platform_images[EXAMPLE_IMAGE], restarts=2)
         host = docker_client.api.inspect_container(c.id)["HostConfig"]
-        ev = docker_client.api.inspect_container(sb.create_evaluator(["check"], stream=3).id)
+        ev = docker_client.api.inspect_container(sb.create_evaluator(["check"], stream=3, streams=3).id)
         net = docker_client.api.inspect_network(sb.network.id)
         name = sb.name
     assert ev["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == ["2"]  # stream 3 of 2 GPUs
     assert ev["HostConfig"]["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+    assert ev["HostConfig"]["Memory"] == 4 * 2**30 + 2 * 3 * 2**30  # evaluator_memory + 2 more streams
     assert {"MUJOCO_EGL_DEVICE_ID=0", "NVIDIA_DRIVER_CAPABILITIES=graphics,utility"} <= set(ev["Config"]["Env"])
     assert host["ReadonlyRootfs"] is True and "/tmp" in host["Tmpfs"] and host["ShmSize"] == 2**30
     assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
@@ -314,6 +315,95 @@ def test_policy_container_restrictions(docker_client, platform_images, platform_
 
     assert firewall.rule_present("iptables"), "the host rules for lpsb+ bridges are missing"
     assert not [n for n in sandbox_leftovers(docker_client) if name in n]
+
+
+class _Collect:
+    """Shard callbacks that keep the records (no database)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+
+    def on_hello(self, info):
+        pass
+
+    def on_metadata(self, metadata):
+        pass
+
+    def on_record(self, record):
+        self.records.append(record)
+
+    def heartbeat(self):
+        pass
+
+    def should_stop(self):
+        return False
+
+
+def test_one_policy_container_serves_two_evaluator_streams_and_the_next_shard(
+    docker_client, platform_images, platform_settings, hostile_images
+):
+    """Issue 12: a submission's shards on a worker share one policy container; an evaluator
+    container runs two simulator streams against it at once and the policy batches their /act
+    calls (it waits up to 60 s for the second of a batch, so batches of 2 do not depend on
+    timing). The second shard reuses the container (same id, never restarted); the release
+    removes everything of the submission."""
+    import secrets
+
+    from liberopro.schema.shard import ShardSpec
+    from liberopro_platform.planning import load_manifest
+    from liberopro_platform.sandbox.base import PolicySource
+    from liberopro_platform.sandbox.docker_backend import LABEL_SUBMISSION, DockerBackend
+
+    settings = platform_settings.model_copy(update={"evaluator_streams": 2})
+    backend = DockerBackend(settings, f"streams-{secrets.token_hex(3)}@test")
+    sid = f"streams{secrets.token_hex(4)}"
+    instances = load_manifest(settings.manifest_path).instances  # libero_goal:0 nominal and S12
+    source = PolicySource(submission_id=sid, image=hostile_images["batching"])
+
+    def shard(index: int) -> tuple:
+        spec = ShardSpec(
+            submission_id=sid,
+            shard_index=index,
+            instances=instances,
+            episodes=[(i.instance_id, index) for i in instances],
+            seed=settings.episode_seed,
+            max_steps=5,
+            request_timeout_s=90,  # above the policy's 60 s batch wait
+            episode_budget_s=300,
+            startup_timeout_s=60,
+            restart_wait_s=20,
+            streams=2,
+        )
+        got = _Collect()
+        outcome = backend.run_shard(source, spec, got, time_limit_s=600)
+        policies = docker_client.containers.list(
+            all=True, filters={"label": [f"{LABEL_SUBMISSION}={sid}", "org.liberopro.role=policy"]}
+        )
+        return outcome, got.records, policies
+
+    try:
+        first, records, policies = shard(0)
+        assert first.status == "completed", first
+        assert sorted((r["instance_id"], r["episode_index"]) for r in records) == sorted(
+            (i.instance_id, 0) for i in instances
+        )
+        assert all(r["valid"] and r["termination_reason"] == "horizon" for r in records), records
+        sizes = [int(m) for m in re.findall(r"BATCH size=(\d+) episodes=2", first.policy_log)]
+        assert sizes and max(sizes) == 2, first.policy_log[-2000:]
+        assert len(policies) == 1 and policies[0].status == "running"
+        policy_id, started = policies[0].id, policies[0].attrs["State"]["StartedAt"]
+
+        second, records2, policies2 = shard(1)
+        assert second.status == "completed", second
+        assert len(records2) == 2 and "BATCH size=2" in second.policy_log
+        assert [p.id for p in policies2] == [policy_id]
+        policies2[0].reload()
+        assert policies2[0].attrs["State"]["StartedAt"] == started and policies2[0].attrs["RestartCount"] == 0
+        assert backend.policy_submissions() == {sid}
+    finally:
+        backend.release_policy(sid)
+    assert not [n for n in sandbox_leftovers(docker_client) if sid[:12] in n]
+    assert backend.policy_submissions() == set()
 
 
 def test_worker_goes_on_uploaded_archive_runs_and_cancel_removes_the_sandbox(

@@ -379,3 +379,68 @@ def test_a_new_worker_cleans_up_after_owners_whose_heartbeat_is_gone(pipeline):
                     s.delete(row)
             for i in (sid, vid):
                 s.get(Submission, i).state = "cancelled"
+
+
+class PolicyHolder(SweepCounter):
+    """Stands in for a backend that keeps a policy container per submission between shards."""
+
+    def __init__(self, held: set[str]) -> None:
+        super().__init__()
+        self.held = set(held)
+        self.released: list[str] = []
+
+    def policy_submissions(self):
+        return set(self.held)
+
+    def release_policy(self, submission_id):
+        self.held.discard(submission_id)
+        self.released.append(submission_id)
+        return 2
+
+
+def test_shard_streams_never_exceed_what_the_policy_declares_or_the_episodes():
+    from liberopro_platform.pipeline import shard_streams
+
+    assert shard_streams(4, "liberopro", {"max_concurrent_episodes": 16}, 20) == 4
+    assert shard_streams(8, "liberopro", {"max_concurrent_episodes": 2}, 20) == 2
+    assert shard_streams(8, "liberopro", {"max_concurrent_episodes": 16}, 3) == 3
+    assert shard_streams(4, "liberopro", {"max_concurrent_episodes": None}, 20) == 1  # spec 1.0
+    assert shard_streams(4, "liberopro", None, 20) == 1  # no metadata recorded
+    assert shard_streams(8, "openpi", {"max_concurrent_episodes": 16}, 20) == 1  # no episodes on its wire
+    assert shard_streams(8, "openvla", None, 20) == 1
+
+
+def test_a_kept_policy_container_is_released_once_nothing_of_its_submission_will_run_here(pipeline):
+    """Kept: a running submission with a shard queued, or running on this worker. Released: one
+    whose last shard runs on another worker, one that ended. At a shard's start every other
+    submission's container goes (one shard at a time per worker)."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Shard
+
+    two = ((["i1", 0],), (["i1", 1],))
+    queued = make_submission(pipeline, shards=two)
+    here = make_submission(pipeline, shards=two)
+    elsewhere = make_submission(pipeline, shards=two)
+    ended = make_submission(pipeline, state="published", shards=two)
+    with transaction(pipeline.sessions) as s:
+        for sid, states in (
+            (queued, ("done", "queued")),
+            (here, ("done", "running")),
+            (elsewhere, ("done", "running")),
+        ):
+            for sh, state in zip(
+                s.query(Shard).filter_by(submission_id=sid).order_by(Shard.index), states, strict=True
+            ):
+                sh.state = state
+                sh.worker = (pipeline.worker if sid == here else "w2@test") if state == "running" else None
+        for sh in s.query(Shard).filter_by(submission_id=ended):
+            sh.state = "done"
+    pipeline._backend = holder = PolicyHolder({queued, here, elsewhere, ended})
+
+    assert sorted(pipeline.release_idle_policies()) == sorted([elsewhere, ended])
+    assert holder.held == {queued, here}
+    assert pipeline.release_idle_policies() == []  # nothing changed: nothing more to release
+
+    with pipeline._policy_lock:
+        assert pipeline._release_policies(keep=here) == [queued]
+    assert holder.held == {here}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from liberopro.schema.manifest import Instance
 from liberopro.schema.results import Event, event_json, parse_event_json
@@ -77,6 +77,7 @@ class ShardSpec(BaseModel):
     startup_timeout_s: float = 120.0
     restart_wait_s: float = 120.0
     render_size: int | None = None
+    streams: int = Field(1, ge=1, le=64)
 
 
 class CheckSpec(BaseModel):

@@ -168,7 +168,19 @@ class SandboxBackend(Protocol):
     def run_shard(
         self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks, time_limit_s: float
     ) -> ShardOutcome:
-        """Run ``spec``'s episodes in a fresh sandbox; removes everything it created on return."""
+        """Run ``spec``'s episodes (``spec.streams`` simulator processes at once) against the
+        submission's policy on this worker; removes on return everything it created but the
+        policy, which a backend may keep for the submission's next shard (:meth:`release_policy`)."""
+
+    def policy_submissions(self) -> set[str]:
+        """Ids of the submissions whose policy this worker keeps between shards (none for a
+        backend that starts one per shard)."""
+
+    def release_policy(self, submission_id: str) -> int:
+        """Stop and remove the policy kept for ``submission_id``; returns how many resources went."""
+
+    def auto_streams(self) -> int:
+        """Simulator streams per shard that fit this node when ``evaluator_streams`` is not set."""
 
     def sweep(self, worker: str | None = None) -> int:
         """Remove leftover sandbox resources (of ``worker``, or all); returns how many."""

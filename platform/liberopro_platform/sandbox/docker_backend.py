@@ -1,5 +1,15 @@
-"""The Docker sandbox: per validation or shard, an internal network holding only the policy
-container and an evaluator container.
+"""The Docker sandbox: internal networks holding only a submission's policy container and its
+evaluator containers.
+
+A validation gets a network of its own with a fresh policy container and the evaluator that runs
+the conformance check. A submission's shards on one worker share one policy container on one
+network, the *node sandbox* (labelled ``org.liberopro.scope=node``): it is started by the first
+shard the worker runs for that submission, serves every later one (model weights load once per
+node, not once per shard) and is removed when the worker has nothing of that submission left to
+run (:meth:`DockerBackend.release_policy`, called by the pipeline). Each shard adds one evaluator
+container to that network, running ``ShardSpec.streams`` simulator processes against the one
+policy (spec 1.1 ``max_concurrent_episodes``; the policy may batch their requests), and removes it
+on return.
 
 The policy container runs with a read-only root, a tmpfs /tmp, a sized /dev/shm, an empty
 size-limited tmpfs at each VOLUME its image declares (so no anonymous volume and no writable
@@ -25,6 +35,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import os
 import posixpath
 import queue
@@ -75,6 +86,8 @@ LABEL_WORKER = "org.liberopro.worker"
 LABEL_DEPLOYMENT = "org.liberopro.deployment"
 LABEL_SUBMISSION = "org.liberopro.submission"
 LABEL_ROLE = "org.liberopro.role"
+#: ``node`` on a submission's node sandbox (network and policy container shared by its shards).
+LABEL_SCOPE = "org.liberopro.scope"
 POLICY_HOST = "policy"
 SHARD_DIR = "/shard"
 
@@ -151,7 +164,9 @@ class _PolicyWatch:
 class _Sandbox:
     """One internal network and what runs on it; removed on exit whatever happened."""
 
-    def __init__(self, backend: DockerBackend, submission_id: str, role: str) -> None:
+    def __init__(self, backend: DockerBackend, submission_id: str, role: str, network: Any | None = None) -> None:
+        """``network``: an existing network (a node sandbox's) to put the containers on; it is
+        then neither created nor removed here."""
         self.backend = backend
         self.client = backend.client
         self.labels = {
@@ -165,11 +180,14 @@ class _Sandbox:
         self.name = f"lp-{submission_id[:12]}-{role}-{self.suffix}"
         self.containers: list = []
         self.volumes: list = []
-        self.network = None
+        self.network = network
+        self._own_network = network is None
 
     def __enter__(self) -> _Sandbox:  # noqa: PYI034
         from docker.errors import DockerException
 
+        if not self._own_network:
+            return self
         try:
             self.network = self.client.networks.create(
                 self.name,
@@ -194,7 +212,7 @@ class _Sandbox:
                 v.remove(force=True)
             except Exception as e:  # noqa: BLE001
                 log.warning("could not remove volume %s: %s", v.name, e)
-        if self.network is not None:
+        if self.network is not None and self._own_network:
             try:
                 self.network.remove()
             except Exception as e:  # noqa: BLE001
@@ -252,10 +270,15 @@ class _Sandbox:
         self._connect_alias(container)
         return container
 
-    def create_evaluator(self, command: list[str], volume: Any | None = None, stream: int = 0) -> Any:
+    def create_evaluator(self, command: list[str], volume: Any | None = None, stream: int = 0, streams: int = 1) -> Any:
         """Create (not start) the evaluator container on the sandbox network; ``stream`` (the shard
-        index) picks its GPU when evaluator GPUs are configured (:func:`evaluator_gpu_options`)."""
+        index) picks its GPU when evaluator GPUs are configured (:func:`evaluator_gpu_options`);
+        ``streams`` simulator processes run in it (memory ``evaluator_memory`` plus
+        ``evaluator_stream_memory`` per further stream; CPU quota ``evaluator_cpus`` per stream)."""
         s = self.backend.settings
+        from docker.utils import parse_bytes
+
+        memory = parse_bytes(s.evaluator_memory) + (streams - 1) * parse_bytes(s.evaluator_stream_memory)
         kwargs: dict[str, Any] = {
             "name": f"{self.name}-evaluator",
             "detach": True,
@@ -265,15 +288,15 @@ class _Sandbox:
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
             "init": True,
-            "mem_limit": s.evaluator_memory,
-            "memswap_limit": s.evaluator_memory,
+            "mem_limit": memory,
+            "memswap_limit": memory,
             "pids_limit": 4096,
             "network": self.network.name,
             "environment": {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", "MUJOCO_GL": "egl"},
             "log_config": {"type": "json-file", "config": {"max-size": "50m", "max-file": "1"}},
         }
         if s.evaluator_cpus:
-            kwargs["nano_cpus"] = int(s.evaluator_cpus * 1e9)
+            kwargs["nano_cpus"] = int(s.evaluator_cpus * streams * 1e9)
         gpu = evaluator_gpu_options(s, stream)
         kwargs["environment"].update(gpu.pop("environment", {}))
         kwargs.update(gpu)
@@ -391,9 +414,13 @@ def _state(container: Any) -> dict[str, Any]:
         return {"Status": "removed", "Running": False}
 
 
-def _logs(container: Any, stdout: bool = True, stderr: bool = True, tail: int | str = "all") -> str:
+def _logs(
+    container: Any, stdout: bool = True, stderr: bool = True, tail: int | str = "all", since: float | None = None
+) -> str:
+    """The container's output (``since``: only what it wrote from that Unix time on); "" when it is gone."""
     try:
-        return container.logs(stdout=stdout, stderr=stderr, tail=tail).decode("utf-8", errors="replace")
+        extra = {"since": since} if since is not None else {}
+        return container.logs(stdout=stdout, stderr=stderr, tail=tail, **extra).decode("utf-8", errors="replace")
     except Exception:  # noqa: BLE001
         return ""
 
@@ -750,28 +777,159 @@ class DockerBackend:
     def run_shard(
         self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks, time_limit_s: float
     ) -> ShardOutcome:
-        """Run ``spec`` in a fresh sandbox: policy (restarted on a crash up to
-        ``policy_restarts`` times) + evaluator with the shard file on its own volume."""
-        s = self.settings
+        """Run ``spec`` against the submission's policy container on this worker (the node sandbox,
+        :meth:`node_policy`: started now or reused from an earlier shard, restarted by the engine
+        on a crash up to ``policy_restarts`` times) with a fresh evaluator container on its
+        network, the shard file on its own volume; the evaluator and the volume are removed on
+        return, the policy container stays for the next shard (:meth:`release_policy`). The
+        policy log of the outcome is what the policy wrote during this shard."""
         self.ensure_image(source)
-        with _Sandbox(self, spec.submission_id, f"shard{spec.shard_index}") as sb:
+        started = time.time()
+        network, policy = self.node_policy(source)
+        with _Sandbox(self, spec.submission_id, f"shard{spec.shard_index}", network=network) as sb:
             volume = sb.volume()
-            policy = sb.start_policy(source.image, restarts=s.policy_restarts)
             watch = _PolicyWatch(self.client, policy.id)
             try:
-                url = f"http://{POLICY_HOST}:{s.policy_port}"
+                url = f"http://{POLICY_HOST}:{self.settings.policy_port}"
                 evaluator = sb.create_evaluator(
-                    ["run", url, f"{SHARD_DIR}/shard.json"], volume=volume, stream=spec.shard_index
+                    ["run", url, f"{SHARD_DIR}/shard.json"],
+                    volume=volume,
+                    stream=spec.shard_index,
+                    streams=spec.streams,
                 )
                 if not evaluator.put_archive(SHARD_DIR, _tar_one("shard.json", spec.model_dump_json().encode())):
                     raise SandboxError("could not copy the shard file into the evaluator's volume")
                 evaluator.start()
-                return self._follow(evaluator, policy, watch, callbacks, time_limit_s)
+                return self._follow(evaluator, policy, watch, callbacks, time_limit_s, started)
             finally:
                 watch.close()
 
+    # ------------------------------------------------------------ the node sandbox
+    def _node_filters(self, submission_id: str | None = None) -> dict[str, list[str]]:
+        filters = self._filters(self.worker)
+        filters["label"].append(f"{LABEL_SCOPE}=node")
+        if submission_id is not None:
+            filters["label"].append(f"{LABEL_SUBMISSION}={submission_id}")
+        return filters
+
+    def node_policy(self, source: PolicySource) -> tuple[Any, Any]:
+        """(network, policy container) of ``source``'s submission on this worker: the running (or
+        restarting) container of an earlier shard, else a fresh one (a container that exited,
+        e.g. after its restarts ran out, is replaced; so is one of another image), started on
+        the node sandbox's network (made if absent). Raises :class:`SandboxError`."""
+        from docker.errors import DockerException
+
+        sid = source.submission_id
+        try:
+            networks = self.client.networks.list(filters=self._node_filters(sid))
+            containers = self.client.containers.list(all=True, filters=self._node_filters(sid))
+        except DockerException as exc:
+            raise SandboxError(f"cannot list the node sandbox of {sid}: {exc}") from exc
+        network = networks[0] if len(networks) == 1 else None
+        keep = None
+        for c in containers:
+            state = _state(c)
+            usable = (
+                network is not None
+                and keep is None
+                and c.labels.get(LABEL_ROLE) == "policy"
+                and (state.get("Running") or state.get("Restarting"))
+                and c.attrs.get("Image") == source.image
+                and network.name in (c.attrs.get("NetworkSettings", {}).get("Networks") or {})
+            )
+            if usable:
+                keep = c
+                continue
+            try:
+                c.remove(force=True, v=True)
+            except DockerException as exc:
+                log.warning("node sandbox of %s: could not remove %s: %s", sid, c.name, exc)
+        if keep is not None:
+            return network, keep
+        if network is None:
+            for n in networks:  # more than one: leftovers of an interrupted start
+                try:
+                    n.remove()
+                except DockerException as exc:
+                    log.warning("node sandbox of %s: could not remove network %s: %s", sid, n.name, exc)
+        node = _Sandbox(self, sid, "node", network=network)
+        node.labels[LABEL_SCOPE] = "node"
+        try:
+            if network is None:
+                node._own_network = True
+                node.__enter__()
+            return node.network, node.start_policy(source.image, restarts=self.settings.policy_restarts)
+        except BaseException:
+            node.__exit__(None, None, None)
+            raise
+
+    def policy_submissions(self) -> set[str]:
+        """Submission ids whose node sandbox (policy container or network) this worker holds on the engine."""
+        from docker.errors import DockerException
+
+        try:
+            resources = [
+                *self.client.containers.list(all=True, filters=self._node_filters()),
+                *self.client.networks.list(filters=self._node_filters()),
+            ]
+        except DockerException as exc:
+            raise SandboxError(f"cannot list the node sandboxes: {exc}") from exc
+        labels = [getattr(r, "labels", None) or r.attrs.get("Labels") or {} for r in resources]
+        return {lab[LABEL_SUBMISSION] for lab in labels if lab.get(LABEL_SUBMISSION)}
+
+    def release_policy(self, submission_id: str) -> int:
+        """Remove this worker's node sandbox of ``submission_id`` (its policy container, any
+        evaluator still on its network, the network); returns how many resources went."""
+        from docker.errors import DockerException
+
+        n = 0
+        try:
+            networks = self.client.networks.list(filters=self._node_filters(submission_id))
+            doomed = self.client.containers.list(all=True, filters=self._node_filters(submission_id))
+            for net in networks:
+                net.reload()
+                doomed += [self.client.containers.get(cid) for cid in (net.attrs.get("Containers") or {})]
+        except DockerException as exc:
+            raise SandboxError(f"cannot list the node sandbox of {submission_id}: {exc}") from exc
+        for c in {c.id: c for c in doomed}.values():
+            try:
+                c.remove(force=True, v=True)
+                n += 1
+            except DockerException as exc:
+                log.warning("release of %s: container %s: %s", submission_id, c.name, exc)
+        for net in networks:
+            try:
+                net.remove()
+                n += 1
+            except DockerException as exc:
+                log.warning("release of %s: network %s: %s", submission_id, net.name, exc)
+        return n
+
+    def auto_streams(self) -> int:
+        """Evaluator streams that fit this engine next to one policy container: the engine's
+        CPUs less the policy's (none when the policy has GPUs), and its memory less the policy's
+        and one evaluator's, over ``evaluator_stream_memory`` per further stream; at least 1."""
+        from docker.utils import parse_bytes
+
+        s = self.settings
+        try:
+            info = self.client.info()
+        except Exception as exc:  # noqa: BLE001 - the engine's errors are infrastructure faults
+            raise SandboxError(f"cannot read the engine's CPUs and memory: {exc}") from exc
+        cpus = int(info.get("NCPU") or 1) - (0 if s.gpus else math.ceil(s.policy_cpus))
+        per = s.evaluator_cpus or 1.0
+        left = int(info.get("MemTotal") or 0) - parse_bytes(s.policy_memory) - parse_bytes(s.evaluator_memory)
+        by_memory = 1 + max(0, left) // parse_bytes(s.evaluator_stream_memory)
+        return max(1, min(int(cpus // per), by_memory, 64))
+
     def _follow(
-        self, evaluator: Any, policy: Any, watch: _PolicyWatch, callbacks: ShardCallbacks, time_limit_s: float
+        self,
+        evaluator: Any,
+        policy: Any,
+        watch: _PolicyWatch,
+        callbacks: ShardCallbacks,
+        time_limit_s: float,
+        started: float,
     ) -> ShardOutcome:
         s = self.settings
         lines: queue.Queue = queue.Queue()
@@ -791,7 +949,7 @@ class DockerBackend:
         threading.Thread(target=read, daemon=True).start()
         deadline = time.monotonic() + time_limit_s
         next_beat = next_stop_check = 0.0
-        restarts = {"seen": 0}
+        restarts = {"seen": int(policy.attrs.get("RestartCount", 0))}  # an earlier shard's count
         last = {"record_at": time.time()}
         finished: DoneEvent | ErrorEvent | None = None
         status = None
@@ -829,7 +987,7 @@ class DockerBackend:
         if status is not None:
             evaluator.stop(timeout=3)
         exit_code = evaluator.wait(timeout=60).get("StatusCode") if status is None else None
-        policy_log = truncate_log(_logs(policy), s.log_max_bytes)
+        policy_log = truncate_log(_logs(policy, since=started), s.log_max_bytes)
         internal = _logs(evaluator, stdout=False, tail=40)[-4000:]
         if status == "stopped":
             return ShardOutcome("stopped", "the submission was cancelled", internal, policy_log)

@@ -186,6 +186,18 @@ class LocalBackend:
         finally:
             stop.set()
 
+    def policy_submissions(self) -> set[str]:
+        """None: this backend starts the policy command for each shard and stops it after."""
+        return set()
+
+    def release_policy(self, submission_id: str) -> int:
+        """Nothing is kept between shards (:meth:`policy_submissions`): 0."""
+        return 0
+
+    def auto_streams(self) -> int:
+        """One stream: the local backend is for development (``evaluator_streams`` sets more)."""
+        return 1
+
     def sweep(self, worker: str | None = None) -> int:
         """Child processes die with their PolicyProcess (atexit, process group): nothing to sweep."""
         return 0

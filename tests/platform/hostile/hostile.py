@@ -15,6 +15,9 @@ canary        serves like the zero policy during validation; on every other epis
               stage: any instruction but the validation check's) prints CANARY-STDOUT and
               CANARY-STDERR lines echoing the instruction it received, and fails /act with an
               error body (HTTP 500) quoting it
+batching      not hostile: serves like the zero policy but declares 2 episodes at once (spec 1.1)
+              and batches concurrent /act calls (at most 2, waiting up to $BATCH_WAIT_MS ms for
+              the second), printing "BATCH size=<n> episodes=<k>" for each batch
 canary_metadata  (local backend only: $CANARY_STATE counts its starts) serves like the zero policy
               when first started (validation); every later start (a shard) prints
               CANARY-SHARD-START and answers GET /metadata with HTTP 500 and a CANARY-METADATA body
@@ -199,6 +202,24 @@ def canary_metadata() -> None:
     HTTPServer((os.environ.get("HOST", "0.0.0.0"), int(os.environ.get("PORT", "8000"))), Handler).serve_forever()
 
 
+def serve_batching() -> None:
+    from submission_spec.server import BatchConfig, serve
+
+    from submission_spec.examples import ZeroPolicy
+
+    class Batching(ZeroPolicy):
+        def __init__(self) -> None:
+            super().__init__()
+            self.metadata = self.metadata.model_copy(update={"max_concurrent_episodes": 2})
+
+        def act_batch(self, batch):
+            log(f"BATCH size={len(batch.observations)} episodes={len(set(batch.episode_ids))}")
+            return [self.act(o) for o in batch.observations]
+
+    wait_ms = float(os.environ.get("BATCH_WAIT_MS", "60000"))
+    serve(Batching(), batch=BatchConfig(max_batch_size=2, max_wait_ms=wait_ms))
+
+
 def serve_misbehaving() -> None:
     from submission_spec.server import serve
 
@@ -242,6 +263,8 @@ if __name__ == "__main__":
         serve_misbehaving()
     elif BEHAVIOR == "canary":
         serve_canary()
+    elif BEHAVIOR == "batching":
+        serve_batching()
     elif BEHAVIOR == "canary_metadata":
         canary_metadata()
     else:
