@@ -10,7 +10,8 @@ submitter:
 ``check URL CHECK_JSON``   the spec conformance check (validation): one ``conformance`` event;
                 exit 0.
 ``run URL SHARD_JSON_PATH``   the shard's episodes: ``hello`` (evaluator and simulator versions),
-                ``metadata``, one ``episode`` per finished episode, then ``done`` (exit 0) or
+                ``metadata``, one ``episode`` per finished episode (in the order they finish
+                when several streams run), then ``done`` (exit 0) or
                 ``error`` (exit 3: the policy could not be used; exit 4: the simulation stack or
                 the shard's instances were refused).
 ``warmup``      compile robosuite's numba functions into ``NUMBA_CACHE_DIR`` (the image build).
@@ -20,6 +21,12 @@ worker stopping the container on cancel or time limit) ends the process at once.
 
 The shard file (:class:`liberopro.schema.shard.ShardSpec`) holds only this shard's instances (a
 slice of the hidden manifest) and the ``[instance_id, episode_index]`` pairs still to run.
+
+Streams: ``ShardSpec.streams`` asks for that many simulator processes at once, all sending
+requests to the one policy (:func:`shard_streams` caps it by what the policy declares it serves
+at once and by the episodes; :func:`liberopro.workers.run_workers` runs them, episodes dealt in
+contiguous blocks, :func:`liberopro.workers.assign_blocks`). A record does not depend on the
+stream that ran it (an episode is a pure function of its plan and the policy's outputs).
 """
 
 from __future__ import annotations
@@ -59,6 +66,64 @@ def stdout_emit(event: Event) -> None:
 
 class ShardStopped(Exception):
     """The worker asked the shard to stop (cancel or time limit) between episodes."""
+
+
+def shard_streams(requested: int, meta: Any, protocol: str, episodes: int) -> tuple[int, str]:
+    """(n, why): the simulator streams of a shard, ``requested`` (``ShardSpec.streams``) capped by
+    what the policy serves at once and by ``episodes``; at least 1.
+
+    What the policy serves at once: for the liberopro protocol the ``max_concurrent_episodes``
+    of its metadata (:func:`liberopro.workers.policy_limit`; a spec-1.0 policy declares none: 1);
+    openpi and OpenVLA servers count as 1: their wire carries no episode, so concurrent streams
+    would only queue behind each other (the platform serialises them, docs/platform.md).
+    """
+    from liberopro.workers import policy_limit
+
+    limit = policy_limit(meta, in_process=False) if protocol == "liberopro" else 1
+    n = max(1, min(requested, limit or 1, episodes))
+    return n, f"{n} stream(s): {requested} asked, the policy serves {limit} at once, {episodes} episode(s)"
+
+
+class RestartWait:
+    """Called before each episode: when the policy does not answer its health check, wait up to
+    ``wait_s`` seconds for it (a crashed policy being restarted), polling every 0.5 s; once it
+    stayed down for a whole wait, do not wait again until it answers (its episodes then fail
+    fast with the transport's reason). ``should_stop`` is asked before and during the wait
+    (raises :class:`ShardStopped`); ``ensure_running`` restarts a policy process first (a
+    command-started policy; None for a URL)."""
+
+    def __init__(
+        self,
+        client: Any,
+        wait_s: float,
+        should_stop: Callable[[], bool] = lambda: False,
+        ensure_running: Callable[[], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.wait_s = wait_s
+        self.should_stop = should_stop
+        self.ensure_running = ensure_running
+        self.down = False
+
+    def _answered(self, _left: float) -> bool:
+        if self.should_stop():
+            raise ShardStopped("stop requested")
+        return bool(self.client.health(timeout=2.0))
+
+    def __call__(self) -> None:
+        from submission_spec.polling import poll_until
+
+        if self.should_stop():
+            raise ShardStopped("stop requested")
+        if self.ensure_running is not None:
+            self.ensure_running()
+        if self.client.health(timeout=2.0):
+            self.down = False
+            return
+        if self.down:
+            return  # it stayed down after a full wait: do not wait again for every episode
+        if not poll_until(self._answered, self.wait_s, 0.5):
+            self.down = True
 
 
 # ---------------------------------------------------------------- validation
@@ -160,8 +225,6 @@ def run_shard(
     metadata), :class:`ShardStopped`; ``ValueError`` for neither or both of ``policy_url`` and
     ``policy_cmd``.
     """
-    from submission_spec.polling import poll_until
-
     from liberopro import EVALUATOR_VERSION
     from liberopro.evaluation import auto_render_size
     from liberopro.instances import instance_problems, plan_episodes
@@ -198,30 +261,38 @@ def run_shard(
         emit(MetadataEvent(metadata=meta.model_dump(mode="json")))
         settings = RunSettings(max_steps=spec.max_steps, episode_policy_budget_s=spec.episode_budget_s)
         settings.render_size = spec.render_size or auto_render_size(meta)
-        state = {"down": False}
+        n, why = shard_streams(spec.streams, meta, spec.protocol, len(plans))
+        log.info("shard %d: %s", spec.shard_index, why)
+        if n == 1:
+            before = RestartWait(client, spec.restart_wait_s, should_stop, policy.ensure_running)
+            runner = EpisodeRunner(client, meta, settings, before_episode=before)
+            try:
+                runner.run(plans, lambda r: emit(EpisodeEvent(record=r)))
+            finally:
+                runner.close()
+        else:
+            from liberopro.workers import PolicyAccess, run_workers
 
-        def answered(_left: float) -> bool:
-            if should_stop():
-                raise ShardStopped("stop requested")
-            return client.health(timeout=2.0)
+            def between() -> None:  # about once a second, in this process
+                if should_stop():
+                    raise ShardStopped("stop requested")
+                policy.ensure_running()
 
-        def before_episode() -> None:
-            if should_stop():
-                raise ShardStopped("stop requested")
-            policy.ensure_running()
-            if client.health(timeout=2.0):
-                state["down"] = False
-                return
-            if state["down"]:
-                return  # it stayed down after a full wait: do not wait again for every episode
-            if not poll_until(answered, spec.restart_wait_s, 0.5):
-                state["down"] = True
-
-        runner = EpisodeRunner(client, meta, settings, before_episode=before_episode)
-        try:
-            runner.run(plans, lambda r: emit(EpisodeEvent(record=r)))
-        finally:
-            runner.close()
+            access = PolicyAccess(
+                url=policy.url, protocol=spec.protocol, client_options=options, restart_wait_s=spec.restart_wait_s
+            )
+            run_workers(
+                plans,
+                n,
+                access,
+                meta,
+                settings,
+                write=lambda _r: None,
+                arrived=lambda r: emit(EpisodeEvent(record=r)),
+                note=log.warning,
+                between=between,
+                by_task=False,
+            )
         emit(DoneEvent(episodes=len(plans)))
 
 

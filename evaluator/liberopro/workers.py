@@ -103,6 +103,25 @@ def assign(plans: Sequence[EpisodePlan], n: int) -> list[list[int]]:
     return [sorted(s, key=position.__getitem__) for s in shares]
 
 
+def assign_blocks(plans: Sequence[EpisodePlan], n: int) -> list[list[int]]:
+    """Split ``plans`` over ``n`` simulator streams episode by episode (the platform's shards, which
+    hold a few tasks' episodes, :mod:`liberopro.shard`): :func:`canonical_order` cut into ``n``
+    contiguous blocks whose sizes differ by at most one (the first ones larger), so each stream
+    builds the scenes of as few tasks as possible. A pure function of the plans and ``n``; some
+    lists are empty when there are fewer episodes than streams. Raises ``ValueError`` for ``n < 1``.
+    """
+    if n < 1:
+        raise ValueError(f"streams must be at least 1, not {n}")
+    order = canonical_order(plans)
+    size, extra = divmod(len(order), n)
+    out, start = [], 0
+    for k in range(n):
+        end = start + size + (1 if k < extra else 0)
+        out.append(order[start:end])
+        start = end
+    return out
+
+
 # ---------------------------------------------------------------------- default N
 def cgroup_cpu_quota(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
     """CPUs the cgroup (v2) may use: ``quota / period`` of ``cpu.max`` (``"200000 100000"`` -> 2.0);
@@ -233,6 +252,9 @@ class PolicyAccess:
     protocol: str = "liberopro"
     client_options: dict[str, Any] = field(default_factory=dict)
     local_policy: Callable[[Callable[[], Any]], Any] | None = None
+    #: Seconds a worker waits, before an episode, for a policy at ``url`` that does not answer its
+    #: health check (:class:`liberopro.shard.RestartWait`); None: no wait.
+    restart_wait_s: float | None = None
 
 
 _RUNNER: Any = None  # the worker process's EpisodeRunner (module state of the spawned process)
@@ -255,7 +277,12 @@ def _init_worker(access: PolicyAccess, meta: PolicyMetadata, settings: RunSettin
 
         assert access.url is not None
         client = make_client(access.url, access.protocol, **access.client_options)
-    _RUNNER = EpisodeRunner(client, meta, settings)
+    before = None
+    if access.restart_wait_s is not None and access.local_policy is None:
+        from liberopro.shard import RestartWait
+
+        before = RestartWait(client, access.restart_wait_s)
+    _RUNNER = EpisodeRunner(client, meta, settings, before_episode=before)
 
 
 def run_one(plan: EpisodePlan) -> str:
@@ -293,11 +320,14 @@ def run_workers(
     between: Callable[[], None] | None = None,
     target: Callable[[EpisodePlan], str] = run_one,
     initializer: Callable[..., None] = _init_worker,
+    by_task: bool = True,
 ) -> None:
     """Run ``plans`` on ``n`` worker processes (:func:`assign`); ``write`` gets every record in
     :func:`canonical_order`, ``arrived`` each as it comes back, ``note`` a line per worker that
     died, ``between`` is called about once a second (the CLI restarts a dead policy process).
 
+    ``by_task``: :func:`assign` (one task's episodes in one worker, ``liberopro evaluate``), else
+    :func:`assign_blocks` (contiguous blocks of episodes, the platform's shards).
     ``target`` and ``initializer`` are what each worker runs (:func:`run_one` after
     :func:`_init_worker`, called with ``(access, meta, settings)``); both must be importable by
     name (spawned processes unpickle them). A worker that dies, or whose initializer or target
@@ -308,7 +338,7 @@ def run_workers(
     from liberopro.results import EpisodeRecord
 
     ctx = multiprocessing.get_context("spawn")
-    shares = assign(plans, n)
+    shares = assign(plans, n) if by_task else assign_blocks(plans, n)
     order = canonical_order(plans)
     done: dict[int, EpisodeRecord] = {}
     written = 0

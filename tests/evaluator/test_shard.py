@@ -161,29 +161,73 @@ def test_open_policy_refuses_bad_arguments_before_starting_anything(tmp_path):
     assert not marker.exists()
 
 
+# ---------------------------------------------------------------- streams
+def test_streams_are_capped_by_the_policy_and_the_episodes():
+    from liberopro.shard import shard_streams
+
+    from submission_spec import PolicyMetadata
+
+    spec10 = PolicyMetadata(policy_name="p")
+    spec11 = PolicyMetadata(policy_name="p", spec_version="1.1", max_concurrent_episodes=16)
+    assert shard_streams(4, spec11, "liberopro", 20)[0] == 4
+    assert shard_streams(4, spec11, "liberopro", 3)[0] == 3
+    assert shard_streams(4, spec10, "liberopro", 20)[0] == 1  # spec 1.0: one episode at a time
+    assert shard_streams(4, spec11, "openpi", 20)[0] == 1  # no episode on its wire: serialised
+    n, why = shard_streams(8, spec11, "liberopro", 2)
+    assert n == 2 and "16 at once" in why
+
+
+def test_episodes_are_dealt_to_streams_in_contiguous_balanced_blocks():
+    from liberopro.instances import plan_episodes
+    from liberopro.workers import assign_blocks, canonical_order
+
+    inst = nominal_instance()
+    plans = plan_episodes([inst], 7, 0)
+    blocks = assign_blocks(plans, 3)
+    assert blocks == [[0, 1, 2], [3, 4], [5, 6]] and blocks == assign_blocks(plans, 3)
+    assert sum(blocks, []) == canonical_order(plans)
+    assert assign_blocks(plans[:2], 4) == [[0], [1], [], []]
+    with pytest.raises(ValueError):
+        assign_blocks(plans, 0)
+
+
 # ---------------------------------------------------------------- a real shard
-@pytest.mark.sim  # one real LIBERO episode of 2 steps
-def test_a_shard_runs_in_process_against_a_policy_command(tmp_path):
+@pytest.mark.sim  # two real LIBERO episodes of 3 steps, in one process and in two streams
+def test_a_shard_runs_against_a_policy_command_in_one_stream_or_two_with_the_same_records(tmp_path):
     """What the local backend does: the runner starts the command itself (after the instances
     were checked), hands the open connection to ``on_open`` and emits hello, metadata, one episode
-    per pair and done."""
+    per pair and done. With ``streams=2`` (the example declares 16 episodes at once) two simulator
+    processes run one episode each against the same policy process: the same records."""
     from liberopro.shard import run_shard
 
     inst = nominal_instance()
-    spec = ShardSpec(submission_id="s", shard_index=0, instances=[inst], episodes=[(inst.instance_id, 0)], max_steps=2)
-    emitted, opened = [], []
-    run_shard(
-        spec,
-        emitted.append,
-        policy_cmd=f"echo serving; exec {EXAMPLE}",
-        policy_log=tmp_path / "policy.log",
-        on_open=opened.append,
-    )
-    assert [type(e) for e in emitted] == [HelloEvent, MetadataEvent, EpisodeEvent, DoneEvent]
-    record = emitted[2].record
-    assert record.instance_id == inst.instance_id and record.steps == 2 and record.termination_reason == "horizon"
-    assert emitted[1].metadata["policy_name"] == "example-zero"
-    (policy,) = opened
-    assert not policy.running(), "the policy process is stopped when the shard ends"
-    assert "serving" in Path(tmp_path / "policy.log").read_text()
-    assert emitted[3].episodes == 1
+    got = {}
+    for streams in (1, 2):
+        spec = ShardSpec(
+            submission_id="s",
+            shard_index=0,
+            instances=[inst],
+            episodes=[(inst.instance_id, 0), (inst.instance_id, 1)],
+            max_steps=3,
+            streams=streams,
+        )
+        emitted, opened = [], []
+        run_shard(
+            spec,
+            emitted.append,
+            policy_cmd=f"echo serving; exec {EXAMPLE}",
+            policy_log=tmp_path / f"policy{streams}.log",
+            on_open=opened.append,
+        )
+        assert [type(e) for e in emitted] == [HelloEvent, MetadataEvent, EpisodeEvent, EpisodeEvent, DoneEvent]
+        assert emitted[1].metadata["policy_name"] == "example-zero" and emitted[4].episodes == 2
+        records = sorted((e.record for e in emitted[2:4]), key=lambda r: r.episode_index)
+        assert [(r.episode_index, r.steps, r.termination_reason) for r in records] == [
+            (0, 3, "horizon"),
+            (1, 3, "horizon"),
+        ]
+        got[streams] = [r.outcome_key() for r in records]
+        (policy,) = opened
+        assert not policy.running(), "the policy process is stopped when the shard ends"
+        assert "serving" in Path(tmp_path / f"policy{streams}.log").read_text()
+    assert got[1] == got[2]

@@ -59,8 +59,10 @@ class ShardSpec(BaseModel):
     answer time per episode, seconds), ``startup_timeout_s`` (seconds for the policy to answer
     its health check before the first episode), ``restart_wait_s`` (seconds to wait for a
     policy that is down before an episode), ``render_size`` (camera pixels, square; None: from
-    the policy's metadata, :func:`liberopro.evaluation.auto_render_size`). Unknown keys are
-    refused (``extra="forbid"``).
+    the policy's metadata, :func:`liberopro.evaluation.auto_render_size`), ``streams`` (simulator
+    processes run at once against the one policy, capped by what it declares it serves at once
+    and by the episodes: :func:`liberopro.shard.shard_streams`). Unknown keys are refused
+    (``extra="forbid"``).
     """
 
     model_config = ConfigDict(extra="forbid")
