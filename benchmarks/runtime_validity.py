@@ -1,14 +1,17 @@
 """Runtime shifts that act whatever the policy does (issue 11, item 3): how many episodes under a
 runtime shift are invalid at run time, over the runtime instances of the training split.
 
-    nice -n 10 uv run python benchmarks/runtime_validity.py [--tasks libero_goal:1,...]
-        [--shifts D01,D02] [--policies oracle,random] [--workers 2] [--out runtime_validity.json]
+    nice -n 10 uv run python benchmarks/runtime_validity.py [--manifest manifests/train.jsonl]
+        [--tasks libero_goal:1,...] [--shifts D01,D02] [--policies oracle,random] [--workers 2]
+        [--out runtime_validity.json]
 
-Instances: :func:`liberopro.generation.generate` with ``validate=False`` (parameter draw 0 of
-seed 0, as a manifest draws them before validation; a pair that does not apply is listed as
-not applicable), for the runtime shifts D01-D20 (or ``--shifts``) x the training tasks (or
-``--tasks``, within the training split). Each instance runs one episode (init state 0, env
-seed 0) under each policy:
+Instances: with ``--manifest``, its single runtime-shift instances (the validated draws a
+generated manifest holds: what issue 11 asks to measure), filtered by ``--shifts`` and
+``--tasks``; without it, :func:`liberopro.generation.generate` with ``validate=False``
+(parameter draw 0 of seed 0, as a manifest draws them before validation; a pair that does not
+apply is listed as not applicable), for the runtime shifts D01-D20 (or ``--shifts``) x the
+training tasks (or ``--tasks``, within the training split). Each instance runs one episode
+(init state 0, env seed 0) under each policy:
 
 * ``oracle``: the privileged scripted controller (:class:`liberopro.generation._ValidationPolicy`),
   which reaches the trigger phases;
@@ -202,6 +205,9 @@ def main(
     policies: str = typer.Option(",".join(POLICIES), help="oracle, random or both"),
     workers: int = typer.Option(1, help="worker processes (one task each at a time; a scene holds 1.5-2.5 GB)"),
     out: Path = typer.Option(Path("runtime_validity.json"), help="where to write the JSON"),
+    manifest: Path | None = typer.Option(
+        None, help="take the runtime instances of this manifest (e.g. manifests/train.jsonl) instead of drawing them"
+    ),
 ) -> None:
     from liberopro.generation import generate
     from liberopro.tasks import parse_task_list
@@ -215,8 +221,24 @@ def main(
         raise typer.BadParameter(f"--policies takes {', '.join(POLICIES)}")
     refs = parse_task_list(tasks) if tasks else None
     t0 = time.perf_counter()
-    _, instances, dropped = generate("train", 0, tasks=refs, cases=[[s] for s in shift_ids], validate=False)
-    not_applicable = [{"task": f"{d.suite}:{d.task_index}", "shift": d.case, "reason": d.reason} for d in dropped]
+    if manifest is not None:
+        from liberopro.schema.manifest import ManifestError, read_manifest
+
+        try:
+            held = read_manifest(manifest)
+        except ManifestError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+        instances = [
+            i
+            for i in held.instances
+            if len(i.shifts) == 1 and i.shifts[0].id in shift_ids and (refs is None or i.task in refs)
+        ]
+        source = {"manifest": str(manifest), "content_hash": held.header.content_hash}
+        not_applicable: list[dict[str, str]] = []  # the manifest's report lists its dropped pairs
+    else:
+        _, instances, dropped = generate("train", 0, tasks=refs, cases=[[s] for s in shift_ids], validate=False)
+        source = {"drawn": "train split, seed 0, draw 0, not validated"}
+        not_applicable = [{"task": f"{d.suite}:{d.task_index}", "shift": d.case, "reason": d.reason} for d in dropped]
     by_task: dict[str, list[dict]] = {}
     for inst in instances:
         by_task.setdefault(str(inst.task), []).append(inst.model_dump(mode="json"))
@@ -233,6 +255,7 @@ def main(
                 rows += fut.result()
     rows.sort(key=lambda r: (r["policy"], r["shift"], r["task"]))
     result = {
+        "source": source,
         "instances": len(instances),
         "episodes": len(rows),
         "workers": workers,
