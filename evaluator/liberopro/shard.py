@@ -84,6 +84,31 @@ def shard_streams(requested: int, meta: Any, protocol: str, episodes: int) -> tu
     return n, f"{n} stream(s): {requested} asked, the policy serves {limit} at once, {episodes} episode(s)"
 
 
+def _init_stream(*args: Any) -> None:
+    """Runs first in each stream process: its stdout (file descriptor 1 and ``sys.stdout``) goes
+    to stderr, so that only the parent writes to the event channel (a library's print in a
+    stream could otherwise split an event line); then :func:`liberopro.workers._init_worker`
+    with ``args``."""
+    import os
+
+    from liberopro.workers import _init_worker
+
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    _init_worker(*args)
+
+
+def _log_to_stderr() -> None:
+    """This module's INFO lines (the streams chosen, a stream that died) on stderr when nothing
+    configured logging (``python -m liberopro.shard``); stdout stays the event channel."""
+    if not logging.getLogger().handlers and not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
 class RestartWait:
     """Called before each episode: when the policy does not answer its health check, wait up to
     ``wait_s`` seconds for it (a crashed policy being restarted), polling every 0.5 s; once it
@@ -291,6 +316,7 @@ def run_shard(
                 arrived=lambda r: emit(EpisodeEvent(record=r)),
                 note=log.warning,
                 between=between,
+                initializer=_init_stream,
                 by_task=False,
             )
         emit(DoneEvent(episodes=len(plans)))
@@ -348,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         from submission_spec import PolicyError
 
         spec = ShardSpec.model_validate_json(Path(args[2]).read_text())
+        _log_to_stderr()
         seed_numba_cache()  # robosuite's numba functions, compiled at image build (~0.9 MB)
         try:
             run_shard(spec, stdout_emit, policy_url=args[1])

@@ -209,6 +209,7 @@ def test_a_shard_runs_against_a_policy_command_in_one_stream_or_two_with_the_sam
             instances=[inst],
             episodes=[(inst.instance_id, 0), (inst.instance_id, 1)],
             max_steps=3,
+            render_size=64,
             streams=streams,
         )
         emitted, opened = [], []
