@@ -749,13 +749,18 @@ def instances_report_md(
     report_path: Path = typer.Argument(..., help="A generation report (MANIFEST.report.json)."),
     title: str | None = typer.Option(None, help="Page title (default: the split's)."),
     note: str = typer.Option("", help="A paragraph under the title: what the run covers, when, how to reproduce."),
+    runtime_validity: Path | None = typer.Option(
+        None, help="Append the run-time validity sweep (the JSON of benchmarks/runtime_validity.py --manifest)."
+    ),
 ) -> None:
     """Print a generation report as Markdown: proved counts per suite and shift against the reference."""
-    from liberopro.generation import report_markdown
+    from liberopro.generation import report_markdown, runtime_validity_markdown
 
     try:
         rep = json.loads(report_path.read_text())
         page = report_markdown(rep, title, note)
+        if runtime_validity is not None:
+            page += "\n" + runtime_validity_markdown(json.loads(runtime_validity.read_text()))
     except (OSError, ValueError) as exc:
         _fail(f"cannot read the report {report_path}: {exc}")
     except KeyError as exc:

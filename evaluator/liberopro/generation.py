@@ -761,3 +761,48 @@ def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "
     lines += ["", "## Kept unproved", ""]
     lines += [f"- {u['task']} {u['case']}: {_short(u['reason'])}" for u in proof.get("unproved", [])] or ["None."]
     return "\n".join(lines) + "\n"
+
+
+def runtime_validity_markdown(sweep: dict[str, Any]) -> str:
+    """The run-time validity sweep (``benchmarks/runtime_validity.py``'s JSON: ``by_policy`` ->
+    shift -> counts, ``source``) as a Markdown section: per policy and runtime shift the episodes,
+    how the shift fired (phase, fallback, after a delay), episodes that ended before it fired, and
+    the episodes invalid at run time, each with its task and reason. Raises ``KeyError`` for a
+    file without ``by_policy``."""
+    source = sweep.get("source", {})
+    where = (
+        f"the runtime instances of `{source['manifest']}` (content hash `{source['content_hash'][:16]}...`)"
+        if "manifest" in source
+        else "unvalidated draws (no manifest given)"
+    )
+    lines = [
+        "## Run-time validity sweep",
+        "",
+        f"One episode per instance and policy over {where}: {sweep.get('instances', '?')} instances, "
+        f"{sweep.get('episodes', '?')} episodes, {sweep.get('wall_s', '?')} s wall on {sweep.get('workers', 1)} "
+        "worker(s) (`benchmarks/runtime_validity.py`; init state 0, episodes stopped once the shift has acted,",
+        "cameras only for Observation shifts).",
+        "",
+        "| policy | shift | episodes | fired by phase | by fallback | after a delay | ended before firing | invalid |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    invalid: list[str] = []
+    for policy, shifts in sweep["by_policy"].items():
+        for sid, c in shifts.items():
+            if sid == "total":
+                continue
+            lines.append(
+                f"| {policy} | {sid} | {c['episodes']} | {c['phase']} | {c['fallback']} | {c['delayed']} | "
+                f"{c['not_fired']} | {c['invalid']} |"
+            )
+            invalid += [
+                f"- {policy} {sid} {case['task']}: {_short(str(case['reason']))}" for case in c["invalid_cases"]
+            ]
+        t = shifts.get("total", {})
+        if t:
+            lines.append(
+                f"| {policy} | **all** | {t['episodes']} | {t['phase']} | {t['fallback']} | {t['delayed']} | | "
+                f"{t['invalid']} |"
+            )
+    lines += ["", "Invalid at run time:", ""] + (invalid or ["None."])
+    return "\n".join(lines) + "\n"

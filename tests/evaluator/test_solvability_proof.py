@@ -175,8 +175,27 @@ def test_report_md_prints_the_page_and_refuses_a_report_without_the_proof(tmp_pa
     good.write_text(json.dumps(rep))
     bad.write_text(json.dumps({k: v for k, v in rep.items() if k != "proof"}))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    sweep = tmp_path / "rv.json"  # benchmarks/runtime_validity.py --manifest's shape
+    counts = {"episodes": 2, "phase": 1, "fallback": 0, "delayed": 0, "not_fired": 0, "invalid": 1}
+    sweep.write_text(
+        json.dumps(
+            {
+                "source": {"manifest": "manifests/train.jsonl", "content_hash": "ab" * 32},
+                "instances": 2,
+                "episodes": 2,
+                "wall_s": 3.0,
+                "workers": 1,
+                "by_policy": {
+                    "random": {
+                        "D04": {**counts, "invalid_cases": [{"task": "libero_goal:4", "reason": "no free spot"}]},
+                        "total": counts,
+                    }
+                },
+            }
+        )
+    )
     ok = subprocess.run(
-        [str(BIN / "liberopro"), "instances", "report-md", str(good), "--title", "T"],
+        [str(BIN / "liberopro"), "instances", "report-md", str(good), "--title", "T", "--runtime-validity", str(sweep)],
         capture_output=True,
         text=True,
         env=env,
@@ -184,6 +203,9 @@ def test_report_md_prints_the_page_and_refuses_a_report_without_the_proof(tmp_pa
     )
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert ok.stdout.startswith("# T\n") and "## Per shift" in ok.stdout
+    assert "## Run-time validity sweep" in ok.stdout and "`manifests/train.jsonl`" in ok.stdout
+    assert "| random | D04 | 2 | 1 | 0 | 0 | 0 | 1 |" in ok.stdout
+    assert "- random D04 libero_goal:4: no free spot" in ok.stdout
     no = subprocess.run(
         [str(BIN / "liberopro"), "instances", "report-md", str(bad)], capture_output=True, text=True, env=env
     )
