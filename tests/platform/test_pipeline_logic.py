@@ -444,3 +444,32 @@ def test_a_kept_policy_container_is_released_once_nothing_of_its_submission_will
     with pipeline._policy_lock:
         assert pipeline._release_policies(keep=here) == [queued]
     assert holder.held == {here}
+
+
+def test_the_heartbeat_thread_runs_the_idle_hook_only_while_no_task_runs(pipeline):
+    """A shards worker releases unused policy containers from its heartbeat thread, never while a
+    task runs (the task's own shard start and end do it then)."""
+    import threading
+    import time
+
+    from liberopro_platform.heartbeat import HeartbeatWriter
+
+    calls: list[str | None] = []
+    fired = threading.Event()
+    writer = HeartbeatWriter(pipeline.sessions, "hook@test", ["shards"], 0.05, idle_hook=None, idle_every_s=0.0)
+
+    def hook():
+        calls.append(writer.task)
+        fired.set()
+
+    writer.idle_hook = hook
+    writer.set_task("liberopro.run_shard 7")
+    writer.start()
+    try:
+        time.sleep(0.5)
+        assert calls == []  # a task runs: never called
+        writer.set_task(None)
+        assert fired.wait(5.0)
+    finally:
+        writer.stop()
+    assert set(calls) == {None}
