@@ -238,6 +238,7 @@ class Pipeline:
             ref_is_id = bool(sub.image_ref and IMAGE_ID.match(sub.image_ref))
         try:
             backend = self.backend
+            self.release_all_policies()  # this validation's policy container runs alone on the node
             prepared = backend.prepare(source, upload)
             if prepared is not None:
                 from submission_spec.transports import protocol_from_labels
@@ -499,10 +500,20 @@ class Pipeline:
         with self._policy_lock:
             return self._release_policies()
 
-    def _release_policies(self, keep: str | None = None) -> list[str]:
+    def release_all_policies(self) -> list[str]:
+        """Remove every node sandbox this worker holds, needed or not: before a validation (its
+        policy container must not share the node's memory and GPU with another submission's idle
+        one, or its failure there would be blamed on it) and when the worker shuts down (nothing
+        else removes them until a worker starts again, :meth:`recover`). Returns the submission
+        ids released."""
+        with self._policy_lock:
+            return self._release_policies(everything=True)
+
+    def _release_policies(self, keep: str | None = None, everything: bool = False) -> list[str]:
         """Release the node sandboxes of every submission but ``keep`` (when given: a worker runs one
-        shard at a time, and another submission's idle policy would hold its memory and GPU), else
-        of the submissions :meth:`release_idle_policies` names. Hold ``_policy_lock``."""
+        shard at a time, and another submission's idle policy would hold its memory and GPU), all
+        of them (``everything``), else of the submissions :meth:`release_idle_policies` names.
+        Hold ``_policy_lock``."""
         try:
             held = self.backend.policy_submissions()
         except SandboxError as exc:
@@ -510,7 +521,7 @@ class Pipeline:
             return []
         released = []
         for sid in sorted(held - {keep}):
-            if keep is None and self._policy_needed(sid):
+            if keep is None and not everything and self._policy_needed(sid):
                 continue
             try:
                 self.backend.release_policy(sid)
@@ -1117,6 +1128,15 @@ def shard_streams(requested: int, protocol: str, metadata: dict[str, Any] | None
     return max(1, min(int(requested), int(declared or 1), int(episodes)))
 
 
+#: Termination reasons of episodes that never ran because of the evaluator, not the policy
+#: (``worker_crashed``: a simulator stream process of the evaluator container died twice,
+#: :mod:`liberopro.workers`). They are valid failures in a local ``liberopro evaluate`` run, but on
+#: the platform an episode is stored once and for good, so such a record is not stored: the
+#: episode stays missing and the shard's next attempt runs it (after ``max_stage_attempts`` the
+#: shard fails with the platform's reason, "the evaluator finished with n of m episodes stored").
+NOT_STORED_REASONS = frozenset({"worker_crashed"})
+
+
 class _ShardCallbacks:
     """Stores what the sandbox reports while a shard runs (each call in its own transaction)."""
 
@@ -1133,6 +1153,20 @@ class _ShardCallbacks:
         pass
 
     def on_record(self, record: dict[str, Any]) -> None:
+        """Store the episode, unless the evaluator could not run it (:data:`NOT_STORED_REASONS`:
+        the platform's fault, not the policy's): then it stays missing, an [admin] event says
+        why, and the shard's next attempt runs it again."""
+        reason = record.get("termination_reason")
+        if reason in NOT_STORED_REASONS:
+            with transaction(self.p.sessions) as s:
+                sub = s.get(Submission, self.submission_id)
+                add_event(
+                    s,
+                    sub,
+                    f"[admin] episode {record.get('instance_id')}#{record.get('episode_index')} not stored: "
+                    f"{reason}: {str(record.get('detail') or '')[:500]}",
+                )
+            return
         self.p.store_episode(self.shard_id, self.submission_id, record)
 
     def heartbeat(self) -> None:

@@ -317,6 +317,24 @@ def test_policy_container_restrictions(docker_client, platform_images, platform_
     assert not [n for n in sandbox_leftovers(docker_client) if name in n]
 
 
+def test_evaluator_cpu_quota_never_exceeds_the_engine(docker_client, platform_settings):
+    """LIBEROPRO_EVALUATOR_STREAMS beyond what the engine's CPUs give at evaluator_cpus per stream:
+    the engine refuses a quota above its CPUs, so the quota is capped there (was: every shard of a
+    batching policy failed at create with "Range of CPUs is from 0.01 to N")."""
+    from liberopro_platform.sandbox.docker_backend import DockerBackend, _Sandbox
+
+    ncpu = int(docker_client.info()["NCPU"])
+    settings = platform_settings.model_copy(update={"evaluator_cpus": 1.0, "evaluator_streams": ncpu + 2})
+    backend = DockerBackend(settings, "cpuquota@test")
+    quota = {}
+    for streams in (ncpu + 2, 1):
+        with _Sandbox(backend, "cpuquota", f"shard{streams}") as sb:
+            ev = sb.create_evaluator(["run"], streams=streams)
+            quota[streams] = docker_client.api.inspect_container(ev.id)["HostConfig"]["NanoCpus"]
+    assert quota == {ncpu + 2: ncpu * 10**9, 1: 10**9}
+    assert not [n for n in sandbox_leftovers(docker_client) if "cpuquota" in n]
+
+
 class _Collect:
     """Shard callbacks that keep the records (no database)."""
 

@@ -296,7 +296,10 @@ class _Sandbox:
             "log_config": {"type": "json-file", "config": {"max-size": "50m", "max-file": "1"}},
         }
         if s.evaluator_cpus:
-            kwargs["nano_cpus"] = int(s.evaluator_cpus * streams * 1e9)
+            # The engine refuses a quota above its CPUs ("Range of CPUs is from 0.01 to N"): with
+            # LIBEROPRO_EVALUATOR_STREAMS set beyond them, every shard of a batching policy failed.
+            cpus = min(s.evaluator_cpus * streams, self.backend.engine_cpus() or math.inf)
+            kwargs["nano_cpus"] = int(cpus * 1e9)
         gpu = evaluator_gpu_options(s, stream)
         kwargs["environment"].update(gpu.pop("environment", {}))
         kwargs.update(gpu)
@@ -443,6 +446,7 @@ class DockerBackend:
         self.settings = settings
         self.worker = worker
         self.deployment = deployment
+        self._engine_cpus: int | None = None
         try:
             self.client = docker.from_env(timeout=300)
             self.client.ping()
@@ -904,6 +908,15 @@ class DockerBackend:
             except DockerException as exc:
                 log.warning("release of %s: network %s: %s", submission_id, net.name, exc)
         return n
+
+    def engine_cpus(self) -> int | None:
+        """The engine's CPUs (``docker info`` NCPU, read once); None when it does not say."""
+        if self._engine_cpus is None:
+            try:
+                self._engine_cpus = int(self.client.info().get("NCPU") or 0)
+            except Exception as exc:  # noqa: BLE001 - the engine's errors are infrastructure faults
+                raise SandboxError(f"cannot read the engine's CPUs: {exc}") from exc
+        return self._engine_cpus or None
 
     def auto_streams(self) -> int:
         """Evaluator streams that fit this engine next to one policy container: the engine's
