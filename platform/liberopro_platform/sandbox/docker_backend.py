@@ -783,7 +783,7 @@ class DockerBackend:
     ) -> ShardOutcome:
         """Run ``spec`` against the submission's policy container on this worker (the node sandbox,
         :meth:`node_policy`: started now or reused from an earlier shard, restarted by the engine
-        on a crash up to ``policy_restarts`` times) with a fresh evaluator container on its
+        on a crash up to ``policy_restarts`` times in this shard) with a fresh evaluator container on its
         network, the shard file on its own volume; the evaluator and the volume are removed on
         return, the policy container stays for the next shard (:meth:`release_policy`). The
         policy log of the outcome is what the policy wrote during this shard."""
@@ -849,6 +849,7 @@ class DockerBackend:
             except DockerException as exc:
                 log.warning("node sandbox of %s: could not remove %s: %s", sid, c.name, exc)
         if keep is not None:
+            self._renew_restarts(keep)
             return network, keep
         if network is None:
             for n in networks:  # more than one: leftovers of an interrupted start
@@ -866,6 +867,22 @@ class DockerBackend:
         except BaseException:
             node.__exit__(None, None, None)
             raise
+
+    def _renew_restarts(self, policy: Any) -> None:
+        """Give a reused policy container ``policy_restarts`` more restarts for the shard about to
+        use it (the engine's ``on-failure`` count runs over the container's life: without this a
+        policy that crashed in earlier shards on this worker had no restart left, and every
+        episode after its next crash failed, depending on how the shards fell on workers)."""
+        from docker.errors import DockerException
+
+        n = self.settings.policy_restarts
+        if n <= 0:
+            return
+        count = int(policy.attrs.get("RestartCount", 0))
+        try:
+            policy.update(restart_policy={"Name": "on-failure", "MaximumRetryCount": count + n})
+        except DockerException as exc:
+            log.warning("could not renew the restarts of %s: %s", policy.name, exc)
 
     def policy_submissions(self) -> set[str]:
         """Submission ids whose node sandbox (policy container or network) this worker holds on the engine."""
