@@ -938,17 +938,34 @@ class DockerBackend:
     def auto_streams(self) -> int:
         """Evaluator streams that fit this engine next to one policy container: the engine's
         CPUs less the policy's (none when the policy has GPUs), and its memory less the policy's
-        and one evaluator's, over ``evaluator_stream_memory`` per further stream; at least 1."""
+        and one evaluator's, over ``evaluator_stream_memory`` per further stream; at least 1.
+        The memory limits and CPU quotas of the running sandbox containers of *other* workers on
+        the engine (several workers per engine, e.g. one per GPU) are taken off first: each
+        worker counting the whole engine as its own would let their evaluators together ask for
+        several times its memory."""
         from docker.utils import parse_bytes
 
         s = self.settings
         try:
             info = self.client.info()
+            others = [
+                c
+                for c in self.client.containers.list(filters={"label": [f"{LABEL}=1"], "status": "running"})
+                if c.labels.get(LABEL_WORKER) != self.worker
+            ]
         except Exception as exc:  # noqa: BLE001 - the engine's errors are infrastructure faults
             raise SandboxError(f"cannot read the engine's CPUs and memory: {exc}") from exc
-        cpus = int(info.get("NCPU") or 1) - (0 if s.gpus else math.ceil(s.policy_cpus))
+        host = [c.attrs.get("HostConfig") or {} for c in others]
+        taken_memory = sum(int(h.get("Memory") or 0) for h in host)
+        taken_cpus = sum(int(h.get("NanoCpus") or 0) for h in host) / 1e9
+        cpus = int(info.get("NCPU") or 1) - taken_cpus - (0 if s.gpus else math.ceil(s.policy_cpus))
         per = s.evaluator_cpus or 1.0
-        left = int(info.get("MemTotal") or 0) - parse_bytes(s.policy_memory) - parse_bytes(s.evaluator_memory)
+        left = (
+            int(info.get("MemTotal") or 0)
+            - taken_memory
+            - parse_bytes(s.policy_memory)
+            - parse_bytes(s.evaluator_memory)
+        )
         by_memory = 1 + max(0, left) // parse_bytes(s.evaluator_stream_memory)
         return max(1, min(int(cpus // per), by_memory, 64))
 
