@@ -480,7 +480,18 @@ class Pipeline:
             log.exception("shard %s failed", shard_id)
             outcome = ShardOutcome("infrastructure_error", "internal sandbox error", f"{exc.__class__.__name__}: {exc}")
         self._after_shard(shard_id, outcome)
+        if outcome.status in FRESH_POLICY_AFTER:
+            self._release_policy_of(source.submission_id)
         self.release_idle_policies()
+
+    def _release_policy_of(self, submission_id: str) -> None:
+        """Remove this worker's node sandbox of ``submission_id`` now (its next shard attempt here
+        starts a fresh policy container); an engine error is logged."""
+        with self._policy_lock:
+            try:
+                self.backend.release_policy(submission_id)
+            except SandboxError as exc:
+                log.warning("could not remove the policy container of %s: %s", submission_id, exc)
 
     def _requested_streams(self) -> int:
         """``evaluator_streams``, else what the backend finds this node fits (1 when it cannot tell)."""
@@ -1127,6 +1138,12 @@ def shard_streams(requested: int, protocol: str, metadata: dict[str, Any] | None
     declared = (metadata or {}).get("max_concurrent_episodes") if protocol == "liberopro" else None
     return max(1, min(int(requested), int(declared or 1), int(episodes)))
 
+
+#: Shard outcomes after which the submission's policy container on the worker is not reused: the
+#: attempt failed as a whole (the policy never answered, the shard ran out of time, the sandbox
+#: broke), so a policy server that hung or broke (Running to the engine, deadlocked inside) must
+#: not serve the retry as well. Before the node sandbox every attempt had a fresh container.
+FRESH_POLICY_AFTER = frozenset({"policy_error", "timed_out", "infrastructure_error"})
 
 #: Termination reasons of episodes that never ran because of the evaluator, not the policy
 #: (``worker_crashed``: a simulator stream process of the evaluator container died twice,

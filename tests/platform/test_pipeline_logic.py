@@ -552,3 +552,45 @@ def test_a_slow_idle_hook_does_not_stop_the_heartbeat(pipeline):
     finally:
         release.set()
         hb.stop()
+
+
+class ShardRunner(PolicyHolder):
+    """A backend whose shards end with ``status`` and keep the submission's policy container."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(set())
+        self.status = status
+
+    def auto_streams(self):
+        return 1
+
+    def run_shard(self, source, spec, callbacks, time_limit_s):
+        from liberopro_platform.sandbox.base import ShardOutcome
+
+        self.held.add(source.submission_id)
+        return ShardOutcome(self.status, "the policy did not answer", "internal", "")
+
+
+@pytest.mark.parametrize(("status", "kept"), [("policy_error", False), ("timed_out", False), ("completed", True)])
+def test_a_failed_shard_attempt_is_retried_on_a_fresh_policy_container(pipeline, manifest_path, status, kept):
+    """A policy server that hung (Running to the engine, no answer) must not serve the retry too:
+    after an attempt that failed as a whole the node sandbox goes, though a shard of the
+    submission is queued again. An attempt that completed with an episode missing keeps it."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Shard, Submission
+
+    manifest = load_manifest(manifest_path)
+    iid = manifest.instances[0].instance_id
+    pipeline.settings = pipeline.settings.model_copy(update={"manifest_path": manifest_path})
+    sid = make_submission(pipeline, shards=(([iid, 0],), ([iid, 1],)), manifest_sha256=manifest.sha256)
+    with transaction(pipeline.sessions) as s:
+        sub = s.get(Submission, sid)
+        sub.image_digest, sub.protocol = "sha256:" + "3" * 64, "liberopro"
+        shard_id = s.query(Shard).filter_by(submission_id=sid, index=0).one().id
+    pipeline._backend = holder = ShardRunner(status)
+    pipeline.run_shard(shard_id)
+    with pipeline.sessions() as s:
+        assert s.get(Shard, shard_id).state == "queued"  # retried (attempt 1 of 2)
+    assert (holder.held == {sid}) is kept and (holder.released == [sid]) is not kept
+    with transaction(pipeline.sessions) as s:
+        s.get(Submission, sid).state = "cancelled"
