@@ -222,7 +222,7 @@ def _recover_on_start(sender=None, **_: object) -> None:
         _worker_name,
         roles,
         settings.heartbeat_interval_s,
-        idle_hook=p.release_idle_policies if SHARDS in roles else None,
+        idle_hook=p.idle if SHARDS in roles else None,
     ).start()
     if SHARDS in roles:
         result = p.recover()

@@ -1056,16 +1056,10 @@ class Pipeline:
             sub.upload_path = None
 
     # ------------------------------------------------------------------ crash recovery
-    def recover(self) -> dict[str, Any]:
-        """At worker start: find the owners that are gone, remove the sandboxes they left on this
-        engine and requeue the shards and validations they held (stored episodes are kept).
-
-        Gone are this worker's own name (a killed predecessor of the same name) and every other
-        worker that either labels sandboxes on this engine or has a row in ``worker_heartbeats``,
-        whose row is stopped, stale (``heartbeat_stale_s``) or absent, and none of whose claims
-        has a fresh heartbeat. Rows of gone workers are deleted once cleaned up, rows silent for
-        a week too. Returns ``{"swept", "shards", "validations", "gone"}``.
-        """
+    def _gone_owners(self) -> tuple[set[str], set[str]]:
+        """(owners of sandboxes on this engine, gone workers other than this one): a worker that
+        labels sandboxes here or serves shards by its row, whose row is stopped, stale or
+        absent and none of whose claims has a fresh heartbeat (:meth:`recover`)."""
         now, stale_s = self._now(), self.settings.heartbeat_stale_s
         on_engine: set[str] = set()
         try:
@@ -1080,19 +1074,53 @@ class Pipeline:
             )
             busy = {w for w, at in [*claims, *vals] if w and not self._stale(at)}
         candidates = on_engine | {n for n, r in rows.items() if r.serves(SHARDS)}
-        gone = {self.worker} | {
+        gone = {
             n
             for n in candidates - {self.worker}
             if not (n in rows and is_live(rows[n], now, stale_s)) and n not in busy
         }
+        return on_engine, gone
+
+    def _sweep_owners(self, owners: list[str]) -> int:
         swept = 0
-        for owner in sorted(gone):
-            if owner != self.worker and owner not in on_engine:
-                continue
+        for owner in owners:
             try:
                 swept += self.backend.sweep(owner)
             except SandboxError as exc:
                 log.error("recovery: could not sweep the sandboxes of %s: %s", owner, exc)
+        return swept
+
+    def idle(self) -> dict[str, Any]:
+        """The shards worker's idle hook (every minute while no task runs, beside the heartbeat):
+        release the node sandboxes nothing will use (:meth:`release_idle_policies`) and remove
+        the sandboxes that gone workers left on this engine (the rule of :meth:`recover`, which
+        otherwise runs only when a worker starts: a worker killed and replaced under a new name
+        within ``heartbeat_stale_s`` left its policy container, with its memory and GPUs, until the
+        next start). Their work is the stuck sweep's (stale claims are requeued there). Returns
+        ``{"released", "swept"}``."""
+        released = self.release_idle_policies()
+        on_engine, gone = self._gone_owners()
+        swept = self._sweep_owners(sorted(gone & on_engine))
+        if swept:
+            log.warning(
+                "%s: removed %d sandbox resources of gone owners %s", self.worker, swept, sorted(gone & on_engine)
+            )
+        return {"released": released, "swept": swept}
+
+    def recover(self) -> dict[str, Any]:
+        """At worker start: find the owners that are gone, remove the sandboxes they left on this
+        engine and requeue the shards and validations they held (stored episodes are kept).
+
+        Gone are this worker's own name (a killed predecessor of the same name) and every other
+        worker that either labels sandboxes on this engine or has a row in ``worker_heartbeats``,
+        whose row is stopped, stale (``heartbeat_stale_s``) or absent, and none of whose claims
+        has a fresh heartbeat. Rows of gone workers are deleted once cleaned up, rows silent for
+        a week too. Returns ``{"swept", "shards", "validations", "gone"}``.
+        """
+        now = self._now()
+        on_engine, gone = self._gone_owners()
+        gone |= {self.worker}
+        swept = self._sweep_owners(sorted(o for o in gone if o == self.worker or o in on_engine))
         shard_ids, sub_ids = [], []
         with transaction(self.sessions) as s:
 

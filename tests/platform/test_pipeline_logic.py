@@ -594,3 +594,31 @@ def test_a_failed_shard_attempt_is_retried_on_a_fresh_policy_container(pipeline,
     assert (holder.held == {sid}) is kept and (holder.released == [sid]) is not kept
     with transaction(pipeline.sessions) as s:
         s.get(Submission, sid).state = "cancelled"
+
+
+def test_an_idle_worker_removes_what_gone_owners_left_on_its_engine(pipeline):
+    """The idle hook applies recover()'s rule between starts: a worker killed and replaced under
+    a new name (within heartbeat_stale_s, so the replacement's start spared it) left a policy
+    container holding memory and GPUs; the next idle minute of any worker on that engine
+    removes it. Never its own sandboxes nor a live owner's; the work is the stuck sweep's."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import WorkerHeartbeat, utcnow
+
+    tag = secrets.token_hex(3)
+    gone, live = f"gone-{tag}@unit", f"live-{tag}@unit"
+    pipeline._backend = holder = PolicyHolder(set())
+    holder.labelled = {gone, live, pipeline.worker}
+    with transaction(pipeline.sessions) as s:
+        s.add_all(
+            [
+                WorkerHeartbeat(name=gone, roles="shards", beat_at=utcnow() - dt.timedelta(minutes=10)),
+                WorkerHeartbeat(name=live, roles="shards", beat_at=utcnow()),
+            ]
+        )
+    try:
+        assert pipeline.idle() == {"released": [], "swept": 3}
+        assert holder.swept == [gone] and pipeline.enqueue.sent == []
+    finally:
+        with transaction(pipeline.sessions) as s:
+            for n in (gone, live):
+                s.delete(s.get(WorkerHeartbeat, n))
