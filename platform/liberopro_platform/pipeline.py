@@ -375,6 +375,9 @@ class Pipeline:
         with :meth:`shard_streams` simulator streams, against the submission's policy container on
         this worker (kept for its next shard; :meth:`release_idle_policies`)."""
         st = self.settings
+        # Asked of the engine before the shard's row is locked: a slow engine must not hold the
+        # lock (a cancel's update of the shard waits on it).
+        requested = self._requested_streams()
         with transaction(self.sessions) as s:
             shard = s.get(Shard, shard_id, with_for_update=True)
             if shard is None:
@@ -416,8 +419,7 @@ class Pipeline:
                 )
                 remaining = [p for p in shard.plan if (p[0], p[1]) not in stored]
                 streams = shard_streams(64, sub.protocol, sub.policy_metadata, len(remaining))
-                if streams > 1:  # the policy serves several episodes at once: as many as this node fits
-                    streams = min(streams, self._requested_streams())
+                streams = min(streams, requested)  # the policy serves several at once: as many as this node fits
                 source = PolicySource(
                     submission_id=sub.id,
                     image=sub.image_digest,

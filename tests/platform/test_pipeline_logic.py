@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 
 class SweepCounter:
-    """Stands in for a sandbox backend where only ``sweep`` is exercised."""
+    """Stands in for a sandbox backend where only ``sweep`` is exercised (one stream per shard)."""
 
     name = "counter"
 
@@ -27,6 +27,9 @@ class SweepCounter:
 
     def owners(self):
         return set(self.labelled)
+
+    def auto_streams(self):
+        return 1
 
 
 @pytest.fixture
@@ -561,9 +564,6 @@ class ShardRunner(PolicyHolder):
         super().__init__(set())
         self.status = status
 
-    def auto_streams(self):
-        return 1
-
     def run_shard(self, source, spec, callbacks, time_limit_s):
         from liberopro_platform.sandbox.base import ShardOutcome
 
@@ -622,3 +622,49 @@ def test_an_idle_worker_removes_what_gone_owners_left_on_its_engine(pipeline):
         with transaction(pipeline.sessions) as s:
             for n in (gone, live):
                 s.delete(s.get(WorkerHeartbeat, n))
+
+
+class LockProbe(ShardRunner):
+    """auto_streams tries to lock the shard's row at once (NOWAIT): it fails while run_shard
+    holds the lock."""
+
+    def __init__(self, pipeline, shard_id) -> None:
+        super().__init__("completed")
+        self.pipeline, self.shard_id, self.locked = pipeline, shard_id, None
+
+    def auto_streams(self):
+        from liberopro_platform.models import Shard
+        from sqlalchemy.exc import OperationalError
+
+        with self.pipeline.sessions() as s:
+            try:
+                s.execute(select(Shard.id).where(Shard.id == self.shard_id).with_for_update(nowait=True)).all()
+                self.locked = False
+            except OperationalError:
+                self.locked = True
+        return 4
+
+
+def test_the_engine_is_asked_for_streams_before_the_shard_is_locked(pipeline, manifest_path):
+    """A Docker engine slow to answer (auto_streams) must not hold the shard's row lock, which a
+    cancel's update of the shard waits on."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Shard, Submission
+
+    manifest = load_manifest(manifest_path)
+    iid = manifest.instances[0].instance_id
+    pipeline.settings = pipeline.settings.model_copy(update={"manifest_path": manifest_path})
+    sid = make_submission(pipeline, shards=(([iid, 0], [iid, 1]),), manifest_sha256=manifest.sha256)
+    with transaction(pipeline.sessions) as s:
+        sub = s.get(Submission, sid)
+        sub.image_digest, sub.protocol = "sha256:" + "4" * 64, "liberopro"
+        sub.policy_metadata = {"max_concurrent_episodes": 8}
+        shard_id = sub.shards[0].id
+    pipeline._backend = probe = LockProbe(pipeline, shard_id)
+    pipeline.run_shard(shard_id)
+    assert probe.locked is False
+    with pipeline.sessions() as s:
+        assert any("in 2 simulator streams at once" in e.message for e in s.get(Submission, sid).events)
+        assert s.get(Shard, shard_id).state == "queued"
+    with transaction(pipeline.sessions) as s:
+        s.get(Submission, sid).state = "cancelled"
