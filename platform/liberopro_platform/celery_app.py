@@ -222,7 +222,7 @@ def _recover_on_start(sender=None, **_: object) -> None:
         _worker_name,
         roles,
         settings.heartbeat_interval_s,
-        idle_hook=p.release_idle_policies if SHARDS in roles else None,
+        idle_hook=p.idle if SHARDS in roles else None,
     ).start()
     if SHARDS in roles:
         result = p.recover()
@@ -273,8 +273,19 @@ def _task_ended(**_: object) -> None:
 
 @signals.worker_shutdown.connect
 def _stopped(**_: object) -> None:
+    """Mark the heartbeat row stopped and remove the policy containers this worker kept between
+    shards (the node sandboxes: otherwise they would hold their memory and GPUs until a worker
+    starts again and sweeps them)."""
     if _heartbeat is not None:
         _heartbeat.stop()
+    if _pipeline is not None and _pipeline._backend is not None:
+        try:
+            released = _pipeline.release_all_policies()
+        except Exception:  # noqa: BLE001 - shutting down: log and go on
+            log.exception("worker %s: could not release its policy containers", _worker_name)
+        else:
+            if released:
+                log.info("worker %s: released the policy containers of %s", _worker_name, ", ".join(released))
 
 
 class SweepScheduler(Scheduler):

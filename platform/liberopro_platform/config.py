@@ -92,8 +92,9 @@ class Settings(BaseSettings):
     )
     policy_restarts: int = Field(
         3,
-        description="Restarts of a crashed policy container before a fresh one replaces it (one policy "
-        "container serves all of a submission's shards on a worker, so the count runs over those shards).",
+        description="Restarts of a crashed policy container per shard (one policy container serves all of a "
+        "submission's shards on a worker: each shard that reuses it gives it this many more; one that finds "
+        "it exited starts a fresh one).",
     )
     runtime: str | None = Field(None, description="OCI runtime of the policy container, e.g. runsc (gVisor).")
     gpus: str | None = Field(None, description="GPU request for the policy: 'all', a count, or device ids '0,1'.")

@@ -70,9 +70,9 @@ class HeartbeatWriter:
     the row before returning (so that a worker's row exists before it runs anything),
     :meth:`set_task` records what the process runs now, :meth:`stop` marks a clean shutdown.
     Database errors are logged and retried at the next beat; they never stop the thread.
-    ``idle_hook`` (optional) is called from the thread every ``idle_every_s`` seconds while no
-    task runs (a shards worker releases the policy containers nothing will use); what it raises
-    is logged.
+    ``idle_hook`` (optional) is called every ``idle_every_s`` seconds while no task runs (a
+    shards worker releases the policy containers nothing will use), in a thread of its own (one
+    call at a time; the beats go on while it runs); what it raises is logged.
     """
 
     def __init__(
@@ -106,14 +106,27 @@ class HeartbeatWriter:
 
     def _run(self) -> None:
         last_hook = time.monotonic()
+        hook: threading.Thread | None = None
         while not self._stop.wait(self.interval_s):
             self.write()
-            if self.idle_hook is not None and self.task is None and time.monotonic() - last_hook >= self.idle_every_s:
+            if (
+                self.idle_hook is not None
+                and self.task is None
+                and time.monotonic() - last_hook >= self.idle_every_s
+                and (hook is None or not hook.is_alive())
+            ):
+                # In a thread of its own: a slow hook (a Docker engine taking minutes to remove a
+                # container) must not stop the beats, or the worker would look gone to the others
+                # (heartbeat_stale_s) and its sandboxes and claims would be taken.
                 last_hook = time.monotonic()
-                try:
-                    self.idle_hook()
-                except Exception:  # noqa: BLE001 - never stops the heartbeat
-                    log.exception("idle hook of %s failed", self.name)
+                hook = threading.Thread(target=self._call_hook, name=f"idle hook {self.name}", daemon=True)
+                hook.start()
+
+    def _call_hook(self) -> None:
+        try:
+            self.idle_hook()  # type: ignore[misc]
+        except Exception:  # noqa: BLE001 - never stops the heartbeat
+            log.exception("idle hook of %s failed", self.name)
 
     def set_task(self, task: str | None) -> None:
         """Record the task this process runs now (None: idle) and write it at once."""

@@ -238,6 +238,7 @@ class Pipeline:
             ref_is_id = bool(sub.image_ref and IMAGE_ID.match(sub.image_ref))
         try:
             backend = self.backend
+            self.release_all_policies()  # this validation's policy container runs alone on the node
             prepared = backend.prepare(source, upload)
             if prepared is not None:
                 from submission_spec.transports import protocol_from_labels
@@ -374,6 +375,9 @@ class Pipeline:
         with :meth:`shard_streams` simulator streams, against the submission's policy container on
         this worker (kept for its next shard; :meth:`release_idle_policies`)."""
         st = self.settings
+        # Asked of the engine before the shard's row is locked: a slow engine must not hold the
+        # lock (a cancel's update of the shard waits on it).
+        requested = self._requested_streams()
         with transaction(self.sessions) as s:
             shard = s.get(Shard, shard_id, with_for_update=True)
             if shard is None:
@@ -415,8 +419,7 @@ class Pipeline:
                 )
                 remaining = [p for p in shard.plan if (p[0], p[1]) not in stored]
                 streams = shard_streams(64, sub.protocol, sub.policy_metadata, len(remaining))
-                if streams > 1:  # the policy serves several episodes at once: as many as this node fits
-                    streams = min(streams, self._requested_streams())
+                streams = min(streams, requested)  # the policy serves several at once: as many as this node fits
                 source = PolicySource(
                     submission_id=sub.id,
                     image=sub.image_digest,
@@ -479,7 +482,18 @@ class Pipeline:
             log.exception("shard %s failed", shard_id)
             outcome = ShardOutcome("infrastructure_error", "internal sandbox error", f"{exc.__class__.__name__}: {exc}")
         self._after_shard(shard_id, outcome)
+        if outcome.status in FRESH_POLICY_AFTER:
+            self._release_policy_of(source.submission_id)
         self.release_idle_policies()
+
+    def _release_policy_of(self, submission_id: str) -> None:
+        """Remove this worker's node sandbox of ``submission_id`` now (its next shard attempt here
+        starts a fresh policy container); an engine error is logged."""
+        with self._policy_lock:
+            try:
+                self.backend.release_policy(submission_id)
+            except SandboxError as exc:
+                log.warning("could not remove the policy container of %s: %s", submission_id, exc)
 
     def _requested_streams(self) -> int:
         """``evaluator_streams``, else what the backend finds this node fits (1 when it cannot tell)."""
@@ -499,10 +513,20 @@ class Pipeline:
         with self._policy_lock:
             return self._release_policies()
 
-    def _release_policies(self, keep: str | None = None) -> list[str]:
+    def release_all_policies(self) -> list[str]:
+        """Remove every node sandbox this worker holds, needed or not: before a validation (its
+        policy container must not share the node's memory and GPU with another submission's idle
+        one, or its failure there would be blamed on it) and when the worker shuts down (nothing
+        else removes them until a worker starts again, :meth:`recover`). Returns the submission
+        ids released."""
+        with self._policy_lock:
+            return self._release_policies(everything=True)
+
+    def _release_policies(self, keep: str | None = None, everything: bool = False) -> list[str]:
         """Release the node sandboxes of every submission but ``keep`` (when given: a worker runs one
-        shard at a time, and another submission's idle policy would hold its memory and GPU), else
-        of the submissions :meth:`release_idle_policies` names. Hold ``_policy_lock``."""
+        shard at a time, and another submission's idle policy would hold its memory and GPU), all
+        of them (``everything``), else of the submissions :meth:`release_idle_policies` names.
+        Hold ``_policy_lock``."""
         try:
             held = self.backend.policy_submissions()
         except SandboxError as exc:
@@ -510,7 +534,7 @@ class Pipeline:
             return []
         released = []
         for sid in sorted(held - {keep}):
-            if keep is None and self._policy_needed(sid):
+            if keep is None and not everything and self._policy_needed(sid):
                 continue
             try:
                 self.backend.release_policy(sid)
@@ -1034,16 +1058,10 @@ class Pipeline:
             sub.upload_path = None
 
     # ------------------------------------------------------------------ crash recovery
-    def recover(self) -> dict[str, Any]:
-        """At worker start: find the owners that are gone, remove the sandboxes they left on this
-        engine and requeue the shards and validations they held (stored episodes are kept).
-
-        Gone are this worker's own name (a killed predecessor of the same name) and every other
-        worker that either labels sandboxes on this engine or has a row in ``worker_heartbeats``,
-        whose row is stopped, stale (``heartbeat_stale_s``) or absent, and none of whose claims
-        has a fresh heartbeat. Rows of gone workers are deleted once cleaned up, rows silent for
-        a week too. Returns ``{"swept", "shards", "validations", "gone"}``.
-        """
+    def _gone_owners(self) -> tuple[set[str], set[str]]:
+        """(owners of sandboxes on this engine, gone workers other than this one): a worker that
+        labels sandboxes here or serves shards by its row, whose row is stopped, stale or
+        absent and none of whose claims has a fresh heartbeat (:meth:`recover`)."""
         now, stale_s = self._now(), self.settings.heartbeat_stale_s
         on_engine: set[str] = set()
         try:
@@ -1058,19 +1076,53 @@ class Pipeline:
             )
             busy = {w for w, at in [*claims, *vals] if w and not self._stale(at)}
         candidates = on_engine | {n for n, r in rows.items() if r.serves(SHARDS)}
-        gone = {self.worker} | {
+        gone = {
             n
             for n in candidates - {self.worker}
             if not (n in rows and is_live(rows[n], now, stale_s)) and n not in busy
         }
+        return on_engine, gone
+
+    def _sweep_owners(self, owners: list[str]) -> int:
         swept = 0
-        for owner in sorted(gone):
-            if owner != self.worker and owner not in on_engine:
-                continue
+        for owner in owners:
             try:
                 swept += self.backend.sweep(owner)
             except SandboxError as exc:
                 log.error("recovery: could not sweep the sandboxes of %s: %s", owner, exc)
+        return swept
+
+    def idle(self) -> dict[str, Any]:
+        """The shards worker's idle hook (every minute while no task runs, beside the heartbeat):
+        release the node sandboxes nothing will use (:meth:`release_idle_policies`) and remove
+        the sandboxes that gone workers left on this engine (the rule of :meth:`recover`, which
+        otherwise runs only when a worker starts: a worker killed and replaced under a new name
+        within ``heartbeat_stale_s`` left its policy container, with its memory and GPUs, until the
+        next start). Their work is the stuck sweep's (stale claims are requeued there). Returns
+        ``{"released", "swept"}``."""
+        released = self.release_idle_policies()
+        on_engine, gone = self._gone_owners()
+        swept = self._sweep_owners(sorted(gone & on_engine))
+        if swept:
+            log.warning(
+                "%s: removed %d sandbox resources of gone owners %s", self.worker, swept, sorted(gone & on_engine)
+            )
+        return {"released": released, "swept": swept}
+
+    def recover(self) -> dict[str, Any]:
+        """At worker start: find the owners that are gone, remove the sandboxes they left on this
+        engine and requeue the shards and validations they held (stored episodes are kept).
+
+        Gone are this worker's own name (a killed predecessor of the same name) and every other
+        worker that either labels sandboxes on this engine or has a row in ``worker_heartbeats``,
+        whose row is stopped, stale (``heartbeat_stale_s``) or absent, and none of whose claims
+        has a fresh heartbeat. Rows of gone workers are deleted once cleaned up, rows silent for
+        a week too. Returns ``{"swept", "shards", "validations", "gone"}``.
+        """
+        now = self._now()
+        on_engine, gone = self._gone_owners()
+        gone |= {self.worker}
+        swept = self._sweep_owners(sorted(o for o in gone if o == self.worker or o in on_engine))
         shard_ids, sub_ids = [], []
         with transaction(self.sessions) as s:
 
@@ -1117,6 +1169,21 @@ def shard_streams(requested: int, protocol: str, metadata: dict[str, Any] | None
     return max(1, min(int(requested), int(declared or 1), int(episodes)))
 
 
+#: Shard outcomes after which the submission's policy container on the worker is not reused: the
+#: attempt failed as a whole (the policy never answered, the shard ran out of time, the sandbox
+#: broke), so a policy server that hung or broke (Running to the engine, deadlocked inside) must
+#: not serve the retry as well. Before the node sandbox every attempt had a fresh container.
+FRESH_POLICY_AFTER = frozenset({"policy_error", "timed_out", "infrastructure_error"})
+
+#: Termination reasons of episodes that never ran because of the evaluator, not the policy
+#: (``worker_crashed``: a simulator stream process of the evaluator container died twice,
+#: :mod:`liberopro.workers`). They are valid failures in a local ``liberopro evaluate`` run, but on
+#: the platform an episode is stored once and for good, so such a record is not stored: the
+#: episode stays missing and the shard's next attempt runs it (after ``max_stage_attempts`` the
+#: shard fails with the platform's reason, "the evaluator finished with n of m episodes stored").
+NOT_STORED_REASONS = frozenset({"worker_crashed"})
+
+
 class _ShardCallbacks:
     """Stores what the sandbox reports while a shard runs (each call in its own transaction)."""
 
@@ -1133,6 +1200,20 @@ class _ShardCallbacks:
         pass
 
     def on_record(self, record: dict[str, Any]) -> None:
+        """Store the episode, unless the evaluator could not run it (:data:`NOT_STORED_REASONS`:
+        the platform's fault, not the policy's): then it stays missing, an [admin] event says
+        why, and the shard's next attempt runs it again."""
+        reason = record.get("termination_reason")
+        if reason in NOT_STORED_REASONS:
+            with transaction(self.p.sessions) as s:
+                sub = s.get(Submission, self.submission_id)
+                add_event(
+                    s,
+                    sub,
+                    f"[admin] episode {record.get('instance_id')}#{record.get('episode_index')} not stored: "
+                    f"{reason}: {str(record.get('detail') or '')[:500]}",
+                )
+            return
         self.p.store_episode(self.shard_id, self.submission_id, record)
 
     def heartbeat(self) -> None:

@@ -317,6 +317,71 @@ def test_policy_container_restrictions(docker_client, platform_images, platform_
     assert not [n for n in sandbox_leftovers(docker_client) if name in n]
 
 
+def test_evaluator_cpu_quota_never_exceeds_the_engine(docker_client, platform_settings):
+    """LIBEROPRO_EVALUATOR_STREAMS beyond what the engine's CPUs give at evaluator_cpus per stream:
+    the engine refuses a quota above its CPUs, so the quota is capped there (was: every shard of a
+    batching policy failed at create with "Range of CPUs is from 0.01 to N")."""
+    from liberopro_platform.sandbox.docker_backend import DockerBackend, _Sandbox
+
+    ncpu = int(docker_client.info()["NCPU"])
+    settings = platform_settings.model_copy(update={"evaluator_cpus": 1.0, "evaluator_streams": ncpu + 2})
+    backend = DockerBackend(settings, "cpuquota@test")
+    quota = {}
+    for streams in (ncpu + 2, 1):
+        with _Sandbox(backend, "cpuquota", f"shard{streams}") as sb:
+            ev = sb.create_evaluator(["run"], streams=streams)
+            quota[streams] = docker_client.api.inspect_container(ev.id)["HostConfig"]["NanoCpus"]
+    assert quota == {ncpu + 2: ncpu * 10**9, 1: 10**9}
+    assert not [n for n in sandbox_leftovers(docker_client) if "cpuquota" in n]
+
+
+_KILL_SERVER = (
+    "import os\n"
+    "for p in os.listdir('/proc'):\n"
+    "    if p.isdigit() and int(p) > 1 and int(p) != os.getpid():\n"
+    "        os.kill(int(p), 9)\n"
+)
+
+
+def test_a_reused_policy_container_gets_its_restarts_again(docker_client, platform_images, platform_settings):
+    """The engine's on-failure count runs over a container's life; the node sandbox's container
+    serves many shards, so each shard that reuses it gives it policy_restarts more. Was: with
+    policy_restarts=1, a crash in the first shard left none for the second, whose first crash
+    ended the container and failed every later episode of that shard."""
+    import secrets
+
+    from liberopro_platform.sandbox.base import PolicySource
+    from liberopro_platform.sandbox.docker_backend import DockerBackend
+
+    settings = platform_settings.model_copy(update={"policy_restarts": 1})
+    backend = DockerBackend(settings, f"restarts-{secrets.token_hex(3)}@test")
+    sid = f"restarts{secrets.token_hex(4)}"
+    source = PolicySource(submission_id=sid, image=platform_images[EXAMPLE_IMAGE])
+
+    def crash_and_wait(policy, count: int) -> dict:
+        policy.exec_run(["python", "-c", _KILL_SERVER])  # the server dies: exit 137 under the init
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            policy.reload()
+            state = policy.attrs["State"]
+            if (policy.attrs["RestartCount"] >= count and state["Running"]) or state["Status"] == "exited":
+                break
+            time.sleep(0.3)
+        return {"restarts": policy.attrs["RestartCount"], "status": policy.attrs["State"]["Status"]}
+
+    try:
+        _, policy = backend.node_policy(source)  # shard 1
+        assert crash_and_wait(policy, 1) == {"restarts": 1, "status": "running"}
+        _, again = backend.node_policy(source)  # shard 2 reuses it
+        assert again.id == policy.id
+        again.reload()
+        assert again.attrs["HostConfig"]["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 2}
+        assert crash_and_wait(again, 2) == {"restarts": 2, "status": "running"}
+    finally:
+        backend.release_policy(sid)
+    assert not [n for n in sandbox_leftovers(docker_client) if sid[:12] in n]
+
+
 class _Collect:
     """Shard callbacks that keep the records (no database)."""
 

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 
 class SweepCounter:
-    """Stands in for a sandbox backend where only ``sweep`` is exercised."""
+    """Stands in for a sandbox backend where only ``sweep`` is exercised (one stream per shard)."""
 
     name = "counter"
 
@@ -27,6 +27,9 @@ class SweepCounter:
 
     def owners(self):
         return set(self.labelled)
+
+    def auto_streams(self):
+        return 1
 
 
 @pytest.fixture
@@ -444,6 +447,227 @@ def test_a_kept_policy_container_is_released_once_nothing_of_its_submission_will
     with pipeline._policy_lock:
         assert pipeline._release_policies(keep=here) == [queued]
     assert holder.held == {here}
+
+
+class PolicyValidator(PolicyHolder):
+    """A backend that keeps policy containers between shards and fails every validation."""
+
+    def prepare(self, source, upload_path=None):
+        return None
+
+    def validate(self, source, on_heartbeat):
+        from liberopro_platform.sandbox.base import ValidationOutcome
+
+        return ValidationOutcome(ok=False, failure="refused by the test", fix="none")
+
+
+def test_a_validation_and_a_shutdown_release_every_kept_policy_container(pipeline):
+    """A validation's policy container runs alone on the node: another submission's container
+    kept for its next shard (still needed) is released first, or the two would share the node's
+    memory and GPU and the validation's failure there would be blamed on its policy. A worker's
+    shutdown releases the rest (release_all_policies)."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Shard, Submission
+
+    two = ((["i1", 0],), (["i1", 1],))
+    kept = make_submission(pipeline, shards=two)  # shard 0 done, shard 1 queued: still needed
+    with transaction(pipeline.sessions) as s:
+        s.query(Shard).filter_by(submission_id=kept, index=0).one().state = "done"
+    new = make_submission(pipeline, state="queued")
+    with transaction(pipeline.sessions) as s:
+        sub = s.get(Submission, new)
+        sub.source, sub.image_digest = "upload", "sha256:" + "2" * 64
+    pipeline._backend = holder = PolicyValidator({kept})
+    assert pipeline.release_idle_policies() == [] and holder.held == {kept}  # needed: kept while idle
+
+    pipeline.validate(new)
+    assert holder.released == [kept] and holder.held == set()
+    with pipeline.sessions() as s:
+        assert s.get(Submission, new).failure == "refused by the test"
+
+    holder.held = {kept, new}
+    assert sorted(pipeline.release_all_policies()) == sorted([kept, new]) and holder.held == set()
+    with transaction(pipeline.sessions) as s:
+        s.get(Submission, kept).state = "cancelled"
+
+
+def test_an_evaluator_stream_that_died_leaves_its_episode_missing_for_the_next_attempt(pipeline):
+    """Records the evaluator could not run (worker_crashed: one of its simulator stream processes
+    died twice) are the platform's fault: not stored (an episode is stored once and for good),
+    an [admin] event says why, and the shard's attempt ends with the episode missing, so it is
+    retried."""
+    from liberopro_platform.models import Episode, Shard, Submission
+    from liberopro_platform.pipeline import _ShardCallbacks
+    from liberopro_platform.sandbox.base import ShardOutcome
+
+    sid = make_submission(pipeline)
+    with pipeline.sessions() as s:
+        shard_id = s.get(Submission, sid).shards[0].id
+    with pipeline.sessions() as s:
+        s.get(Shard, shard_id).attempts = 1
+        s.commit()
+    cb = _ShardCallbacks(pipeline, shard_id, sid)
+    cb.on_record(record("i1", 0))
+    crashed = record("i1", 1, "worker_crashed") | {"detail": "the worker process running this episode died twice"}
+    cb.on_record(crashed)
+    with pipeline.sessions() as s:
+        stored = s.scalars(select(Episode.episode_index).where(Episode.submission_id == sid)).all()
+        events = [e.message for e in s.get(Submission, sid).events]
+    assert stored == [0]
+    assert any(m.startswith("[admin] episode i1#1 not stored: worker_crashed") for m in events), events
+    pipeline._after_shard(shard_id, ShardOutcome("completed", "", "", ""))
+    with pipeline.sessions() as s:
+        shard = s.get(Shard, shard_id)
+        assert shard.state == "queued" and "1 of 2 episodes stored" in shard.last_error
+    assert pipeline.enqueue.sent[-1] == ("run_shard", shard_id)
+
+
+def test_a_slow_idle_hook_does_not_stop_the_heartbeat(pipeline):
+    """The idle hook (the release of kept policy containers) runs beside the beats: a Docker
+    engine that takes minutes to remove a container must not make the worker look gone
+    (heartbeat_stale_s) to the others, which would sweep its sandboxes and take its claims. One
+    call at a time."""
+    import threading
+    import time
+
+    from liberopro_platform.heartbeat import HeartbeatWriter
+    from liberopro_platform.models import WorkerHeartbeat
+
+    entered, release = threading.Event(), threading.Event()
+    calls = []
+
+    def slow_hook():
+        calls.append(time.monotonic())
+        entered.set()
+        release.wait(10)
+
+    name = f"slowhook-{secrets.token_hex(3)}@test"
+    hb = HeartbeatWriter(pipeline.sessions, name, ["shards"], 0.2, idle_hook=slow_hook, idle_every_s=0.0).start()
+    try:
+        assert entered.wait(5)
+        with pipeline.sessions() as s:
+            first = s.get(WorkerHeartbeat, name).beat_at
+        time.sleep(1.5)
+        with pipeline.sessions() as s:
+            later = s.get(WorkerHeartbeat, name).beat_at
+        assert (later - first).total_seconds() >= 1.0, (first, later)
+        assert len(calls) == 1  # the hook still runs: no second call beside it
+    finally:
+        release.set()
+        hb.stop()
+
+
+class ShardRunner(PolicyHolder):
+    """A backend whose shards end with ``status`` and keep the submission's policy container."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(set())
+        self.status = status
+
+    def run_shard(self, source, spec, callbacks, time_limit_s):
+        from liberopro_platform.sandbox.base import ShardOutcome
+
+        self.held.add(source.submission_id)
+        return ShardOutcome(self.status, "the policy did not answer", "internal", "")
+
+
+@pytest.mark.parametrize(("status", "kept"), [("policy_error", False), ("timed_out", False), ("completed", True)])
+def test_a_failed_shard_attempt_is_retried_on_a_fresh_policy_container(pipeline, manifest_path, status, kept):
+    """A policy server that hung (Running to the engine, no answer) must not serve the retry too:
+    after an attempt that failed as a whole the node sandbox goes, though a shard of the
+    submission is queued again. An attempt that completed with an episode missing keeps it."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Shard, Submission
+
+    manifest = load_manifest(manifest_path)
+    iid = manifest.instances[0].instance_id
+    pipeline.settings = pipeline.settings.model_copy(update={"manifest_path": manifest_path})
+    sid = make_submission(pipeline, shards=(([iid, 0],), ([iid, 1],)), manifest_sha256=manifest.sha256)
+    with transaction(pipeline.sessions) as s:
+        sub = s.get(Submission, sid)
+        sub.image_digest, sub.protocol = "sha256:" + "3" * 64, "liberopro"
+        shard_id = s.query(Shard).filter_by(submission_id=sid, index=0).one().id
+    pipeline._backend = holder = ShardRunner(status)
+    pipeline.run_shard(shard_id)
+    with pipeline.sessions() as s:
+        assert s.get(Shard, shard_id).state == "queued"  # retried (attempt 1 of 2)
+    assert (holder.held == {sid}) is kept and (holder.released == [sid]) is not kept
+    with transaction(pipeline.sessions) as s:
+        s.get(Submission, sid).state = "cancelled"
+
+
+def test_an_idle_worker_removes_what_gone_owners_left_on_its_engine(pipeline):
+    """The idle hook applies recover()'s rule between starts: a worker killed and replaced under
+    a new name (within heartbeat_stale_s, so the replacement's start spared it) left a policy
+    container holding memory and GPUs; the next idle minute of any worker on that engine
+    removes it. Never its own sandboxes nor a live owner's; the work is the stuck sweep's."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import WorkerHeartbeat, utcnow
+
+    tag = secrets.token_hex(3)
+    gone, live = f"gone-{tag}@unit", f"live-{tag}@unit"
+    pipeline._backend = holder = PolicyHolder(set())
+    holder.labelled = {gone, live, pipeline.worker}
+    with transaction(pipeline.sessions) as s:
+        s.add_all(
+            [
+                WorkerHeartbeat(name=gone, roles="shards", beat_at=utcnow() - dt.timedelta(minutes=10)),
+                WorkerHeartbeat(name=live, roles="shards", beat_at=utcnow()),
+            ]
+        )
+    try:
+        assert pipeline.idle() == {"released": [], "swept": 3}
+        assert holder.swept == [gone] and pipeline.enqueue.sent == []
+    finally:
+        with transaction(pipeline.sessions) as s:
+            for n in (gone, live):
+                s.delete(s.get(WorkerHeartbeat, n))
+
+
+class LockProbe(ShardRunner):
+    """auto_streams tries to lock the shard's row at once (NOWAIT): it fails while run_shard
+    holds the lock."""
+
+    def __init__(self, pipeline, shard_id) -> None:
+        super().__init__("completed")
+        self.pipeline, self.shard_id, self.locked = pipeline, shard_id, None
+
+    def auto_streams(self):
+        from liberopro_platform.models import Shard
+        from sqlalchemy.exc import OperationalError
+
+        with self.pipeline.sessions() as s:
+            try:
+                s.execute(select(Shard.id).where(Shard.id == self.shard_id).with_for_update(nowait=True)).all()
+                self.locked = False
+            except OperationalError:
+                self.locked = True
+        return 4
+
+
+def test_the_engine_is_asked_for_streams_before_the_shard_is_locked(pipeline, manifest_path):
+    """A Docker engine slow to answer (auto_streams) must not hold the shard's row lock, which a
+    cancel's update of the shard waits on."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Shard, Submission
+
+    manifest = load_manifest(manifest_path)
+    iid = manifest.instances[0].instance_id
+    pipeline.settings = pipeline.settings.model_copy(update={"manifest_path": manifest_path})
+    sid = make_submission(pipeline, shards=(([iid, 0], [iid, 1]),), manifest_sha256=manifest.sha256)
+    with transaction(pipeline.sessions) as s:
+        sub = s.get(Submission, sid)
+        sub.image_digest, sub.protocol = "sha256:" + "4" * 64, "liberopro"
+        sub.policy_metadata = {"max_concurrent_episodes": 8}
+        shard_id = sub.shards[0].id
+    pipeline._backend = probe = LockProbe(pipeline, shard_id)
+    pipeline.run_shard(shard_id)
+    assert probe.locked is False
+    with pipeline.sessions() as s:
+        assert any("in 2 simulator streams at once" in e.message for e in s.get(Submission, sid).events)
+        assert s.get(Shard, shard_id).state == "queued"
+    with transaction(pipeline.sessions) as s:
+        s.get(Submission, sid).state = "cancelled"
 
 
 def test_the_heartbeat_thread_runs_the_idle_hook_only_while_no_task_runs(pipeline):

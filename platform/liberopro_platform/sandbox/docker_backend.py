@@ -296,7 +296,10 @@ class _Sandbox:
             "log_config": {"type": "json-file", "config": {"max-size": "50m", "max-file": "1"}},
         }
         if s.evaluator_cpus:
-            kwargs["nano_cpus"] = int(s.evaluator_cpus * streams * 1e9)
+            # The engine refuses a quota above its CPUs ("Range of CPUs is from 0.01 to N"): with
+            # LIBEROPRO_EVALUATOR_STREAMS set beyond them, every shard of a batching policy failed.
+            cpus = min(s.evaluator_cpus * streams, self.backend.engine_cpus() or math.inf)
+            kwargs["nano_cpus"] = int(cpus * 1e9)
         gpu = evaluator_gpu_options(s, stream)
         kwargs["environment"].update(gpu.pop("environment", {}))
         kwargs.update(gpu)
@@ -443,6 +446,7 @@ class DockerBackend:
         self.settings = settings
         self.worker = worker
         self.deployment = deployment
+        self._engine_cpus: int | None = None
         try:
             self.client = docker.from_env(timeout=300)
             self.client.ping()
@@ -779,7 +783,7 @@ class DockerBackend:
     ) -> ShardOutcome:
         """Run ``spec`` against the submission's policy container on this worker (the node sandbox,
         :meth:`node_policy`: started now or reused from an earlier shard, restarted by the engine
-        on a crash up to ``policy_restarts`` times) with a fresh evaluator container on its
+        on a crash up to ``policy_restarts`` times in this shard) with a fresh evaluator container on its
         network, the shard file on its own volume; the evaluator and the volume are removed on
         return, the policy container stays for the next shard (:meth:`release_policy`). The
         policy log of the outcome is what the policy wrote during this shard."""
@@ -845,6 +849,7 @@ class DockerBackend:
             except DockerException as exc:
                 log.warning("node sandbox of %s: could not remove %s: %s", sid, c.name, exc)
         if keep is not None:
+            self._renew_restarts(keep)
             return network, keep
         if network is None:
             for n in networks:  # more than one: leftovers of an interrupted start
@@ -862,6 +867,22 @@ class DockerBackend:
         except BaseException:
             node.__exit__(None, None, None)
             raise
+
+    def _renew_restarts(self, policy: Any) -> None:
+        """Give a reused policy container ``policy_restarts`` more restarts for the shard about to
+        use it (the engine's ``on-failure`` count runs over the container's life: without this a
+        policy that crashed in earlier shards on this worker had no restart left, and every
+        episode after its next crash failed, depending on how the shards fell on workers)."""
+        from docker.errors import DockerException
+
+        n = self.settings.policy_restarts
+        if n <= 0:
+            return
+        count = int(policy.attrs.get("RestartCount", 0))
+        try:
+            policy.update(restart_policy={"Name": "on-failure", "MaximumRetryCount": count + n})
+        except DockerException as exc:
+            log.warning("could not renew the restarts of %s: %s", policy.name, exc)
 
     def policy_submissions(self) -> set[str]:
         """Submission ids whose node sandbox (policy container or network) this worker holds on the engine."""
@@ -905,20 +926,46 @@ class DockerBackend:
                 log.warning("release of %s: network %s: %s", submission_id, net.name, exc)
         return n
 
+    def engine_cpus(self) -> int | None:
+        """The engine's CPUs (``docker info`` NCPU, read once); None when it does not say."""
+        if self._engine_cpus is None:
+            try:
+                self._engine_cpus = int(self.client.info().get("NCPU") or 0)
+            except Exception as exc:  # noqa: BLE001 - the engine's errors are infrastructure faults
+                raise SandboxError(f"cannot read the engine's CPUs: {exc}") from exc
+        return self._engine_cpus or None
+
     def auto_streams(self) -> int:
         """Evaluator streams that fit this engine next to one policy container: the engine's
         CPUs less the policy's (none when the policy has GPUs), and its memory less the policy's
-        and one evaluator's, over ``evaluator_stream_memory`` per further stream; at least 1."""
+        and one evaluator's, over ``evaluator_stream_memory`` per further stream; at least 1.
+        The memory limits and CPU quotas of the running sandbox containers of *other* workers on
+        the engine (several workers per engine, e.g. one per GPU) are taken off first: each
+        worker counting the whole engine as its own would let their evaluators together ask for
+        several times its memory."""
         from docker.utils import parse_bytes
 
         s = self.settings
         try:
             info = self.client.info()
+            others = [
+                c
+                for c in self.client.containers.list(filters={"label": [f"{LABEL}=1"], "status": "running"})
+                if c.labels.get(LABEL_WORKER) != self.worker
+            ]
         except Exception as exc:  # noqa: BLE001 - the engine's errors are infrastructure faults
             raise SandboxError(f"cannot read the engine's CPUs and memory: {exc}") from exc
-        cpus = int(info.get("NCPU") or 1) - (0 if s.gpus else math.ceil(s.policy_cpus))
+        host = [c.attrs.get("HostConfig") or {} for c in others]
+        taken_memory = sum(int(h.get("Memory") or 0) for h in host)
+        taken_cpus = sum(int(h.get("NanoCpus") or 0) for h in host) / 1e9
+        cpus = int(info.get("NCPU") or 1) - taken_cpus - (0 if s.gpus else math.ceil(s.policy_cpus))
         per = s.evaluator_cpus or 1.0
-        left = int(info.get("MemTotal") or 0) - parse_bytes(s.policy_memory) - parse_bytes(s.evaluator_memory)
+        left = (
+            int(info.get("MemTotal") or 0)
+            - taken_memory
+            - parse_bytes(s.policy_memory)
+            - parse_bytes(s.evaluator_memory)
+        )
         by_memory = 1 + max(0, left) // parse_bytes(s.evaluator_stream_memory)
         return max(1, min(int(cpus // per), by_memory, 64))
 
