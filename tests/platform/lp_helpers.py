@@ -206,3 +206,25 @@ def wait_final(http, submission_id: str, timeout: float, worker: WorkerProcess |
         time.sleep(1.0)
     detail = worker.tail() if worker else ""
     raise AssertionError(f"submission {submission_id} not final within {timeout} s: {st}\n{detail}")
+
+
+class RecordingCallbacks:
+    """Shard callbacks that keep what the backend reports."""
+
+    def __init__(self) -> None:
+        self.hello, self.metadata, self.records = None, None, []
+
+    def on_hello(self, info):
+        self.hello = info
+
+    def on_metadata(self, metadata):
+        self.metadata = metadata
+
+    def on_record(self, record):
+        self.records.append(record)
+
+    def heartbeat(self):
+        pass
+
+    def should_stop(self):
+        return False

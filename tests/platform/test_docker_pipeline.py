@@ -15,7 +15,7 @@ import socket
 import time
 
 import pytest
-from lp_helpers import EXAMPLE_IMAGE, sandbox_leftovers, wait_final
+from lp_helpers import EXAMPLE_IMAGE, RecordingCallbacks, sandbox_leftovers, wait_final
 from sqlalchemy import func, select
 
 pytestmark = pytest.mark.docker
@@ -382,28 +382,6 @@ def test_a_reused_policy_container_gets_its_restarts_again(docker_client, platfo
     assert not [n for n in sandbox_leftovers(docker_client) if sid[:12] in n]
 
 
-class _Collect:
-    """Shard callbacks that keep the records (no database)."""
-
-    def __init__(self) -> None:
-        self.records: list[dict] = []
-
-    def on_hello(self, info):
-        pass
-
-    def on_metadata(self, metadata):
-        pass
-
-    def on_record(self, record):
-        self.records.append(record)
-
-    def heartbeat(self):
-        pass
-
-    def should_stop(self):
-        return False
-
-
 def test_one_policy_container_serves_two_evaluator_streams_and_the_next_shard(
     docker_client, platform_images, platform_settings, hostile_images
 ):
@@ -439,7 +417,7 @@ def test_one_policy_container_serves_two_evaluator_streams_and_the_next_shard(
             restart_wait_s=20,
             streams=2,
         )
-        got = _Collect()
+        got = RecordingCallbacks()
         outcome = backend.run_shard(source, spec, got, time_limit_s=600)
         policies = docker_client.containers.list(
             all=True, filters={"label": [f"{LABEL_SUBMISSION}={sid}", "org.liberopro.role=policy"]}

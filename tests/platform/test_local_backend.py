@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lp_helpers import InlineEnqueue
+from lp_helpers import InlineEnqueue, RecordingCallbacks
 from sqlalchemy import select
 
 HOSTILE = Path(__file__).parent / "hostile" / "hostile.py"
@@ -79,28 +79,6 @@ def test_local_backend_reports_a_command_that_never_serves(migrated_pg, tmp_path
     assert not out.ok
     assert "/health" in out.failure and "$PORT" in out.fix
     assert "loading" in out.policy_log
-
-
-class RecordingCallbacks:
-    """Shard callbacks that keep what the backend reports."""
-
-    def __init__(self) -> None:
-        self.hello, self.metadata, self.records = None, None, []
-
-    def on_hello(self, info):
-        self.hello = info
-
-    def on_metadata(self, metadata):
-        self.metadata = metadata
-
-    def on_record(self, record):
-        self.records.append(record)
-
-    def heartbeat(self):
-        pass
-
-    def should_stop(self):
-        return False
 
 
 @pytest.mark.sim  # two real LIBERO episodes of at most 4 steps
