@@ -364,7 +364,8 @@ def test_a_reused_policy_container_gets_its_restarts_again(docker_client, platfo
         while time.monotonic() < end:
             policy.reload()
             state = policy.attrs["State"]
-            if (policy.attrs["RestartCount"] >= count and state["Running"]) or state["Status"] == "exited":
+            # Running stays true while the engine restarts it (Status "restarting"): wait for "running"
+            if (policy.attrs["RestartCount"] >= count and state["Status"] == "running") or state["Status"] == "exited":
                 break
             time.sleep(0.3)
         return {"restarts": policy.attrs["RestartCount"], "status": policy.attrs["State"]["Status"]}
