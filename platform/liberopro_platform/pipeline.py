@@ -418,8 +418,7 @@ class Pipeline:
                     ).all()
                 )
                 remaining = [p for p in shard.plan if (p[0], p[1]) not in stored]
-                streams = shard_streams(64, sub.protocol, sub.policy_metadata, len(remaining))
-                streams = min(streams, requested)  # the policy serves several at once: as many as this node fits
+                streams = shard_streams(requested, sub.protocol, sub.policy_metadata, len(remaining))
                 source = PolicySource(
                     submission_id=sub.id,
                     image=sub.image_digest,
