@@ -10,9 +10,9 @@ seed, shift catalog, simulator stack):
    and compositions), the shift's applicability rule may drop the pair with its reason.
 2. Otherwise parameters are drawn from (seed, task, case, attempt) and the instance is realised
    in the simulator on init state 0 through the real episode runner: static shifts are applied,
-   settled and their post-conditions measured; runtime shifts are fired (at their phase, reached
-   by a privileged scripted controller where one exists, else at their fallback step) and
-   measured. A failed post-condition redraws the parameters (up to ``attempts``); a pair whose
+   settled and their post-conditions measured; runtime shifts are fired at their trigger phase as
+   the privileged scripted oracle reaches it, with the fallbacks suspended, and measured (only
+   where the oracle does not reach a phase, at the instance's fallback step; :func:`validate_instance`). A failed post-condition redraws the parameters (up to ``attempts``); a pair whose
    every draw fails is dropped with the checked reasons.
 3. The solvability proof (``proof=True``, the default; ``docs/instances.md``, "Solvability
    proof"): an instance whose shifts change what must be done physically
@@ -151,17 +151,26 @@ def _oracle_run(inst: Instance, settings, cache: dict, plan_args: tuple[int, int
     return runner.run_episode(EpisodePlan(inst, *plan_args)), policy
 
 
-def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bool, str, dict]:
-    """Realise ``inst`` on init state 0 and measure its post-conditions.
-
-    Returns (valid, reason, per-shift applied records). Static-only instances run one policy
-    step; runtime ones run until every shift fired and its window closed (fallback + 40 steps).
-    """
+def _fallbacks_suspended(inst: Instance, step: int) -> Instance:
+    """``inst`` with every runtime shift's ``fallback_step`` moved to ``step`` (the horizon): in
+    the phase-first validation episode only the trigger phase can make a shift due."""
     from liberopro.catalog import get_spec
+
+    shifts = [
+        {**s.model_dump(mode="json"), "params": {**s.params, "fallback_step": step}}
+        if get_spec(s.id).kind == "runtime"
+        else s.model_dump(mode="json")
+        for s in inst.shifts
+    ]
+    return Instance.model_validate({**inst.model_dump(mode="json"), "shifts": shifts})
+
+
+def _validation_episode(inst: Instance, runner_cache: dict, seed: int, steps: int | None) -> tuple[bool, str, dict]:
+    """One validation episode of ``inst`` on init state 0 up to ``steps`` policy steps (None: the
+    suite's horizon), stopped once every runtime shift has acted. Returns (valid, reason,
+    per-shift applied records)."""
     from liberopro.runner import RunSettings
 
-    runtime = [s for s in inst.shifts if get_spec(s.id).kind == "runtime"]
-    steps = 1 + max([int(s.params.get("fallback_step", 0)) + 40 for s in runtime] or [0])
     settings = RunSettings(render_size=64, max_steps=steps, stop_when_shifts_done=True)
     rec, _ = _oracle_run(inst, settings, runner_cache, (0, 0, seed))
     applied = {s.id: s.model_dump(mode="json") for s in rec.shifts}
@@ -171,8 +180,36 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
         return False, f"{rec.termination_reason}: {rec.detail}", applied
     unfired = [s.id for s in rec.shifts if s.kind == "runtime" and s.fired_at_step is None]
     if unfired:
-        return False, f"{', '.join(unfired)} did not fire within {steps} steps", applied
+        return False, f"{', '.join(unfired)} did not fire within {rec.steps} steps", applied
     return True, "", applied
+
+
+def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bool, str, dict]:
+    """Realise ``inst`` on init state 0 and measure its post-conditions.
+
+    Returns (valid, reason, per-shift applied records). Static-only instances run one policy
+    step. Runtime ones are validated at their trigger phase first (issue 11, item 3): the
+    privileged oracle drives the episode with every fallback suspended (moved to the suite's
+    horizon), so each runtime shift fires when the oracle reaches its phase, and the episode stops
+    once every shift has acted and its window closed. A realisation that fails there fails the
+    draw. Only when the oracle does not reach some trigger phase before the horizon (or solves the
+    task first) is the draw validated as a policy that never reaches it would see it: at the
+    instance's own fallback steps, up to the last fallback + 40 steps. The applied records say
+    which (``fired_by``: ``phase`` or ``fallback``)."""
+    from liberopro.catalog import get_spec
+    from liberopro.tasks import task_info
+
+    runtime = [s for s in inst.shifts if get_spec(s.id).kind == "runtime"]
+    if not runtime:
+        return _validation_episode(inst, runner_cache, seed, 1)
+    horizon = task_info(inst.task).horizon
+    ok, why, applied = _validation_episode(_fallbacks_suspended(inst, horizon), runner_cache, seed, horizon)
+    by_phase = all(applied.get(s.id, {}).get("fired_by") == "phase" for s in runtime)
+    if by_phase or (not ok and "did not fire" not in why):
+        return ok, why, applied
+    # the oracle did not reach a trigger phase: validate at the instance's own fallback steps
+    steps = 1 + max(int(s.params.get("fallback_step", 0)) + 40 for s in runtime)
+    return _validation_episode(inst, runner_cache, seed, steps)
 
 
 def _draw_valid(
@@ -370,7 +407,9 @@ def prove_instance(
     if verdict == "drop":
         solved = [a.init_state for a in base if a.success]
         return None, f"{why} (nominal solved on init states {solved}; under the shift: {measured})"
-    fired = runs[0].fired_by if own and ids else dict(validation_fired or {})
+    # how the shifts fired in the phase-first validation episode (validate_instance); the proof's own
+    # runs keep the instance's fallbacks, as a policy as slow as the oracle would meet them
+    fired = dict(validation_fired) if validation_fired is not None else (runs[0].fired_by if own and ids else {})
     record = OracleProof(
         verdict=verdict,  # type: ignore[arg-type]
         basis="shifted" if own else "nominal",
@@ -540,6 +579,7 @@ def generate(
             "validate": validate,
             "proof_init_states": states,
             "proof_episode_seed": EPISODE_SEED,
+            "runtime_validation": "phase-first",  # validate_instance: parts of the fallback-first rule are redone
             "instance_schema": INSTANCE_SCHEMA_VERSION,
             "evaluator": EVALUATOR_VERSION,
             "stack": stack,

@@ -129,3 +129,24 @@ def test_a_placement_blocked_by_the_arm_waits_for_it_and_acts_within_the_bound(s
     assert "from the robot" in shift["deferred_reason"]
     assert shift["applied"]["post_condition"]["robot_clearance_m"] >= 0.02
     assert not shift["applied"]["post_condition"]["touching"]
+
+
+def test_validation_meets_a_shift_at_its_phase_where_the_fallback_comes_first(scenes):
+    """libero_goal:0 (open the middle drawer): the oracle approaches the drawer's handle at step 53
+    and pulls it at 107, while the fallback rule puts D08's approach fallback at 26 and D18's
+    transport fallback at 52 (0.25 and 0.5 of the oracle's fastest success), so under the
+    instance's own fallbacks both fire by fallback and their phase realisation is never checked.
+    Validation suspends the fallbacks: each fires at its phase, past its fallback step, and the
+    instance keeps its fallback for policies."""
+    from liberopro.generation import validate_instance
+
+    ref = TaskRef("libero_goal", 0)
+    for sid in ("D08", "D18"):
+        inst = make_instance(ref, [sid], 0)
+        assert isinstance(inst, Instance)
+        fallback = inst.shifts[0].params["fallback_step"]
+        ok, why, applied = validate_instance(inst, scenes, 0)
+        assert ok, why
+        assert applied[sid]["fired_by"] == "phase"
+        assert applied[sid]["fired_at_step"] > fallback, (applied[sid]["fired_at_step"], fallback)
+        assert inst.shifts[0].params["fallback_step"] == fallback  # the instance itself is unchanged

@@ -82,10 +82,10 @@ class OracleProof(BaseModel):
     init state) reached LIBERO's goal predicate within the suite's horizon; ``steps`` and
     ``stages`` are, per attempt, the policy-loop steps taken and the controller's stage at the
     end (``done`` once every stage ran). ``nominal_successes`` is the nominal oracle's success
-    count on the same init states. ``fired_by`` maps each runtime shift to how it fired on the
-    first attempt (``phase``: its trigger phase was reached; ``fallback``: its fallback step
-    came first; ``null``: the episode ended before it fired); for a ``nominal`` basis it is the
-    validation episode's. ``verdict``: ``proved`` (the oracle solved the instance at least once)
+    count on the same init states. ``fired_by`` maps each runtime shift to how it fired in the
+    instance's validation episode, which suspends the fallbacks so that the oracle meets each
+    shift at its trigger phase (``phase``; ``fallback``: the oracle did not reach the phase, and
+    the draw was validated at its fallback step; ``null``: it never fired). ``verdict``: ``proved`` (the oracle solved the instance at least once)
     or ``unproved`` (kept without a proof; ``reason`` says why: the oracle does not solve the
     nominal task there, or an Execution shift, which is never dropped for an oracle failure).
     """
