@@ -642,8 +642,8 @@ def report(
     reference), ``oracle_episodes`` the proof episodes run (the nominal ones once per task and
     init state), ``unproved`` each kept-unproved instance with its reason, and ``fired_by`` per
     runtime shift how many instances fired it by its ``phase``, its ``fallback`` step, or
-    ``not_fired`` (from the oracle's first attempt, or the validation episode for a nominal
-    basis; issue 11, item 3)."""
+    ``not_fired`` (in the instance's phase-first validation episode, :func:`validate_instance`;
+    issue 11, item 3)."""
     ref = REFERENCE.get(header.split)
     nominal = header.per_shift.get(NOMINAL, 0)
     out = {
@@ -791,7 +791,8 @@ def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "
             "## How the runtime shifts fired",
             "",
             "Per runtime shift, instances whose shift fired by its trigger phase, by its fallback step, or not",
-            "at all (the oracle's first attempt; the validation episode where the nominal run proves the instance).",
+            "at all, in the instance's validation episode (the oracle with the fallbacks suspended: a shift",
+            "fires by its fallback there only where the oracle never reaches its phase).",
             "",
             "| shift | phase | fallback | not fired |",
             "|---|---:|---:|---:|",

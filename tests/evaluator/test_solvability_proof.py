@@ -157,7 +157,7 @@ def test_the_report_counts_proofs_per_shift_and_suite_and_renders_as_markdown():
     assert counts["shifted_proved"] == 2  # D01 and S12 (nominal not counted)
     assert counts["oracle_episodes"] == 2 + 2 + 2  # nominal once per init state, D01 and S19 their own
     assert [u["case"] for u in counts["unproved"]] == ["S19"]
-    assert counts["fired_by"] == {"D01": {"phase": 3}}  # from each instance's first attempt
+    assert counts["fired_by"] == {"D01": {"phase": 3}}  # from each instance's oracle record
     header = make_header("train", 0, instances, episodes=2)
     rep = report(header, dropped, len(instances) + len(dropped), instances)
     page = report_markdown(rep, note="subset")
