@@ -99,6 +99,9 @@ MAX_ABOVE_HOME_M = 0.25
 WIDE_M = 0.06
 #: Pick-and-place attempts per object (a missed or dropped object is picked up again).
 PICK_ATTEMPTS = 3
+#: Attempts per articulated part (a drawer, door or knob not at its goal after one is acted on
+#: again: :meth:`ScriptedController._articulate`).
+ARTICULATE_ATTEMPTS = 3
 #: How far a bowl going under an overhang into a drawer is tipped, far side down (rad;
 #: :meth:`ScriptedController._tuck_in`).
 TUCK_TILT_RAD = math.radians(7)
@@ -217,6 +220,7 @@ class ScriptedController:
         self._hand_local = self._hand_grid()
         self._slots = self._plan_slots()
         self.stage = "start"
+        self._try_suffix = ""  # " (attempt k)" on the stage labels of a repeated articulation
         self.steps = 0
         self._program = self._run()
 
@@ -1065,16 +1069,23 @@ class ScriptedController:
 
     # ------------------------------------------------------------------ articulated parts
     def _articulate(self, part: Part) -> Iterator[np.ndarray]:
-        if part.goal_holds(self.scene):
-            return
-        if not part.hinge and part.predicate == "open":
-            yield from self._pull_drawer(part)
-        elif not part.hinge:
-            yield from self._push_drawer(part)
-        elif part.knob:
-            yield from self._twist_knob(part)
-        else:
-            yield from self._turn(part)
+        """Act on ``part`` until LIBERO's goal predicate on it holds, up to
+        :data:`ARTICULATE_ATTEMPTS` times: each attempt plans again from the part's current state
+        (its handle where it is now, the travel still needed), so a handle missed or let go of,
+        e.g. after the arm was pushed aside mid-reach, is taken again."""
+        for attempt in range(ARTICULATE_ATTEMPTS):
+            if part.goal_holds(self.scene):
+                break
+            self._try_suffix = f" (attempt {attempt + 1})" if attempt else ""
+            if not part.hinge and part.predicate == "open":
+                yield from self._pull_drawer(part)
+            elif not part.hinge:
+                yield from self._push_drawer(part)
+            elif part.knob:
+                yield from self._twist_knob(part)
+            else:
+                yield from self._turn(part)
+        self._try_suffix = ""
 
     def _twist_knob(self, part: Part) -> Iterator[np.ndarray]:
         """Grasp the knob's grip across its narrow side and turn the hand about the knob's axis
@@ -1084,7 +1095,7 @@ class ScriptedController:
         leans :data:`KNOB_TILT_RAD` toward the robot: the stove sits close to the base, where a
         vertical hand at knob height folds the arm against its elbow limit."""
         scene = self.scene
-        label = f"{part.predicate} {part.name}"
+        label = f"{part.predicate} {part.name}" + self._try_suffix
         pts = geom_world_points(scene, part.handle)
         top = float(pts[:, 2].max())
         xy = pts[:, :2]
@@ -1126,7 +1137,7 @@ class ScriptedController:
         self._rot = self._base_rot.copy()
 
     def _pull_drawer(self, part: Part) -> Iterator[np.ndarray]:
-        label = f"open {part.name}"
+        label = f"open {part.name}" + self._try_suffix
         u = _unit(np.array([part.pull_dir[0], part.pull_dir[1], 0.0]))
         # Point the hand into the drawer with the fingers above and below the handle bar: turn so
         # the fingers open along u, then tip the hand 90 degrees about the horizontal normal.
@@ -1145,6 +1156,12 @@ class ScriptedController:
         yield from self._move(h - u * 0.004, tol=0.006, max_steps=50, speed=0.8)
         self.stage = f"{label}: close"
         yield from self._gripper(CLOSE, 12)
+        if not self._holding(part.fixture):
+            # closed on nothing (the reach was cut short, e.g. by the arm being pushed aside):
+            # pulling would only move the hand; the next attempt (_articulate) takes the handle again
+            self.stage = f"{label}: missed"
+            yield from self._gripper(OPEN, 4)
+            return
         self.stage = f"{label}: pull"
         travel = abs(part.goal_q(self.scene) - part.q(self.scene)) + 0.02
         end = self.eef() + u * travel
@@ -1160,7 +1177,7 @@ class ScriptedController:
         yield from self._move(eef + u * 0.03 + np.array([0, 0, 0.08]), tol=0.03, max_steps=40)
 
     def _push_drawer(self, part: Part) -> Iterator[np.ndarray]:
-        label = f"close {part.name}"
+        label = f"close {part.name}" + self._try_suffix
         u = _unit(np.array([part.pull_dir[0], part.pull_dir[1], 0.0]))
         self._rot = self._base_rot.copy()
         h = part.handle_pos(self.scene)
@@ -1231,7 +1248,7 @@ class ScriptedController:
         return _unit(np.array([t[0], t[1], 0.0]))
 
     def _turn(self, part: Part) -> Iterator[np.ndarray]:
-        label = f"{part.predicate} {part.name}"
+        label = f"{part.predicate} {part.name}" + self._try_suffix
         self._rot = self._base_rot.copy()
         self.stage = f"{label}: close gripper"
         yield from self._gripper(CLOSE, 6)
