@@ -40,6 +40,10 @@ hand goes back to its start pose. Per stage:
   following the arc;
 * knob (the stove): grasp the knob's grip and turn the hand about the knob's axis.
 
+A part not at its goal after its stage is acted on again, planned from where it now is, up to
+:data:`ARTICULATE_ATTEMPTS` times; a drawer pull whose fingers closed on nothing (a reach cut
+short when an evaluator pushed the arm aside) stops at once and takes the handle again.
+
 Moves end at their tolerance, at a step budget, or when they stall against contact. Grasp and
 clearance planning count every object, fixture and prop of the scene (blockers, obstacles,
 clutter, look-alikes, occluders). A lidded object too wide for the fingers (the moka pot) is
