@@ -609,7 +609,10 @@ def generate(
         with ProcessPoolExecutor(
             max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with_parent
         ) as pool:
-            futures = {pool.submit(_generate_task, jobs[i]): i for i in todo}
+            # longest horizons first (LIBERO-10's 520 steps before LIBERO-Spatial's 220), so the
+            # run does not end on one long task while the other workers idle; output order is kept
+            longest_first = sorted(todo, key=lambda i: -refs[i].horizon)
+            futures = {pool.submit(_generate_task, jobs[i]): i for i in longest_first}
             for fut in as_completed(futures):
                 finished(futures[fut], fut.result())
     results = [done[i] for i in range(len(refs))]
