@@ -784,6 +784,24 @@ def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "
         cells = " | ".join(str(c.get(k, 0)) for k in cols)
         lines.append(f"| {case} | {cat} | {name} | {rep['per_shift'].get(case, 0)} | {cells} | {other.get(case, 0)} |")
     dropped = rep.get("dropped_pairs", [])
+    by_stage: dict[str, dict[str, list[str]]] = {}
+    for d in dropped:
+        task = f"{d['suite'].removeprefix('libero_')}:{d['task_index']}"
+        by_stage.setdefault(d["case"], {}).setdefault(d["stage"], []).append(task)
+    if by_stage:
+        stages = ("applicability", "validation", "proof")
+        lines += [
+            "",
+            "## Dropped pairs by shift",
+            "",
+            "The tasks (`suite:index`, suite without `libero_`) each shift was dropped on, by stage.",
+            "",
+            "| case | " + " | ".join(stages) + " |",
+            "|---|" + "---|" * len(stages),
+        ]
+        for case in sorted(by_stage, key=lambda c: (c != NOMINAL, c[:1] != "S", c)):
+            cells = " | ".join(", ".join(by_stage[case].get(st, [])) or "-" for st in stages)
+            lines.append(f"| {case} | {cells} |")
     lines += ["", "## Dropped pairs", ""]
     lines += [
         f"- {d['suite']}:{d['task_index']} {d['case']} ({d['stage']}): {_short(d['reason'])}" for d in dropped

@@ -163,6 +163,7 @@ def test_the_report_counts_proofs_per_shift_and_suite_and_renders_as_markdown():
     page = report_markdown(rep, note="subset")
     assert "| S12 | Environment | lighting | 2 | 1 | 0 | 1 | 0 | 0 |" in page
     assert "| S07 | " in page and "- libero_object:0 S01 (proof): horizon" in page
+    assert "| S01 | - | - | object:0 |" in page and "| S07 | object:0 | - | - |" in page  # tasks by shift and stage
     assert "| libero_object | 1 | 0 | 0 | 1 | 1 | 1 |" in page
     assert "reference (train): 1,313 shifted instances" in page
     assert "| D01 | 3 | 0 | 0 |" in page  # how the runtime shifts fired
