@@ -3,7 +3,7 @@ runtime shift are invalid at run time, over the runtime instances of the trainin
 
     nice -n 10 uv run python benchmarks/runtime_validity.py [--manifest manifests/train.jsonl]
         [--tasks libero_goal:1,...] [--shifts D01,D02] [--policies oracle,random] [--workers 2]
-        [--out runtime_validity.json]
+        [--out runtime_validity.json] [--resume]
 
 Instances: with ``--manifest``, its single runtime-shift instances (the validated draws a
 generated manifest holds: what issue 11 asks to measure), filtered by ``--shifts`` and
@@ -28,7 +28,10 @@ ends, so an interrupted run keeps what it measured): per policy and shift, ``epi
 (fired by), ``delayed`` (fired after a deferral), ``not_fired`` (the episode ended first: a
 success, or a policy that ended early), ``invalid`` (invalid at run time) with each invalid
 episode's task and reason, ``delays`` (task -> delay steps) and the wall time; and every
-episode's row. Not a test: figures go to the issue and the notes.
+episode's row. ``--resume`` keeps the rows already in ``<out>.rows.jsonl`` whose instance (by
+id) and policy are still selected and runs only the other episodes (``resumed_episodes`` counts
+the kept ones; ``wall_s`` is this run's): a sweep started on the tasks a generation has finished
+is completed on the whole manifest later. Not a test: figures go to the issue and the notes.
 """
 
 from __future__ import annotations
@@ -101,7 +104,7 @@ def _union_scenes(instances, cache: dict) -> None:
 
 def _run_task(args: tuple) -> list[dict[str, Any]]:
     """All episodes of one task: each instance under each policy. Returns one row per episode."""
-    instances, policies, rows_path = args
+    instances, policies, rows_path, skip = args
     from liberopro.instances import EpisodePlan
     from liberopro.runner import RunSettings
     from liberopro.schema.manifest import Instance
@@ -119,6 +122,8 @@ def _run_task(args: tuple) -> list[dict[str, Any]]:
                 render_size=64, max_steps=fallback + MAX_DELAY_STEPS + EXTRA_STEPS, stop_when_shifts_done=True
             )
             for name in policies:
+                if (inst.instance_id, name) in skip:
+                    continue
                 t0 = time.perf_counter()
                 runner = _runner(name, entry.id, inst.task, settings, cache)
                 rec = runner.run_episode(EpisodePlan(inst, 0, 0, 0))
@@ -126,6 +131,7 @@ def _run_task(args: tuple) -> list[dict[str, Any]]:
                 rows.append(
                     {
                         "policy": name,
+                        "instance_id": inst.instance_id,
                         "shift": entry.id,
                         "task": str(inst.task),
                         "trigger": entry.params.get("trigger"),
@@ -208,6 +214,10 @@ def main(
     manifest: Path | None = typer.Option(
         None, help="take the runtime instances of this manifest (e.g. manifests/train.jsonl) instead of drawing them"
     ),
+    resume: bool = typer.Option(
+        False,
+        help="keep the episodes already in <out>.rows.jsonl of the same instances (instance id and policy) and run the rest",
+    ),
 ) -> None:
     from liberopro.generation import generate
     from liberopro.tasks import parse_task_list
@@ -239,13 +249,20 @@ def main(
         _, instances, dropped = generate("train", 0, tasks=refs, cases=[[s] for s in shift_ids], validate=False)
         source = {"drawn": "train split, seed 0, draw 0, not validated"}
         not_applicable = [{"task": f"{d.suite}:{d.task_index}", "shift": d.case, "reason": d.reason} for d in dropped]
+    rows_path = out.with_suffix(".rows.jsonl")
+    rows: list[dict[str, Any]] = []
+    if resume and rows_path.exists():
+        wanted = {i.instance_id for i in instances}
+        old = [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
+        rows = [r for r in old if r.get("instance_id") in wanted and r["policy"] in chosen]
+    rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    resumed = len(rows)
+    skip = {(r["instance_id"], r["policy"]) for r in rows}
     by_task: dict[str, list[dict]] = {}
     for inst in instances:
-        by_task.setdefault(str(inst.task), []).append(inst.model_dump(mode="json"))
-    rows_path = out.with_suffix(".rows.jsonl")
-    rows_path.write_text("")
-    jobs = [(insts, chosen, str(rows_path)) for insts in by_task.values()]
-    rows: list[dict[str, Any]] = []
+        if any((inst.instance_id, p) not in skip for p in chosen):
+            by_task.setdefault(str(inst.task), []).append(inst.model_dump(mode="json"))
+    jobs = [(insts, chosen, str(rows_path), skip) for insts in by_task.values()]
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
             rows += _run_task(job)
@@ -258,6 +275,7 @@ def main(
         "source": source,
         "instances": len(instances),
         "episodes": len(rows),
+        "resumed_episodes": resumed,
         "workers": workers,
         "cpus": os.cpu_count(),
         "wall_s": round(time.perf_counter() - t0, 1),

@@ -842,7 +842,13 @@ def runtime_validity_markdown(sweep: dict[str, Any]) -> str:
         "",
         f"One episode per instance and policy over {where}: {sweep.get('instances', '?')} instances, "
         f"{sweep.get('episodes', '?')} episodes, {sweep.get('wall_s', '?')} s wall on {sweep.get('workers', 1)} "
-        "worker(s) (`benchmarks/runtime_validity.py`; init state 0, episodes stopped once the shift has acted,",
+        + (
+            f"worker(s) for the last {sweep['episodes'] - sweep['resumed_episodes']} (the other "
+            f"{sweep['resumed_episodes']} were measured by an earlier run of the sweep and kept with `--resume`) "
+            if sweep.get("resumed_episodes")
+            else "worker(s) "
+        )
+        + "(`benchmarks/runtime_validity.py`; init state 0, episodes stopped once the shift has acted,",
         "cameras only for Observation shifts).",
         "",
         "| policy | shift | episodes | fired by phase | by fallback | after a delay | ended before firing | invalid |",

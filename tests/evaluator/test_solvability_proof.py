@@ -265,3 +265,21 @@ def test_the_oracle_takes_a_drawer_handle_again_after_the_arm_is_pushed_aside():
     assert run.fired_by == {"D19": "fallback"}
     assert run.success, run.describe()
     assert "(attempt 2)" in run.stage, run.stage
+
+
+def test_a_resumed_sweep_says_which_episodes_this_run_measured():
+    from liberopro.generation import runtime_validity_markdown
+
+    counts = {"episodes": 4, "phase": 4, "fallback": 0, "delayed": 0, "not_fired": 0, "invalid": 0}
+    sweep = {
+        "source": {"manifest": "m.jsonl", "content_hash": "cd" * 32},
+        "instances": 2,
+        "episodes": 4,
+        "resumed_episodes": 3,
+        "wall_s": 9.0,
+        "workers": 2,
+        "by_policy": {"oracle": {"D01": {**counts, "invalid_cases": []}, "total": counts}},
+    }
+    page = runtime_validity_markdown(sweep)
+    assert "9.0 s wall on 2 worker(s) for the last 1 (the other 3 were measured by an earlier run" in page
+    assert "| oracle | D01 | 4 | 4 | 0 | 0 | 0 | 0 |" in page and "None." in page
