@@ -314,22 +314,31 @@ def proof_init_states(split: str, episodes: int, given: list[int] | None = None)
     return sorted(set(states))
 
 
-def proof_verdict(nominal_solved: list[bool], shifted_solved: list[bool], execution: bool) -> tuple[str, str]:
+def proof_verdict(
+    nominal_solved: list[bool],
+    shifted_solved: list[bool],
+    execution: bool,
+    shifted_valid: list[bool] | None = None,
+) -> tuple[str, str]:
     """The drop rule of the solvability proof, as a pure function (issue 11, item 2).
 
     ``nominal_solved[k]`` / ``shifted_solved[k]``: whether the oracle solved the nominal task /
-    the shifted instance on the k-th proof init state; ``execution``: the instance holds an
-    Execution shift (:func:`never_dropped_by_proof`). Returns ``(verdict, reason)``:
+    the shifted instance on the k-th proof init state; ``shifted_valid[k]``: whether the shifted
+    episode there was valid (its shift realised; default: all valid); ``execution``: the instance
+    holds an Execution shift (:func:`never_dropped_by_proof`). Returns ``(verdict, reason)``:
 
     * ``proved``: the oracle solved the shifted instance at least once;
-    * ``unproved`` (kept): the oracle solves the nominal task on none of the init states, or it
-      fails under an Execution shift on every attempt;
-    * ``drop``: the oracle solves the nominal task on some init state but fails under the shift
-      on every attempt.
+    * ``unproved`` (kept): the oracle solves the nominal task on none of the init states; or it
+      fails under an Execution shift on every attempt; or the shift could not be realised on
+      every init state where the oracle solves the nominal task (such an episode is invalid at
+      run time, not a failure: there is no evidence against the instance);
+    * ``drop``: on some init state the oracle solves the nominal task and fails under the (realised)
+      shift, and it solves the shifted instance nowhere.
 
-    Raises ``ValueError`` when the two lists differ in length or are empty.
+    Raises ``ValueError`` when the lists differ in length or are empty.
     """
-    if len(nominal_solved) != len(shifted_solved) or not shifted_solved:
+    valid = list(shifted_valid) if shifted_valid is not None else [True] * len(shifted_solved)
+    if not (len(nominal_solved) == len(shifted_solved) == len(valid)) or not shifted_solved:
         raise ValueError(f"one result per init state expected ({len(nominal_solved)} vs {len(shifted_solved)})")
     if any(shifted_solved):
         return "proved", ""
@@ -339,6 +348,11 @@ def proof_verdict(nominal_solved: list[bool], shifted_solved: list[bool], execut
         return "unproved", (
             "the oracle fails under this Execution shift on every attempt (recorded, never dropped: "
             "Execution shifts are meant to hurt controllers)"
+        )
+    if not any(n and v for n, v in zip(nominal_solved, valid, strict=True)):
+        return "unproved", (
+            "the shift could not be realised on the init states where the oracle solves the nominal task "
+            "(those episodes are invalid at run time; no evidence against the instance)"
         )
     return "drop", "the oracle solves the nominal task but fails under the shift on every attempt"
 
@@ -353,6 +367,7 @@ class _Attempt(BaseModel):
     stage: str
     termination: str
     fired_by: dict[str, str | None] = {}
+    valid: bool = True
 
     def describe(self) -> str:
         return f"init state {self.init_state}: {self.termination} after {self.steps} steps, controller stage {self.stage!r}"
@@ -374,6 +389,7 @@ def _oracle_episode(inst: Instance, cache: dict, init_state: int, seed: int) -> 
         stage=str(getattr(controller, "stage", "no controller")),
         termination=termination,
         fired_by={s.id: s.fired_by for s in rec.shifts if s.kind == "runtime"},
+        valid=bool(rec.valid),
     )
 
 
@@ -402,7 +418,9 @@ def prove_instance(
     own = needs_own_proof(ids)
     # nominal (no shift) is its own proof: its runs are the nominal episodes already run
     runs = [_oracle_episode(inst, cache, i, seed) for i in init_states] if own and ids else base
-    verdict, why = proof_verdict([a.success for a in base], [a.success for a in runs], never_dropped_by_proof(ids))
+    verdict, why = proof_verdict(
+        [a.success for a in base], [a.success for a in runs], never_dropped_by_proof(ids), [a.valid for a in runs]
+    )
     measured = "; ".join(a.describe() for a in runs)
     if verdict == "drop":
         solved = [a.init_state for a in base if a.success]

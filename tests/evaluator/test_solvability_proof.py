@@ -60,6 +60,21 @@ def test_where_the_oracle_fails_nominally_the_instance_is_kept_unproved():
     assert verdict == "unproved" and "does not solve the nominal task" in why
 
 
+def test_a_shift_not_realised_where_the_oracle_solves_the_task_is_no_evidence():
+    """libero_10:1 under S04 (seed 0): the oracle solves the nominal task on init state 1 only, and
+    there the blocker could not be placed (the episode was invalid: it moved the orange juice);
+    init state 0 fails nominally too. No attempt measured the oracle against the shift, so the
+    instance is kept unproved, not dropped (it was dropped before)."""
+    verdict, why = proof_verdict([False, True], [False, False], execution=False, shifted_valid=[True, False])
+    assert verdict == "unproved" and "could not be realised" in why
+    # a realised failure on the init state the oracle solves is evidence: dropped
+    assert proof_verdict([False, True], [False, False], execution=False, shifted_valid=[False, True])[0] == "drop"
+    # an Execution shift keeps its own reason
+    assert "Execution" in proof_verdict([True], [False], execution=True, shifted_valid=[False])[1]
+    with pytest.raises(ValueError):
+        proof_verdict([True], [False], execution=False, shifted_valid=[True, True])
+
+
 def test_the_drop_rule_wants_one_result_per_init_state():
     with pytest.raises(ValueError, match="one result per init state"):
         proof_verdict([True], [True, False], execution=False)
