@@ -177,6 +177,20 @@ class Settings(BaseSettings):
     token_ttl_days: int = 90
     submissions_per_day: int = 5
     max_concurrent: int = 1
+    hidden_runs_per_week: int = Field(
+        7,
+        ge=0,
+        description="Submissions of a team that may run the hidden stage in 7 days (those that passed "
+        "validation, plus those still waiting or validating): each run can carry a bounded number of bits "
+        "about the hidden instances out through what a submitter reads (docs/platform.md, 'What remains "
+        "observable'); this caps them per team and week. A team's own value overrides it.",
+    )
+    hidden_progress_steps: int = Field(
+        10,
+        ge=1,
+        description="While the hidden stage runs, a submitter sees its shards done in this many steps over the "
+        "run (every shard when there are fewer): the times of the steps are all a policy could modulate there.",
+    )
 
     @field_validator("allowed_registries", "evaluator_gpus", mode="before")
     @classmethod

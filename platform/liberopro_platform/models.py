@@ -99,6 +99,8 @@ class Team(Base):
     name: Mapped[str] = mapped_column(String(100), unique=True)
     submissions_per_day: Mapped[int | None] = mapped_column(Integer, default=None)
     max_concurrent: Mapped[int | None] = mapped_column(Integer, default=None)
+    # Submissions that may reach the hidden stage in 7 days (docs/platform.md, "What remains observable").
+    hidden_runs_per_week: Mapped[int | None] = mapped_column(Integer, default=None)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     users: Mapped[list[User]] = relationship(back_populates="team")
 
@@ -201,6 +203,8 @@ class Shard(Base):
     worker: Mapped[str | None] = mapped_column(String(200), default=None)
     heartbeat_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     started_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    # When it last became queued (planned, retried, requeued): its place in the sandbox queue.
+    queued_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     last_error: Mapped[str | None] = mapped_column(Text, default=None)  # platform-written text only
     policy_log: Mapped[str] = mapped_column(Text, default="", server_default="")  # admins only: its output

@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from liberopro.schema.reasons import Side, reasons_of
 from liberopro.schema.shard import ShardSpec
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -22,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from liberopro_platform.config import Settings
 from liberopro_platform.db import transaction
+from liberopro_platform.disclosure import HIDDEN_FAILURES, INTERNAL_FIX, failure_kind
 from liberopro_platform.heartbeat import CONTROL, SHARDS, all_rows, describe_absence, is_live
 from liberopro_platform.image_refs import IMAGE_ID
 from liberopro_platform.models import (
@@ -50,7 +52,6 @@ from liberopro_platform.sandbox.base import (
 log = logging.getLogger("liberopro_platform.pipeline")
 
 S = SubmissionState
-INTERNAL_FIX = "nothing to change on your side: the platform's admins can see the details and requeue it"
 
 
 @dataclass
@@ -133,6 +134,90 @@ def queue_position(session: Session, sub: Submission) -> int | None:
     )
 
 
+@dataclass(frozen=True)
+class SandboxWait:
+    """What a submission's next sandbox task (its validation, or its next shard when none of its
+    shards runs) waits for: a free worker. Tasks of the sandbox queue are taken in the order they
+    were queued (``Submission.state_since`` of a queued validation, ``Shard.queued_at`` of a shard).
+
+    ``running``: sandbox tasks running now (fresh heartbeat), on every worker; ``queued_before``:
+    sandbox tasks of other submissions queued before this one's; ``workers``: live workers that run
+    sandbox work."""
+
+    running: int
+    queued_before: int
+    workers: int
+
+    def text(self) -> str:
+        ahead = self.running + self.queued_before
+        return (
+            f"waiting for a free worker: {ahead} sandbox task{'s' if ahead != 1 else ''} ahead of it "
+            f"({self.running} running, {self.queued_before} queued before it; "
+            f"{self.workers} worker{'s' if self.workers != 1 else ''} run{'s' if self.workers == 1 else ''} "
+            "sandbox work)"
+        )
+
+
+def sandbox_wait(
+    session: Session, sub: Submission, stale_s: float, now: dt.datetime | None = None
+) -> SandboxWait | None:
+    """The wait of ``sub``'s next sandbox task (:class:`SandboxWait`), or None when it waits for
+    none: it is not queued for validation nor running, a shard of it is running (fresh
+    heartbeat), or no shard of it is queued."""
+    now = now or utcnow()
+    fresh = now - dt.timedelta(seconds=stale_s)
+    if sub.state == S.queued.value:
+        since = sub.state_since
+    elif sub.state == S.running.value:
+        mine = sub.shards
+        if any(sh.state == ShardState.running.value and sh.heartbeat_at and sh.heartbeat_at >= fresh for sh in mine):
+            return None
+        times = [sh.queued_at or sub.state_since for sh in mine if sh.state == ShardState.queued.value]
+        if not times:
+            return None
+        since = min(times)
+    else:
+        return None
+    running = (
+        session.scalar(
+            select(func.count())
+            .select_from(Shard)
+            .where(Shard.state == ShardState.running.value, Shard.heartbeat_at >= fresh)
+        )
+        or 0
+    ) + (
+        session.scalar(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.state == S.validating.value, Submission.heartbeat_at >= fresh)
+        )
+        or 0
+    )
+    queued_before = (
+        session.scalar(
+            select(func.count())
+            .select_from(Shard)
+            .join(Submission, Shard.submission_id == Submission.id)
+            .where(
+                Shard.state == ShardState.queued.value,
+                Submission.state == S.running.value,
+                Shard.submission_id != sub.id,
+                func.coalesce(Shard.queued_at, Submission.state_since) < since,
+            )
+        )
+        or 0
+    ) + (
+        session.scalar(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.state == S.queued.value, Submission.id != sub.id, Submission.state_since < since)
+        )
+        or 0
+    )
+    workers = sum(1 for r in all_rows(session) if r.serves(SHARDS) and is_live(r, now, stale_s))
+    return SandboxWait(running, queued_before, workers)
+
+
 @dataclass
 class Stuck:
     """A submission that has not moved as it should: why, and what the sweep does about it."""
@@ -146,6 +231,14 @@ class Stuck:
     # fail: over the submission's total time limit.
     action: str
     shard_id: int | None = None
+    #: The reason as the submitter reads it, when it differs: a shard's reason names no shard (which
+    #: of a submission's shards is where belongs to the hidden stage, disclosure.py).
+    shown: str | None = None
+
+    @property
+    def public(self) -> str:
+        """The reason for the submitter."""
+        return self.shown or self.reason
 
 
 class Pipeline:
@@ -348,8 +441,9 @@ class Pipeline:
             sub = s.get(Submission, submission_id, with_for_update=True)
             if sub.state != S.validating.value or sub.shards:
                 return
+            now = self._now()
             rows = [
-                Shard(submission_id=sub.id, index=i, plan=pairs, episodes_total=len(pairs))
+                Shard(submission_id=sub.id, index=i, plan=pairs, episodes_total=len(pairs), queued_at=now)
                 for i, pairs in enumerate(shards)
             ]
             s.add_all(rows)
@@ -358,7 +452,7 @@ class Pipeline:
                 s,
                 sub,
                 S.running,
-                f"running: 0 of {total} episodes done ({len(shards)} shards)",
+                f"running on the hidden instances: {total} episodes in {len(shards)} shards",
                 manifest_sha256=manifest.sha256,
                 episodes_total=total,
                 episodes_done=0,
@@ -400,12 +494,15 @@ class Pipeline:
                 ):
                     return  # another worker holds a live claim
                 if shard.attempts >= st.max_stage_attempts:
+                    # Every attempt ended without reporting (its worker died, the claim went stale):
+                    # nothing the policy decided; a platform error for the admins.
                     self._fail_shard(
                         s,
                         sub,
                         shard,
-                        f"shard {shard.index} was attempted {shard.attempts} times "
-                        f"without finishing; last: {shard.last_error or 'no error recorded'}",
+                        "platform",
+                        reason=f"attempted {shard.attempts} times without finishing; "
+                        f"last: {shard.last_error or 'no error recorded'}",
                     )
                     return
                 shard.state = ShardState.running.value
@@ -431,7 +528,7 @@ class Pipeline:
                 add_event(
                     s,
                     sub,
-                    f"shard {index}: attempt {attempt} started on {self.worker}, "
+                    f"[admin] shard {index}: attempt {attempt} started on {self.worker}, "
                     f"{len(remaining)} of {shard.episodes_total} episodes to run"
                     + (f" in {streams} simulator streams at once" if streams > 1 else ""),
                 )
@@ -453,7 +550,12 @@ class Pipeline:
             with transaction(self.sessions) as s:
                 shard = s.get(Shard, shard_id)
                 self._fail_shard(
-                    s, shard.submission, shard, "the platform's evaluation manifest is unusable", admin_detail=str(exc)
+                    s,
+                    shard.submission,
+                    shard,
+                    "platform",
+                    reason="the platform's evaluation manifest is unusable",
+                    admin_detail=str(exc),
                 )
             return
         by_id = manifest.by_id()
@@ -480,7 +582,7 @@ class Pipeline:
         except Exception as exc:  # noqa: BLE001 - an infrastructure fault: bounded retries
             log.exception("shard %s failed", shard_id)
             outcome = ShardOutcome("infrastructure_error", "internal sandbox error", f"{exc.__class__.__name__}: {exc}")
-        self._after_shard(shard_id, outcome)
+        self._after_shard(shard_id, outcome, callbacks.platform_faults)
         if outcome.status in FRESH_POLICY_AFTER:
             self._release_policy_of(source.submission_id)
         self.release_idle_policies()
@@ -558,7 +660,16 @@ class Pipeline:
                 )
             )
 
-    def _after_shard(self, shard_id: int, outcome: ShardOutcome) -> None:
+    def _after_shard(self, shard_id: int, outcome: ShardOutcome, platform_faults: int = 0) -> None:
+        """Record how a shard attempt ended: done, cancelled, or retried (only its missing episodes
+        run again) until ``max_stage_attempts``, when the submission fails. ``platform_faults``:
+        episodes of this attempt the evaluator could not run for a reason charged to the platform
+        (not stored, :data:`NOT_STORED_REASONS`).
+
+        What the submitter may read of it is the hidden stage's (:mod:`liberopro_platform.disclosure`):
+        the shard's events are ``[admin]`` ones, and a failure is told in the fixed vocabulary of
+        :data:`~liberopro_platform.disclosure.HIDDEN_FAILURES`: the failure class of the policy's
+        replies, the container's exit code and the shard's index stay with the admins."""
         st = self.settings
         retry = False
         with transaction(self.sessions) as s:
@@ -576,43 +687,34 @@ class Pipeline:
             stored = self._stored_pairs(s, sub.id, shard)
             if outcome.status == "completed" and stored >= shard.episodes_total:
                 shard.state, shard.finished_at, shard.last_error = ShardState.done.value, self._now(), None
-                add_event(s, sub, f"shard {shard.index}: done ({stored} episodes)")
+                add_event(s, sub, f"[admin] shard {shard.index}: done ({stored} episodes)")
+                self._count_done(s, sub)
                 finished = True
             elif outcome.status == "stopped" or sub.state != S.running.value:
                 shard.state = ShardState.cancelled.value
                 finished = False
             else:
                 finished = False
-                # shard.last_error holds only text the platform wrote (it may reach the submitter);
-                # what the evaluator or the policy said goes to an [admin] event.
+                status = "missing" if outcome.status == "completed" else outcome.status
+                # shard.last_error holds only text the platform wrote (admins read it); what the
+                # evaluator or the policy said goes to the [admin] event with it.
                 reason = {
-                    "completed": f"the evaluator finished with {stored} of {shard.episodes_total} episodes stored",
+                    "missing": f"the evaluator finished with {stored} of {shard.episodes_total} episodes stored"
+                    + (f" ({platform_faults} not run for a platform fault)" if platform_faults else ""),
                     "timed_out": outcome.message,
                     "policy_error": outcome.message,
                     "infrastructure_error": "the platform could not run the evaluation (internal error)",
-                }[outcome.status]
+                }[status]
                 shard.last_error = reason
                 internal = (
-                    f"shard {shard.index}, attempt {shard.attempts}: {outcome.message}: {outcome.internal[-1500:]}"
+                    f"shard {shard.index}, attempt {shard.attempts}: {reason}; {outcome.message}: "
+                    f"{outcome.internal[-1500:]}"
                 )
+                add_event(s, sub, f"[admin] {internal[:3000]}")
                 if shard.attempts >= st.max_stage_attempts:
-                    self._fail_shard(
-                        s,
-                        sub,
-                        shard,
-                        f"shard {shard.index} failed {shard.attempts} times: {reason}",
-                        admin_detail=internal,
-                    )
+                    self._fail_shard(s, sub, shard, failure_kind(status))
                 else:
-                    shard.state = ShardState.queued.value
-                    add_event(
-                        s,
-                        sub,
-                        f"shard {shard.index}: attempt {shard.attempts} ended ({outcome.status}); "
-                        f"retrying, only missing episodes will run",
-                    )
-                    if outcome.status in ("infrastructure_error", "policy_error"):
-                        add_event(s, sub, f"[admin] {internal[:3000]}")
+                    shard.state, shard.queued_at = ShardState.queued.value, self._now()
                     retry = True
             attempts = shard.attempts
             sub_id = sub.id
@@ -621,11 +723,18 @@ class Pipeline:
         if finished:
             self._maybe_aggregate(sub_id)
 
+    @staticmethod
+    def _count_done(s: Session, sub: Submission) -> None:
+        """``sub.episodes_done``: the episodes of its finished shards (written once per shard, never
+        per episode: a row written per episode would time the hidden episodes for the submitter)."""
+        sub.episodes_done = sum(sh.episodes_total for sh in sub.shards if sh.state == ShardState.done.value)
+
     def _finish_shard(self, shard_id: int) -> None:
         with transaction(self.sessions) as s:
             shard = s.get(Shard, shard_id, with_for_update=True)
             shard.state, shard.finished_at = ShardState.done.value, self._now()
-            add_event(s, shard.submission, f"shard {shard.index}: nothing left to run")
+            add_event(s, shard.submission, f"[admin] shard {shard.index}: nothing left to run")
+            self._count_done(s, shard.submission)
             sub_id = shard.submission_id
         self._maybe_aggregate(sub_id)
 
@@ -638,20 +747,25 @@ class Pipeline:
         )
         return sum((p[0], p[1]) in stored for p in shard.plan)
 
-    def _fail_shard(self, s: Session, sub: Submission, shard: Shard, failure: str, admin_detail: str = "") -> None:
+    def _fail_shard(
+        self, s: Session, sub: Submission, shard: Shard, kind: str, admin_detail: str = "", reason: str = ""
+    ) -> None:
+        """Mark ``shard`` failed and, while ``sub`` is active, fail it with the hidden stage's
+        fixed text of ``kind`` (:data:`~liberopro_platform.disclosure.HIDDEN_FAILURES`: policy,
+        time or platform). ``reason`` and ``admin_detail`` go to an ``[admin]`` event; a platform
+        failure is always one (``platform error``), for the admins to look at and requeue."""
         shard.state, shard.finished_at = ShardState.failed.value, self._now()
         if sub.state in ACTIVE_STATES:
-            fix = (
-                "check the termination reasons and run your image against the evaluator locally (`liberopro "
-                "evaluate --policy URL`, docs/evaluator.md): the policy's output on the hidden instances is not "
-                f"shown; the platform runs each shard at most {self.settings.max_stage_attempts} times"
-            )
+            failure, fix = HIDDEN_FAILURES[kind]
             fail(s, sub, "evaluation", failure, fix)
-        if admin_detail:
-            add_event(s, sub, f"[admin] {admin_detail[:3000]}")
+        detail = "; ".join(x for x in (reason or shard.last_error or "", admin_detail) if x)
+        prefix = "platform error" if kind == "platform" else "failed"
+        add_event(s, sub, f"[admin] {prefix}: shard {shard.index} after {shard.attempts} attempts: {detail[:3000]}")
 
     def store_episode(self, shard_id: int, submission_id: str, record: dict[str, Any]) -> bool:
-        """Store one episode unless it is already stored; True when it was new."""
+        """Store one episode unless it is already stored; True when it was new. Writes the
+        episode and the shard's heartbeat only, never the submission's row (whose ``updated_at``
+        the submitter reads)."""
         try:
             with transaction(self.sessions) as s:
                 s.add(
@@ -665,15 +779,10 @@ class Pipeline:
                         record=record,
                     )
                 )
+                s.flush()
+                s.execute(update(Shard).where(Shard.id == shard_id).values(heartbeat_at=self._now()))
         except IntegrityError:
             return False  # stored by an earlier attempt: the first record stands
-        with transaction(self.sessions) as s:
-            sub = s.get(Submission, submission_id)
-            done = s.scalar(select(func.count()).select_from(Episode).where(Episode.submission_id == submission_id))
-            sub.episodes_done = done
-            if sub.state == S.running.value:
-                sub.message = f"running: {done} of {sub.episodes_total} episodes done"
-            s.execute(update(Shard).where(Shard.id == shard_id).values(heartbeat_at=self._now()))
         return True
 
     def _maybe_aggregate(self, submission_id: str) -> None:
@@ -810,6 +919,7 @@ class Pipeline:
                 for sh in sub.shards:
                     if sh.state != ShardState.done.value:
                         sh.state, sh.attempts, sh.worker = ShardState.queued.value, 0, None
+                        sh.queued_at = self._now()
                         ids.append(sh.id)
                 set_state(s, sub, S.running, f"requeued by {by}: {len(ids)} shards will run their missing episodes")
                 action = f"{len(ids)} shards"
@@ -946,6 +1056,8 @@ class Pipeline:
                                 f"reporting {_ago(now, sh.heartbeat_at)}",
                                 "requeue_shard",
                                 sh.id,
+                                f"the worker running one of its shards ({sh.worker}) stopped reporting "
+                                f"{_ago(now, sh.heartbeat_at)}; the shard is requeued (stored episodes are kept)",
                             )
                         )
                     elif sh.state == ShardState.queued.value:
@@ -960,6 +1072,8 @@ class Pipeline:
                                     "(lost, e.g. by a broker restart); sent again",
                                     "resend_shard",
                                     sh.id,
+                                    "the task of one of its shards was not in the broker (lost, e.g. by a broker "
+                                    "restart); sent again",
                                 )
                             )
                         elif (
@@ -978,6 +1092,8 @@ class Pipeline:
                                     "shard (the task was lost?)",
                                     "requeue_shard",
                                     sh.id,
+                                    f"one of its shards has waited {(now - last).total_seconds() / 60:.0f} min while "
+                                    "no worker runs any shard (the task was lost?); requeued",
                                 )
                             )
             if waits_on:
@@ -998,14 +1114,16 @@ class Pipeline:
             log.warning("sweep: could not inspect the broker: %r", exc)
         with transaction(self.sessions) as s:
             found = self.find_stuck(s, broker)
-            reasons: dict[str, list[str]] = {}
+            reasons: dict[str, list[Stuck]] = {}
             for st in found:
-                reasons.setdefault(st.submission_id, []).append(st.reason)
-            for sid, texts in reasons.items():
+                reasons.setdefault(st.submission_id, []).append(st)
+            for sid, items in reasons.items():
                 sub = s.get(Submission, sid)
-                text = "; ".join(texts)
+                text = "; ".join(dict.fromkeys(x.public for x in items))
                 if sub.stuck_reason != text:
                     add_event(s, sub, f"stuck: {text}")
+                    if any(x.shown for x in items):
+                        add_event(s, sub, "[admin] stuck: " + "; ".join(x.reason for x in items))
                 sub.stuck_reason = text
             s.execute(
                 update(Submission)
@@ -1023,14 +1141,14 @@ class Pipeline:
                 if st.action == "fail" or (
                     st.action.startswith("requeue_") and sub.requeues >= 3 * self.settings.max_stage_attempts
                 ):
-                    fail(s, sub, sub.state, f"stuck: {st.reason}", INTERNAL_FIX)
+                    fail(s, sub, sub.state, f"stuck: {st.public}", INTERNAL_FIX)
                 elif st.action == "requeue_validation":
                     sub.requeues += 1
-                    set_state(s, sub, S.queued, f"requeued after: {st.reason}", worker=None)
+                    set_state(s, sub, S.queued, f"requeued after: {st.public}", worker=None)
                 elif st.action == "requeue_shard":
                     sub.requeues += 1
                     sh = s.get(Shard, st.shard_id)
-                    sh.state, sh.worker = ShardState.queued.value, None
+                    sh.state, sh.worker, sh.queued_at = ShardState.queued.value, None, self._now()
                 elif st.action == "requeue_aggregate":
                     sub.requeues += 1
                     sub.state_since = self._now()
@@ -1131,8 +1249,10 @@ class Pipeline:
                 return f"its worker {owner} is gone (no heartbeat); {self.worker} took over"
 
             for sh in s.scalars(select(Shard).where(Shard.state == ShardState.running.value, Shard.worker.in_(gone))):
-                add_event(s, sh.submission, f"shard {sh.index}: {why(sh.worker)}; requeued (stored episodes are kept)")
-                sh.state, sh.worker = ShardState.queued.value, None
+                add_event(
+                    s, sh.submission, f"[admin] shard {sh.index}: {why(sh.worker)}; requeued (stored episodes are kept)"
+                )
+                sh.state, sh.worker, sh.queued_at = ShardState.queued.value, None, now
                 shard_ids.append(sh.id)
             for sub in s.scalars(
                 select(Submission).where(Submission.state == S.validating.value, Submission.worker.in_(gone))
@@ -1174,13 +1294,14 @@ def shard_streams(requested: int, protocol: str, metadata: dict[str, Any] | None
 #: not serve the retry as well. Before the node sandbox every attempt had a fresh container.
 FRESH_POLICY_AFTER = frozenset({"policy_error", "timed_out", "infrastructure_error"})
 
-#: Termination reasons of episodes that never ran because of the evaluator, not the policy
-#: (``worker_crashed``: a simulator stream process of the evaluator container died twice,
-#: :mod:`liberopro.workers`). They are valid failures in a local ``liberopro evaluate`` run, but on
-#: the platform an episode is stored once and for good, so such a record is not stored: the
-#: episode stays missing and the shard's next attempt runs it (after ``max_stage_attempts`` the
-#: shard fails with the platform's reason, "the evaluator finished with n of m episodes stored").
-NOT_STORED_REASONS = frozenset({"worker_crashed"})
+#: Termination reasons charged to the platform (:mod:`liberopro.schema.reasons`, side ``platform``:
+#: ``evaluator_error``, a fault of the evaluator that no action of the policy causes;
+#: ``worker_crashed``, a simulator stream process that died twice). They are never scored: an
+#: episode is stored once and for good, so such a record is not stored, the episode stays missing
+#: and the shard's next attempt runs it; when it still fails after ``max_stage_attempts`` the
+#: submission ends as a platform error, never with a lower score (docs/platform.md, "Who is
+#: charged with an episode").
+NOT_STORED_REASONS = frozenset(str(r) for r in reasons_of(Side.platform))
 
 
 class _ShardCallbacks:
@@ -1190,6 +1311,8 @@ class _ShardCallbacks:
         self.p = pipeline
         self.shard_id = shard_id
         self.submission_id = submission_id
+        #: Episodes of this attempt not stored because their reason is the platform's.
+        self.platform_faults = 0
 
     def on_hello(self, info: dict[str, Any]) -> None:
         with transaction(self.p.sessions) as s:
@@ -1204,6 +1327,7 @@ class _ShardCallbacks:
         why, and the shard's next attempt runs it again."""
         reason = record.get("termination_reason")
         if reason in NOT_STORED_REASONS:
+            self.platform_faults += 1
             with transaction(self.p.sessions) as s:
                 sub = s.get(Submission, self.submission_id)
                 add_event(

@@ -63,14 +63,94 @@ def wait_no_leftovers(docker_client, timeout: float = 30.0) -> list[str]:
     return left
 
 
+def watch_views(http, sid: str, timeout: float, worker) -> tuple[dict, list[dict]]:
+    """Poll everything a submitter reads of ``sid`` every 0.25 s until it is final: (the final
+    status, the views seen). A view is the status, the list's entry for it, the policy log and
+    the lines `liberopro status ID --logs` prints for that status."""
+    from liberopro_platform.submitter_cli import format_status
+
+    end, views = time.monotonic() + timeout, []
+    while time.monotonic() < end:
+        st = http.get(f"/submissions/{sid}").json()
+        listed = next(x for x in http.get("/submissions?limit=200").json() if x["id"] == sid)
+        logs = http.get(f"/submissions/{sid}/logs").text
+        views.append({"status": st, "listed": listed, "logs": logs, "cli": format_status(st)})
+        if st["state"] in ("published", "failed", "cancelled"):
+            return st, views
+        time.sleep(0.25)
+    raise AssertionError(f"submission {sid} not final within {timeout} s: {views[-1:]}\n{worker.tail()}")
+
+
+#: Fields a submitter reads that the public validation stage fixes (the image, its name, the checks
+#: against the public conformance inputs): they differ between images, never during the hidden stage.
+VALIDATION_FIELDS = (
+    "id",
+    "image_ref",
+    "image_digest",
+    "policy_name",
+    "spec_version",
+    "validation_checks",
+    "created_at",
+)
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
+_DIGEST = re.compile(r"sha256:[0-9a-f]+")
+
+
+def hidden_stage_views(views: list[dict]) -> dict[tuple, str]:
+    """The views of the hidden stage (running, aggregating: after planning, before publication),
+    keyed by (state, shards shown done, message), as normalised JSON: the validation stage's
+    fields dropped, timestamps and image digests replaced by placeholders (their values differ
+    between submissions whatever happens). Also checks, within the run, that the validation
+    stage's fields and the log stay as they were and that no view changes while its key stays
+    the same (nothing per episode: a timestamp moving within a shard would time the hidden
+    episodes)."""
+    hidden = [v for v in views if v["status"]["state"] in ("running", "aggregating")]
+    assert hidden, "no view of the hidden stage was seen"
+    out: dict[tuple, str] = {}
+    raw_of: dict[tuple, str] = {}
+    for v in hidden:
+        st = v["status"]
+        key = (st["state"], st["progress"]["shards_done"], st["message"])
+        raw = json.dumps(v, sort_keys=True)
+        assert raw_of.setdefault(key, raw) == raw, f"the view changed within {key}:\n{raw_of[key]}\n{raw}"
+        assert {k: st[k] for k in VALIDATION_FIELDS} == {k: hidden[0]["status"][k] for k in VALIDATION_FIELDS}
+        assert v["logs"] == hidden[0]["logs"] and "=== validation ===" in v["logs"], "the hidden stage reached the log"
+        view = {
+            "status": {k: x for k, x in st.items() if k not in VALIDATION_FIELDS},
+            "listed": {k: x for k, x in v["listed"].items() if k not in VALIDATION_FIELDS},
+            "cli": [line for line in v["cli"] if not line.startswith(("submission ", "  image:", "  policy:"))],
+        }
+        out[key] = _DIGEST.sub("sha256:<id>", _TIME.sub("<time>", json.dumps(view, sort_keys=True)))
+    return out
+
+
+def assert_hidden_stage_reads_the_same(views: list[dict], reference: list[dict]) -> None:
+    """What a submitter could read during the hidden stage of ``views`` is what it could read of
+    the ``reference`` run: every view seen in both runs under the same key is identical, and a key
+    seen in one run only is a short transition that polling may miss (a shard waiting for the
+    worker to take it, all shards done before aggregation starts)."""
+    mine, ref = hidden_stage_views(views), hidden_stage_views(reference)
+
+    def transient(key: tuple) -> bool:
+        return "waiting for a free worker" in key[2] or key[0] == "aggregating" or key[1] > 0
+
+    for key in mine.keys() | ref.keys():
+        if key in mine and key in ref:
+            assert mine[key] == ref[key], f"the hidden stage reads differently under {key}:\n{mine[key]}\n{ref[key]}"
+        else:
+            assert transient(key), f"{key} seen in one run only: {mine.get(key) or ref.get(key)}"
+    assert any(k[0] == "running" and not transient(k) for k in mine.keys() & ref.keys()), (mine.keys(), ref.keys())
+
+
 @pytest.fixture(scope="module")
 def reference_run(http, worker, platform_images, platform_settings, grant):
-    """The example policy submitted once and run uninterrupted: (status, episodes)."""
+    """The example policy submitted once and run uninterrupted: (status, episodes, the views a
+    submitter had of it, :func:`watch_views`)."""
     t0 = time.monotonic()
     sid = submit(http, platform_images[EXAMPLE_IMAGE], grant)
-    st = wait_final(http, sid, 600, worker)
+    st, views = watch_views(http, sid, 600, worker)
     TIMINGS["example submission, submit to published (s)"] = round(time.monotonic() - t0, 1)
-    return st, episodes_of(platform_settings, sid)
+    return st, episodes_of(platform_settings, sid), views
 
 
 def test_example_policy_image_goes_through_the_whole_pipeline(
@@ -78,7 +158,7 @@ def test_example_policy_image_goes_through_the_whole_pipeline(
 ):
     from liberopro_platform.models import Result, Shard
 
-    st, episodes = reference_run
+    st, episodes, _ = reference_run
     assert st["state"] == "published", st
     assert st["progress"] == {"episodes_done": 2, "episodes_total": 2, "shards_done": 1, "shards_total": 1}
     assert st["queue_position"] is None and st["failure"] is None
@@ -123,7 +203,7 @@ def test_worker_killed_mid_shard_completes_without_duplicates(
     reruns only the missing episodes, and the result equals the uninterrupted run."""
     from liberopro_platform.models import Episode
 
-    ref_status, ref_episodes = reference_run
+    ref_status, ref_episodes, _ = reference_run
     sid = submit(http, platform_images[EXAMPLE_IMAGE], grant)
     sessions = _sessions(platform_settings)
     end = time.monotonic() + 300
@@ -158,8 +238,11 @@ def test_worker_killed_mid_shard_completes_without_duplicates(
         }
 
     assert numbers(st["result"]) == numbers(ref_status["result"])
-    events = [e["message"] for e in http.get(f"/submissions/{sid}").json()["events"]]
-    assert any("restarted; requeued" in m for m in events), events
+    from liberopro_platform.models import SubmissionEvent
+
+    with sessions() as s:  # the requeue is told to the admins (which shard is where: hidden stage)
+        events = s.scalars(select(SubmissionEvent.message).where(SubmissionEvent.submission_id == sid)).all()
+    assert any(m.startswith("[admin]") and "restarted; requeued" in m for m in events), events
     assert wait_no_leftovers(docker_client) == []
 
 
@@ -167,17 +250,23 @@ def test_worker_killed_mid_shard_completes_without_duplicates(
 def run_hostile(http, worker, hostile_images, behavior: str, grant) -> tuple[dict, str, str]:
     """Submit the hostile image until final: (status, the policy's output the submitter reads (the
     validation stage's), its output on the shards (admins only))."""
+    st, logs, shard_logs, _ = run_hostile_watched(http, worker, hostile_images, behavior, grant)
+    return st, logs, shard_logs
+
+
+def run_hostile_watched(http, worker, hostile_images, behavior: str, grant) -> tuple[dict, str, str, list[dict]]:
+    """:func:`run_hostile`, plus every view the submitter had of it (:func:`watch_views`)."""
     from liberopro_platform.db import make_engine, make_sessionmaker
     from liberopro_platform.models import Shard
 
     t0 = time.monotonic()
     sid = submit(http, hostile_images[behavior], grant)
-    st = wait_final(http, sid, 600, worker)
+    st, views = watch_views(http, sid, 600, worker)
     TIMINGS[f"hostile {behavior}, submit to final (s)"] = round(time.monotonic() - t0, 1)
     assert worker.proc.poll() is None, "the worker died"
     with make_sessionmaker(make_engine(worker.env["LIBEROPRO_DATABASE_URL"]))() as s:
         shard_logs = "".join(sh.policy_log for sh in s.scalars(select(Shard).where(Shard.submission_id == sid)))
-    return st, http.get(f"/submissions/{sid}/logs").text, shard_logs
+    return st, http.get(f"/submissions/{sid}/logs").text, shard_logs, views
 
 
 def test_hostile_egress_is_refused_everywhere(http, worker, hostile_images, canary, egress_ports, docker_client, grant):
@@ -257,18 +346,29 @@ def test_cancel_during_validation_stops_the_sandbox(http, worker, hostile_images
     assert http.get(f"/submissions/{sid}").json()["state"] == "cancelled"
 
 
-def test_hostile_slow_policy_times_out(http, worker, hostile_images, docker_client, grant):
-    st, _, _ = run_hostile(http, worker, hostile_images, "slow", grant)
+def test_hostile_slow_policy_times_out(reference_run, http, worker, hostile_images, docker_client, grant):
+    """Slow on the hidden episodes only (from step 2, which the public check never reaches): each
+    ends with ``policy_timeout``, and until publication the submitter reads exactly what it read of
+    the example policy's run (a policy varying its latency by hidden content signals nothing per
+    episode; the times of shard steps remain, docs/platform.md "What remains observable")."""
+    st, _, _, views = run_hostile_watched(http, worker, hostile_images, "slow", grant)
     assert st["state"] == "published", st
     assert set(st["termination_reasons"]) == {"policy_timeout"}, st["termination_reasons"]
+    assert_hidden_stage_reads_the_same(views, reference_run[2])
     assert wait_no_leftovers(docker_client) == []
 
 
 def test_hostile_crash_mid_episode_ends_only_that_episode(
-    http, worker, hostile_images, platform_settings, docker_client, grant
+    reference_run, http, worker, hostile_images, platform_settings, docker_client, grant
 ):
-    st, seen, logs = run_hostile(http, worker, hostile_images, "crash", grant)
+    """Crashes on every hidden episode (at step 2, which the public check never reaches): each
+    is recorded with the cause and the next runs on the restarted container; until publication
+    the submitter reads exactly what it read of the example policy's run (no termination-reason
+    totals, no episode count, no per-episode change), so crashing or not per hidden episode
+    signals nothing; once published, the leaderboard's view, termination reasons included."""
+    st, seen, logs, views = run_hostile_watched(http, worker, hostile_images, "crash", grant)
     assert st["state"] == "published", st
+    assert_hidden_stage_reads_the_same(views, reference_run[2])
     # Every episode reaches step 2 and crashes there: each is recorded with the cause, and the
     # next episode runs against the restarted container.
     assert st["termination_reasons"] == {"policy_crashed": 2}, st["termination_reasons"]

@@ -78,9 +78,15 @@ class Check(BaseModel):
 
 
 class Progress(BaseModel):
-    episodes_done: int
+    """How far a submission is. While the hidden stage runs, progress is shown in shards, in steps
+    (``hidden_progress_steps``), and ``episodes_done`` is None: nothing a policy could modulate
+    per episode is shown (docs/platform.md, "What the submitter sees")."""
+
+    episodes_done: int | None = Field(
+        ..., description="Episodes stored; None while the hidden stage runs (shown in shards then)."
+    )
     episodes_total: int
-    shards_done: int
+    shards_done: int = Field(..., description="Shards done; while the hidden stage runs, in whole steps.")
     shards_total: int
 
 
@@ -108,7 +114,11 @@ class SubmissionStatus(BaseModel):
     policy_name: str | None = None
     spec_version: str | None = None
     validation_checks: list[Check] = []
-    termination_reasons: dict[str, int] = {}
+    termination_reasons: dict[str, int] = Field(
+        {},
+        description="Episodes per termination reason: empty until the result is published, then what the "
+        "leaderboard shows (the hidden stage's per-episode endings are not shown while it runs).",
+    )
     created_at: dt.datetime
     updated_at: dt.datetime
     finished_at: dt.datetime | None = None

@@ -82,11 +82,13 @@ ShardStatus = Literal["completed", "stopped", "timed_out", "policy_error", "infr
 
 @dataclass
 class ShardOutcome:
-    """How a shard attempt ended. ``message`` is for the submitter when ``status`` is
-    ``policy_error`` or ``timed_out``: text the platform wrote, never anything the policy sent
-    (a shard runs hidden instances, and the policy's reply may quote what it was shown).
-    ``internal`` (the evaluator's stderr tail, exit codes, the policy's error reply) and
-    ``policy_log`` (the policy's output during the shard) are for admins only."""
+    """How a shard attempt ended: ``status``, and for the admins ``message`` (the platform's
+    account: the failure class, the container's exit code), ``internal`` (the evaluator's stderr
+    tail, the policy's error reply) and ``policy_log`` (the policy's output during the shard).
+    None of it reaches the submitter: a shard runs hidden instances, and the policy can steer
+    all of it (its replies quote what it was shown; an exit code or a failure class is a number it
+    chooses). The submitter reads only the status's kind in the fixed words of
+    :data:`liberopro_platform.disclosure.HIDDEN_FAILURES`."""
 
     status: ShardStatus
     message: str = ""
@@ -98,13 +100,12 @@ def policy_error_outcome(
     reason: str, detail: str, cause: str = "", internal: str = "", policy_log: str = ""
 ) -> ShardOutcome:
     """The outcome of a shard the evaluator could not start because of the policy (a
-    :class:`submission_spec.PolicyError` before the first episode). The submitter reads the
-    failure class ``reason`` (one of ``submission_spec.client.FailureReason``) and ``cause``
-    (the platform's own account, e.g. the container's exit code); ``detail``, which quotes the
-    policy's reply, goes to ``internal`` with the rest for admins."""
+    :class:`submission_spec.PolicyError` before the first episode): ``message`` holds the failure
+    class ``reason`` (one of ``submission_spec.client.FailureReason``) and ``cause`` (the
+    platform's own account, e.g. the container's exit code), ``internal`` the policy's reply
+    (``detail``) and the rest; all for the admins (:class:`ShardOutcome`)."""
     message = (f"{cause}; " if cause else "") + (
-        f"the evaluator could not use the policy in the evaluation sandbox ({reason}); the policy's replies and "
-        "output there are not shown, since that stage runs hidden instances"
+        f"the evaluator could not use the policy in the evaluation sandbox ({reason})"
     )
     return ShardOutcome("policy_error", message, f"policy error {reason}: {detail}\n{internal}".rstrip(), policy_log)
 

@@ -118,7 +118,7 @@ def hide(submission_id: str, body: HideRequest, session: SessionDep, admin: Admi
 )
 def inspect(submission_id: str, request: Request, session: SessionDep, _: AdminUser) -> dict:
     sub = _submission(session, submission_id)
-    status = status_of(request, session, sub).model_dump(mode="json")
+    status = status_of(request, session, sub, admin=True).model_dump(mode="json")
     status["events"] = [{"at": e.at.isoformat(), "state": e.state, "message": e.message} for e in sub.events]
     status["shards"] = [
         {

@@ -28,6 +28,7 @@ from liberopro_platform.api.schemas import (
     SubmitRequest,
 )
 from liberopro_platform.api.upload import UPLOAD_BODY_DOC, receive_archive
+from liberopro_platform.disclosure import hidden_message, shards_shown
 from liberopro_platform.image_refs import IMAGE_ID
 from liberopro_platform.models import (
     ACTIVE_STATES,
@@ -39,8 +40,9 @@ from liberopro_platform.models import (
     User,
     utcnow,
 )
+from liberopro_platform.models import SubmissionState as S
 from liberopro_platform.ownership import reference_refusal
-from liberopro_platform.pipeline import add_event, queue_position
+from liberopro_platform.pipeline import add_event, queue_position, sandbox_wait
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])
 
@@ -71,6 +73,25 @@ def check_limits(session: Session, request: Request, team: Team) -> None:
             f"team {team.name} already has {len(active)} submission(s) in progress "
             f"({', '.join(active)}); the limit is {concurrent} at a time: wait for it to finish or cancel it "
             "(`liberopro cancel ID`)",
+        )
+    week = team.hidden_runs_per_week if team.hidden_runs_per_week is not None else settings.hidden_runs_per_week
+    runs = session.execute(
+        select(Submission.created_at, Submission.manifest_sha256).where(
+            Submission.team_id == team.id,
+            (Submission.state.in_([S.queued.value, S.validating.value]))
+            | (Submission.manifest_sha256.isnot(None) & (Submission.created_at > utcnow() - dt.timedelta(days=7))),
+        )
+    ).all()
+    if len(runs) >= week:
+        ran = sorted(at for at, planned in runs if planned is not None)
+        when = f"at {ran[0] + dt.timedelta(days=7):%Y-%m-%d %H:%M} UTC" if ran else "once a waiting submission ends"
+        raise _error(
+            429,
+            "hidden_run_limit",
+            f"team {team.name} has {len(runs)} submission(s) that ran or may run the hidden evaluation within 7 "
+            f"days; the limit is {week} per week (each run lets a policy signal a bounded number of bits about "
+            f"the hidden instances through what you read, docs/platform.md 'What remains observable'): the next "
+            f"one is possible {when}",
         )
     since = utcnow() - dt.timedelta(days=1)
     recent = session.scalars(
@@ -227,36 +248,65 @@ def cancel(submission_id: str, request: Request, session: SessionDep, user: Curr
     return status_of(request, session, sub)
 
 
-def status_of(request: Request, session: Session, sub: Submission, with_events: bool = True) -> SubmissionStatus:
-    """The submitter's view of ``sub``: where it is, progress and termination-reason totals,
-    what failed and how to fix it (texts the platform wrote, never the policy's output on the
-    hidden stage), the validation checks, and once published what the leaderboard shows for
-    the result (:func:`liberopro.schema.public.public_result`). ``with_events`` False (the
-    list) also leaves out the live stuck check (the stored ``stuck_reason`` is shown)."""
+#: The message of a submission waiting for its validation (``Submission.message``'s default).
+DEFAULT_MESSAGE = "waiting for a worker"
+
+
+def status_of(
+    request: Request, session: Session, sub: Submission, with_events: bool = True, admin: bool = False
+) -> SubmissionStatus:
+    """The submitter's view of ``sub``: where it is and what it waits for, progress, what failed
+    and how to fix it (texts the platform wrote), the validation checks, and once published what
+    the leaderboard shows for the result (:func:`liberopro.schema.public.public_result`).
+
+    From planning until publication the hidden stage runs, and the view holds nothing the
+    policy can steer per episode (:mod:`liberopro_platform.disclosure`): shards done in steps of
+    ``hidden_progress_steps``, no episode count, no termination-reason totals (once published,
+    the leaderboard's), no shard event. ``admin`` (the admin route) shows the live counts.
+    ``with_events`` False (the list) also leaves out the live stuck check (the stored
+    ``stuck_reason`` is shown)."""
+    settings = request.app.state.settings
     shards = sub.shards
-    reasons = dict(
-        session.execute(
-            select(Episode.termination_reason, func.count())
-            .where(Episode.submission_id == sub.id)
-            .group_by(Episode.termination_reason)
-        ).all()
-    )
+    result = session.scalar(select(Result).where(Result.submission_id == sub.id))
+    public = public_result(result) if result is not None else None
+    hidden = bool(shards) and public is None and not admin
+    done = sum(s.state == ShardState.done.value for s in shards)
+    shown = shards_shown(done, len(shards), settings.hidden_progress_steps) if hidden else done
+    message = sub.message
+    if hidden and sub.state in (S.running.value, S.aggregating.value):
+        message = hidden_message(sub.state, shown, len(shards))
+    wait = sandbox_wait(session, sub, settings.heartbeat_stale_s) if sub.state in ACTIVE_STATES else None
+    if wait is not None:
+        message = (
+            f"queued: {wait.text()}"
+            if sub.state == S.queued.value and message == DEFAULT_MESSAGE
+            else f"{message}; {wait.text()}"
+        )
     stuck = sub.stuck_reason
     if with_events and sub.state in ACTIVE_STATES:
         live = [s for s in request.app.state.pipeline.find_stuck(session) if s.submission_id == sub.id]
-        stuck = "; ".join(s.reason for s in live) or None
-    result = session.scalar(select(Result).where(Result.submission_id == sub.id))
+        stuck = "; ".join(dict.fromkeys(s.reason if admin else s.public for s in live)) or None
+    if admin:
+        reasons = dict(
+            session.execute(
+                select(Episode.termination_reason, func.count())
+                .where(Episode.submission_id == sub.id)
+                .group_by(Episode.termination_reason)
+            ).all()
+        )
+    else:
+        reasons = dict(public.termination_reasons) if public is not None else {}
     report = sub.validation_report or {}
     return SubmissionStatus(
         id=sub.id,
         team=sub.team.name,
         state=sub.state,
-        message=sub.message,
+        message=message,
         queue_position=queue_position(session, sub),
         progress=Progress(
-            episodes_done=sub.episodes_done,
+            episodes_done=None if hidden else sub.episodes_done,
             episodes_total=sub.episodes_total,
-            shards_done=sum(s.state == ShardState.done.value for s in shards),
+            shards_done=shown,
             shards_total=len(shards),
         ),
         failure_stage=sub.failure_stage,
@@ -274,9 +324,11 @@ def status_of(request: Request, session: Session, sub: Submission, with_events: 
         created_at=sub.created_at,
         updated_at=sub.updated_at,
         finished_at=sub.finished_at,
-        result=public_result(result) if result is not None else None,
+        result=public,
         events=[
-            Event(at=e.at, state=e.state, message=e.message) for e in sub.events if not e.message.startswith("[admin]")
+            Event(at=e.at, state=e.state, message=e.message)
+            for e in sub.events
+            if admin or not e.message.startswith("[admin]")
         ]
         if with_events
         else [],

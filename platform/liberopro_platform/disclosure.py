@@ -1,0 +1,79 @@
+"""What a submitter may read while the hidden stage runs (docs/platform.md, "What the submitter
+sees, and what only admins see").
+
+From planning until a result is published, the policy sees hidden instances (their
+instructions, images, shift effects) and could signal what it sees through anything it can
+modulate per episode: whether an episode ends by a crash or a timeout, how long an answer takes,
+which shard fails or with which exit code. So the submitter's view of that stage is built only
+from what the policy cannot steer per episode:
+
+* progress in whole steps of shards (:func:`shards_shown`, ``hidden_progress_steps`` steps over
+  the run), never per episode: no episode count, no termination-reason totals, no per-shard
+  event, no per-episode timestamp (the submission's row is not written per episode);
+* a failure of that stage in a fixed vocabulary (:data:`HIDDEN_FAILURES`): the kind of failure,
+  never a failure class of the policy's replies, an exit code or a shard index;
+* once published, exactly what the leaderboard shows (``liberopro.schema.public``).
+
+What remains observable (the times at which the shown progress steps and the end happen, the
+kind of failure, the published rates) is the channel whose capacity docs/platform.md states and
+``hidden_runs_per_week`` caps. The validation stage runs a public check and stays fully
+diagnosable (the policy's output, every failed check).
+"""
+
+from __future__ import annotations
+
+import math
+
+#: Fix text of a failure that is the platform's, not the submitter's.
+INTERNAL_FIX = "nothing to change on your side: the platform's admins can see the details and requeue it"
+
+#: The submitter's text of a failed hidden stage, by the kind of the last shard attempt's end:
+#: (failure, fix). ``policy`` covers every way the policy could not be used (no answer at the
+#: start of a shard, an error reply, a crash, bad metadata); ``time`` a shard over its time limit;
+#: ``platform`` a fault of the evaluator or the infrastructure (never charged to the policy).
+HIDDEN_FAILURES: dict[str, tuple[str, str]] = {
+    "policy": (
+        "the evaluator could not use the policy in the evaluation sandbox (it did not answer, answered with "
+        "an error, or exited) on every attempt at a shard; what it answered or printed there is not shown, "
+        "since that stage runs hidden instances",
+        "run your image against the evaluator locally (`liberopro evaluate --policy URL`, docs/evaluator.md) on "
+        "public instances, check that it answers /health, /metadata, /reset and /act for many episodes in a "
+        "row, then submit again",
+    ),
+    "time": (
+        "a shard did not finish within its time limit on every attempt (the policy answers too slowly for "
+        "the platform's limits)",
+        "measure your policy's latency locally (`liberopro evaluate --policy URL` records it per episode) and "
+        "answer each /act within the request timeout and each episode within its budget "
+        "(submission_spec/README.md, 'Time limits')",
+    ),
+    "platform": (
+        "a platform error stopped the evaluation (the evaluator or the infrastructure failed, not your "
+        "policy); no score was charged for it",
+        INTERNAL_FIX,
+    ),
+}
+
+
+def failure_kind(status: str) -> str:
+    """The :data:`HIDDEN_FAILURES` key of a shard attempt that ended with ``status``
+    (``liberopro_platform.sandbox.base.ShardStatus``, or ``missing``: the evaluator finished
+    without the episodes the platform stores, which only a platform fault leaves)."""
+    return {"policy_error": "policy", "timed_out": "time"}.get(status, "platform")
+
+
+def shards_shown(done: int, total: int, steps: int) -> int:
+    """The shards a submitter is shown as done while the hidden stage runs: ``done`` rounded down
+    to a whole step of ``ceil(total / steps)`` shards (every shard once ``steps >= total``), and
+    ``total`` only when all are done."""
+    if total <= 0 or done >= total:
+        return min(done, total)
+    step = max(1, math.ceil(total / max(1, steps)))
+    return done // step * step
+
+
+def hidden_message(state: str, shown: int, total: int) -> str:
+    """The status message of a submission in the hidden stage (``running``, ``aggregating``)."""
+    if state == "aggregating":
+        return "aggregating: computing the summary"
+    return f"running on the hidden instances: {shown} of {total} shards done (shown in steps; docs/platform.md)"
