@@ -228,3 +228,41 @@ class RecordingCallbacks:
 
     def should_stop(self):
         return False
+
+
+@contextlib.contextmanager
+def local_platform(database_url: str, data_dir: Path, manifest_path: Path, worker: str, **settings):
+    """The platform on the local backend (policy = a command, evaluator in this process), its API
+    on a real socket and its stages run in order by an :class:`InlineEnqueue` (the same
+    ``Pipeline`` methods the Celery tasks call): yields (server, queue, user token, admin token),
+    the user and the admin in a fresh team. ``settings``: further :class:`Settings` fields."""
+    import secrets
+
+    from liberopro_platform.api.app import create_app
+    from liberopro_platform.config import Settings
+    from liberopro_platform.db import make_engine, make_sessionmaker, transaction
+    from liberopro_platform.models import Team, User
+    from liberopro_platform.pipeline import Pipeline
+    from liberopro_platform.security import issue_token
+
+    settings = Settings(
+        database_url=database_url,
+        data_dir=data_dir,
+        backend="local",
+        manifest_path=manifest_path,
+        **{"max_concurrent": 5, "submissions_per_day": 20, "heartbeat_interval_s": 1, **settings},
+    )
+    queue = InlineEnqueue()
+    queue.pipeline = Pipeline(settings, make_sessionmaker(make_engine(database_url)), queue, worker)
+    app = create_app(settings, enqueue=queue)
+    with transaction(app.state.sessions) as s:
+        team = Team(name=f"t-{secrets.token_hex(3)}")
+        s.add(team)
+        s.flush()
+        user = User(name=f"u-{secrets.token_hex(3)}", team_id=team.id)
+        admin = User(name=f"a-{secrets.token_hex(3)}", team_id=team.id, is_admin=True)
+        s.add_all([user, admin])
+        s.flush()
+        token, admin_token = issue_token(s, user, 1)[1], issue_token(s, admin, 1)[1]
+    with ApiServer(app, free_port()) as server:
+        yield server, queue, token, admin_token

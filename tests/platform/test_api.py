@@ -216,6 +216,34 @@ def test_team_limits_concurrent_and_per_day(client, make_user, env):
     assert "next one is possible at" in r.json()["detail"]["message"]
 
 
+def test_team_limit_of_hidden_runs_per_week(client, make_user, env):
+    """Submissions that ran the hidden stage in the last 7 days, plus those that may still run it
+    (waiting, validating), count against ``hidden_runs_per_week`` (the cap on what a policy can
+    signal through what its submitter reads, docs/platform.md); one that failed validation does not."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Submission, Team
+
+    token, _, team, _ = make_user(per_day=10, concurrent=5)
+    own(env, team)
+    app = env[0]
+    with transaction(app.state.sessions) as s:
+        s.query(Team).filter(Team.name == team).one().hidden_runs_per_week = 2
+    post = lambda: client.post("/submissions", json={"image": IMAGE_ID}, headers=auth(token))  # noqa: E731
+    first, second = post().json()["id"], post().json()["id"]
+    r = post()
+    assert r.status_code == 429 and r.json()["detail"]["error"] == "hidden_run_limit", r.text
+    assert "limit is 2 per week" in r.json()["detail"]["message"] and "once a waiting submission ends" in r.text
+    with transaction(app.state.sessions) as s:  # the first ran the hidden stage; the second failed validation
+        a, b = s.get(Submission, first), s.get(Submission, second)
+        a.state, a.manifest_sha256 = "published", "0" * 64
+        b.state, b.failure_stage = "failed", "validation"
+    third = post()
+    assert third.status_code == 201, third.text
+    r = post()
+    assert r.status_code == 429 and "next one is possible at" in r.json()["detail"]["message"], r.text
+    client.post(f"/submissions/{third.json()['id']}/cancel", headers=auth(token))
+
+
 def test_upload_must_be_a_tar(client, make_user):
     token, *_ = make_user()
     r = client.post("/submissions/upload", files={"file": ("x.tar", b"not a tar" * 100)}, headers=auth(token))

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 from liberopro_platform.disclosure import HIDDEN_FAILURES
-from lp_helpers import ApiServer, InlineEnqueue, free_port
+from lp_helpers import InlineEnqueue, local_platform
 
 HOSTILE = Path(__file__).resolve().parent / "hostile" / "hostile.py"
 MARK = secrets.token_hex(4)
@@ -68,43 +68,20 @@ def hidden_manifest(tmp_path_factory) -> tuple[Path, list[str]]:
 @pytest.fixture(scope="module")
 def platform(migrated_pg, hidden_manifest, tmp_path_factory):
     """(API server, inline queue, user token, admin token) on the local backend."""
-    from liberopro_platform.api.app import create_app
-    from liberopro_platform.config import Settings
-    from liberopro_platform.db import make_engine, make_sessionmaker, transaction
-    from liberopro_platform.models import Team, User
-    from liberopro_platform.pipeline import Pipeline
-    from liberopro_platform.security import issue_token
-
-    settings = Settings(
-        database_url=migrated_pg,
-        data_dir=tmp_path_factory.mktemp("leaks-data"),
-        backend="local",
-        manifest_path=hidden_manifest[0],
+    with local_platform(
+        migrated_pg,
+        tmp_path_factory.mktemp("leaks-data"),
+        hidden_manifest[0],
+        "leaks@test",
         episodes_per_instance=1,
         episodes_per_shard=2,
         max_steps=3,
         episode_seed=SEED,
         request_timeout_s=10,
         validation_health_timeout_s=60,
-        heartbeat_interval_s=1,
         max_stage_attempts=1,
-        max_concurrent=5,
-        submissions_per_day=20,
-    )
-    queue = InlineEnqueue()
-    queue.pipeline = Pipeline(settings, make_sessionmaker(make_engine(migrated_pg)), queue, "leaks@test")
-    app = create_app(settings, enqueue=queue)
-    with transaction(app.state.sessions) as s:
-        team = Team(name=f"leaks-{secrets.token_hex(3)}")
-        s.add(team)
-        s.flush()
-        user = User(name=f"leaks-{secrets.token_hex(3)}", team_id=team.id)
-        admin = User(name=f"leaks-admin-{secrets.token_hex(3)}", team_id=team.id, is_admin=True)
-        s.add_all([user, admin])
-        s.flush()
-        token, admin_token = issue_token(s, user, 1)[1], issue_token(s, admin, 1)[1]
-    with ApiServer(app, free_port()) as server:
-        yield server, queue, token, admin_token
+    ) as platform:
+        yield platform
 
 
 def _submit(http: httpx.Client, queue: InlineEnqueue, command: str) -> dict:

@@ -708,3 +708,52 @@ def test_the_heartbeat_thread_runs_the_idle_hook_only_while_no_task_runs(pipelin
     finally:
         writer.stop()
     assert set(calls) == {None}
+
+
+def test_a_shard_waiting_for_a_worker_says_what_it_waits_for(pipeline):
+    """A running submission none of whose shards runs reads "waiting for a free worker" with the
+    sandbox tasks ahead of it (running ones, and those queued before it), not just "running"
+    (counted over the whole database: other tests' rows are the baseline, the deltas are checked)."""
+    from types import SimpleNamespace
+
+    from liberopro_platform.api.routes.submissions import status_of
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Submission, utcnow
+    from liberopro_platform.pipeline import sandbox_wait
+
+    now = utcnow()
+    request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(settings=pipeline.settings, pipeline=pipeline)))
+    mine = make_submission(pipeline)
+    with transaction(pipeline.sessions) as s:
+        s.get(Submission, mine).shards[0].queued_at = now - dt.timedelta(minutes=5)
+    with pipeline.sessions() as s:
+        before = sandbox_wait(s, s.get(Submission, mine), pipeline.settings.heartbeat_stale_s)
+    assert before is not None
+    # Another team's validation runs on the worker; another team's shard was queued before mine.
+    other_validation = make_submission(pipeline, state="validating", shards=(), worker="w1@test", heartbeat_at=now)
+    earlier = make_submission(pipeline)
+    with transaction(pipeline.sessions) as s:
+        s.get(Submission, earlier).shards[0].queued_at = now - dt.timedelta(minutes=10)
+    with pipeline.sessions() as s:
+        sub = s.get(Submission, mine)
+        wait = sandbox_wait(s, sub, pipeline.settings.heartbeat_stale_s)
+        st = status_of(request, s, sub)
+    assert (wait.running, wait.queued_before) == (before.running + 1, before.queued_before + 1)
+    ahead = wait.running + wait.queued_before
+    assert f"waiting for a free worker: {ahead} sandbox tasks ahead of it" in st.message, st.message
+    assert f"({wait.running} running, {wait.queued_before} queued before it;" in st.message
+    assert st.message.startswith("running on the hidden instances: 0 of 1 shards done")
+    # Once its shard runs, it waits for nothing.
+    with transaction(pipeline.sessions) as s:
+        sh = s.get(Submission, mine).shards[0]
+        sh.state, sh.worker, sh.heartbeat_at = "running", "w1@test", utcnow()
+    with pipeline.sessions() as s:
+        sub = s.get(Submission, mine)
+        assert sandbox_wait(s, sub, pipeline.settings.heartbeat_stale_s) is None
+        assert "waiting" not in status_of(request, s, sub).message
+    with transaction(pipeline.sessions) as s:  # leave nothing active for the other tests
+        for sid in (mine, other_validation, earlier):
+            sub = s.get(Submission, sid)
+            sub.state = "cancelled"
+            for sh in sub.shards:
+                sh.state = "cancelled"
