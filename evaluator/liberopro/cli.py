@@ -373,7 +373,12 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
         except StackError as exc:
             _fail(str(exc))
         except PolicyError as exc:
-            _fail(f"the policy could not be used: {exc.reason}: {exc.detail}")
+            hint = (
+                "; start the server first, or let the evaluator start it with --policy-cmd"
+                if exc.reason == "policy_connect_error" and a.policy
+                else ""
+            )
+            _fail(f"the policy could not be used: {exc.reason}: {exc.detail}{hint}")
         except ValueError as exc:
             _fail(str(exc))
         except KeyboardInterrupt:

@@ -144,3 +144,26 @@ def test_platform_image_serves_the_api_and_installs_the_firewall(docker_client):
         assert "D19" in page.text and "S22" in page.text
     finally:
         api.remove(force=True)
+
+
+@pytest.mark.docker
+def test_a_worker_in_its_own_namespace_checks_the_hosts_firewall_rules(docker_client, platform_settings, caplog):
+    """compose's worker runs with LIBEROPRO_SANDBOX_FIREWALL=external in a network namespace of its
+    own, where the host's rules are not: it asks the engine to check the host's namespace (the
+    platform image's ``firewall --check``) and warns only when that check finds them missing."""
+    import logging
+
+    from liberopro_platform.sandbox import firewall
+    from liberopro_platform.sandbox.docker_backend import DockerBackend
+
+    firewall.install()  # the host has the rules (compose's sandbox-firewall service would)
+    image = docker_client.images.get(os.environ.get("LIBEROPRO_TEST_PLATFORM_IMAGE", "liberopro/platform:latest")).id
+    settings = platform_settings.model_copy(update={"sandbox_firewall": "external", "platform_image": image})
+    with caplog.at_level(logging.INFO, logger="liberopro_platform.firewall"):
+        backend = DockerBackend(settings, "fwcheck@test")
+    assert backend.host_has_firewall_rules() is True
+    assert "lacks the sandbox rules" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="liberopro_platform.firewall"):
+        firewall.ensure("external", lambda: False)
+    assert "the host lacks the sandbox rules" in caplog.text

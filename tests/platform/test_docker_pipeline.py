@@ -328,6 +328,7 @@ def test_hostile_never_healthy_fails_validation_with_a_message(http, worker, hos
     assert st["state"] == "failed" and st["failure_stage"] == "validation", st
     assert "/health" in st["failure"], st["failure"]
     assert "GET /health" in st["fix"] and "docker run" in st["fix"]
+    assert "--policy-cmd" not in json.dumps(st), "a container submitter was told to use the evaluator's --policy-cmd"
     assert [c["name"] for c in st["validation_checks"] if not c["ok"]] == ["health"]
     assert "NEVER_HEALTHY" in logs
     assert wait_no_leftovers(docker_client) == []

@@ -142,6 +142,20 @@ def test_conformance_checker_names_what_is_wrong(serve_app):
     assert "echoing episode_id and step" in failed[0].hint
 
 
+def test_a_server_that_never_answers_health_gets_a_fix_for_any_server():
+    """The health check's detail and fix hold for a container on a platform as for a local server:
+    no advice about the evaluator's command line (``--policy-cmd``), which a submitter cannot use."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: connection refused
+        report = check_policy(f"http://127.0.0.1:{port}", health_timeout=0.5, request_timeout=0.5)
+    (health,) = report.checks
+    assert not health.ok and "/health did not answer 200" in health.detail
+    assert "--policy-cmd" not in health.detail + health.hint and "$PORT" in health.hint
+
+
 def test_observation_carries_units_and_frames():
     meta = PolicyMetadata(policy_name="p", cameras=[CameraSpec(name="agentview", height=32, width=48)])
     msg: ObservationMessage = _obs(meta)

@@ -455,13 +455,38 @@ class DockerBackend:
                 f"the Docker engine does not answer ({exc}): start dockerd "
                 "(scripts/start-dockerd.sh) or mount /var/run/docker.sock into the worker"
             ) from exc
-        firewall.ensure(settings.sandbox_firewall)
+        firewall.ensure(settings.sandbox_firewall, self.host_has_firewall_rules)
         #: The evaluator image's id, pinned for this backend's lifetime.
         self.evaluator_id: str = self._pin_platform_image("evaluator_image", required=True)  # type: ignore[assignment]
         #: Ids of the platform's own images, never run as a policy.
         self.platform_ids: set[str] = {self.evaluator_id} | {
             i for i in (self._pin_platform_image(f) for f in ("platform_image", "redis_image", "postgres_image")) if i
         }
+
+    def host_has_firewall_rules(self) -> bool | None:
+        """Whether the host's network namespace holds the sandbox firewall rules
+        (:mod:`.firewall`), asked of the engine: the platform image runs ``firewall --check``
+        there (host network, NET_ADMIN, ~1 s). None when it cannot tell (no
+        ``platform_image`` setting, or the check itself failed to run)."""
+        from docker.errors import ContainerError, DockerException
+
+        if not self.settings.platform_image:
+            return None
+        try:
+            self.client.containers.run(
+                self.settings.platform_image,
+                ["python", "-m", "liberopro_platform.sandbox.firewall", "--check"],
+                network_mode="host",
+                cap_add=["NET_ADMIN", "NET_RAW"],
+                user="root",
+                remove=True,
+            )
+        except ContainerError as exc:
+            return False if exc.exit_status == 3 else None
+        except DockerException as exc:
+            log.info("could not check the host's sandbox firewall rules: %s", exc)
+            return None
+        return True
 
     def _pin_platform_image(self, field: str, required: bool = False) -> str | None:
         """The image id of the platform image setting ``field`` (an id, or a tag resolved now)."""

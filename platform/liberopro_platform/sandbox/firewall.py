@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+from collections.abc import Callable
 
 from liberopro_platform.sandbox.base import SandboxError
 
@@ -73,26 +74,57 @@ def install() -> list[str]:
     return added
 
 
-def ensure(mode: str) -> None:
-    """Apply ``mode``: ``auto`` installs the rule, ``external`` trusts the host to have it (and
-    checks when it can), ``off`` does nothing (development only)."""
+def ensure(mode: str, host_has_rules: Callable[[], bool | None] | None = None) -> None:
+    """Apply ``mode``: ``auto`` installs the rule, ``external`` trusts the host to have it and
+    checks when it can, ``off`` does nothing (development only).
+
+    ``external`` is the worker in a container of its own (compose): its network namespace is not
+    the host's, where the rules live, so its own iptables says nothing about them. The check asks
+    ``host_has_rules`` (the Docker backend runs ``--check`` in the host's namespace; None: it
+    could not tell) and, without it, this namespace only when it is the host's. It warns only
+    when a check saw the rules missing."""
     if mode == "auto":
         install()
     elif mode == "external":
-        if shutil.which("iptables") and not rule_present():
+        present = host_has_rules() if host_has_rules is not None else None
+        if present is None and shutil.which("iptables") and _in_host_namespace():
+            present = rule_present()
+        if present is False:
             log.warning(
-                "LIBEROPRO_SANDBOX_FIREWALL=external but this namespace lacks the rules; the host "
-                "must have: iptables -I %s; iptables -I %s",
+                "LIBEROPRO_SANDBOX_FIREWALL=external but the host lacks the sandbox rules; install them "
+                "(compose's sandbox-firewall service, or: iptables -I %s; iptables -I %s)",
                 " ".join(RULES[0]),
                 " ".join(RULES[1]),
             )
+        elif present is None:
+            log.info("LIBEROPRO_SANDBOX_FIREWALL=external: the host's rules could not be checked from here")
     elif mode != "off":
         raise ValueError(f"unknown sandbox_firewall mode {mode!r} (auto, external, off)")
 
 
-def main() -> int:
-    """``python -m liberopro_platform.sandbox.firewall``: install the rule (compose's one-shot
-    ``sandbox-firewall`` service runs this in the host's network namespace)."""
+def _in_host_namespace() -> bool:
+    """True when this process shares the network namespace of PID 1 of the machine it sees
+    (false inside a container with its own network, where PID 1 is the container's)."""
+    import os
+
+    try:
+        return os.readlink("/proc/self/ns/net") == os.readlink("/proc/1/ns/net") and not os.path.exists("/.dockerenv")
+    except OSError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m liberopro_platform.sandbox.firewall [--check]``: install the rule (compose's
+    one-shot ``sandbox-firewall`` service runs this in the host's network namespace); ``--check``
+    installs nothing and exits 0 when every IPv4 rule is present, 3 when one is missing (what a
+    worker with ``external`` asks the engine to run there)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--check"]:
+        present = rule_present("iptables")
+        print("sandbox firewall rules " + ("present" if present else "missing"))
+        return 0 if present else 3
     logging.basicConfig(level=logging.INFO)
     try:
         added = install()

@@ -223,8 +223,7 @@ class PolicyClient:
         raise PolicyError(
             "policy_connect_error",
             f"{self.base_url}/health did not answer 200 within {timeout:.0f} s "
-            f"(last attempt: {last}); start the policy server first, check the "
-            "host and port, or let the evaluator start it with --policy-cmd",
+            f"(last attempt: {last}): is the policy server started, and on this host and port?",
         )
 
     def metadata(self) -> PolicyMetadata:
