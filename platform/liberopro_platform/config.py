@@ -185,12 +185,6 @@ class Settings(BaseSettings):
         "about the hidden instances out through what a submitter reads (docs/platform.md, 'What remains "
         "observable'); this caps them per team and week. A team's own value overrides it.",
     )
-    hidden_progress_steps: int = Field(
-        10,
-        ge=1,
-        description="While the hidden stage runs, a submitter sees its shards done in this many steps over the "
-        "run (every shard when there are fewer): the times of the steps are all a policy could modulate there.",
-    )
 
     @field_validator("allowed_registries", "evaluator_gpus", mode="before")
     @classmethod

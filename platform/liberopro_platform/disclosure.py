@@ -7,22 +7,19 @@ modulate per episode: whether an episode ends by a crash or a timeout, how long 
 which shard fails or with which exit code. So the submitter's view of that stage is built only
 from what the policy cannot steer per episode:
 
-* progress in whole steps of shards (:func:`shards_shown`, ``hidden_progress_steps`` steps over
-  the run), never per episode: no episode count, no termination-reason totals, no per-shard
-  event, no per-episode timestamp (the submission's row is not written per episode);
+* progress in whole shards (shards done, and the episodes of the shards done), never per
+  episode: no termination-reason totals, no event of a shard's attempts, no per-episode timestamp
+  (the submission's row is not written per episode);
 * a failure of that stage in a fixed vocabulary (:data:`HIDDEN_FAILURES`): the kind of failure,
   never a failure class of the policy's replies, an exit code or a shard index;
 * once published, exactly what the leaderboard shows (``liberopro.schema.public``).
 
-What remains observable (the times at which the shown progress steps and the end happen, the
-kind of failure, the published rates) is the channel whose capacity docs/platform.md states and
-``hidden_runs_per_week`` caps. The validation stage runs a public check and stays fully
+What remains observable (the times at which shards end, the kind of failure, the published
+rates) is the channel whose capacity docs/platform.md states and ``hidden_runs_per_week`` caps. The validation stage runs a public check and stays fully
 diagnosable (the policy's output, every failed check).
 """
 
 from __future__ import annotations
-
-import math
 
 #: Fix text of a failure that is the platform's, not the submitter's.
 INTERNAL_FIX = "nothing to change on your side: the platform's admins can see the details and requeue it"
@@ -62,18 +59,9 @@ def failure_kind(status: str) -> str:
     return {"policy_error": "policy", "timed_out": "time"}.get(status, "platform")
 
 
-def shards_shown(done: int, total: int, steps: int) -> int:
-    """The shards a submitter is shown as done while the hidden stage runs: ``done`` rounded down
-    to a whole step of ``ceil(total / steps)`` shards (every shard once ``steps >= total``), and
-    ``total`` only when all are done."""
-    if total <= 0 or done >= total:
-        return min(done, total)
-    step = max(1, math.ceil(total / max(1, steps)))
-    return done // step * step
-
-
-def hidden_message(state: str, shown: int, total: int) -> str:
-    """The status message of a submission in the hidden stage (``running``, ``aggregating``)."""
+def hidden_message(state: str, done: int, total: int) -> str:
+    """The status message of a submission in the hidden stage (``running``, ``aggregating``):
+    ``done`` of ``total`` shards."""
     if state == "aggregating":
         return "aggregating: computing the summary"
-    return f"running on the hidden instances: {shown} of {total} shards done (shown in steps; docs/platform.md)"
+    return f"running on the hidden instances: {done} of {total} shards done"

@@ -194,25 +194,13 @@ def _save_image(image: str, dest: Path) -> int:
     return size
 
 
-def _done(progress: dict[str, Any]) -> str:
-    """``done/total`` of a status's progress: episodes, or shards while the hidden stage runs."""
-    if progress["episodes_done"] is None:
-        return f"{progress['shards_done']}/{progress['shards_total']} shards"
-    return f"{progress['episodes_done']}/{progress['episodes_total']}"
-
-
 def format_status(st: dict[str, Any]) -> list[str]:
     """The status as lines a person reads."""
     lines = [f"submission {st['id']} (team {st['team']}): {st['state']}", f"  {st['message']}"]
     if st.get("queue_position") is not None:
         lines.append(f"  queue position: {st['queue_position']} submission(s) ahead")
     p = st["progress"]
-    if p["episodes_total"] and p["episodes_done"] is None:
-        lines.append(
-            f"  progress: {p['shards_done']} of {p['shards_total']} shards ({p['episodes_total']} episodes; the "
-            "hidden stage shows shards in steps)"
-        )
-    elif p["episodes_total"]:
+    if p["episodes_total"]:
         lines.append(
             f"  progress: {p['episodes_done']} of {p['episodes_total']} episodes, "
             f"{p['shards_done']} of {p['shards_total']} shards"
@@ -372,7 +360,8 @@ def register(app: typer.Typer) -> None:
                 for st in c.request("GET", "/submissions"):
                     p = st["progress"]
                     typer.echo(
-                        f"{st['id']}  {st['state']:<11} {_done(p)}  {st['created_at'][:16]}  {st['message'][:80]}"
+                        f"{st['id']}  {st['state']:<11} {p['episodes_done']}/{p['episodes_total']}  "
+                        f"{st['created_at'][:16]}  {st['message'][:80]}"
                     )
                 return
             st = watch(c, submission_id, 5.0) if watch_ else c.request("GET", f"/submissions/{submission_id}")

@@ -365,7 +365,7 @@ def test_hostile_crash_mid_episode_ends_only_that_episode(
     """Crashes on every hidden episode (at step 2, which the public check never reaches): each
     is recorded with the cause and the next runs on the restarted container; until publication
     the submitter reads exactly what it read of the example policy's run (no termination-reason
-    totals, no episode count, no per-episode change), so crashing or not per hidden episode
+    totals, progress in whole shards, no per-episode change), so crashing or not per hidden episode
     signals nothing; once published, the leaderboard's view, termination reasons included."""
     st, seen, logs, views = run_hostile_watched(http, worker, hostile_images, "crash", grant)
     assert st["state"] == "published", st

@@ -78,15 +78,13 @@ class Check(BaseModel):
 
 
 class Progress(BaseModel):
-    """How far a submission is. While the hidden stage runs, progress is shown in shards, in steps
-    (``hidden_progress_steps``), and ``episodes_done`` is None: nothing a policy could modulate
-    per episode is shown (docs/platform.md, "What the submitter sees")."""
+    """How far a submission is, in whole shards while the hidden stage runs (``episodes_done``
+    counts the episodes of the shards done): nothing a policy could modulate per episode is shown
+    (docs/platform.md, "What the submitter sees")."""
 
-    episodes_done: int | None = Field(
-        ..., description="Episodes stored; None while the hidden stage runs (shown in shards then)."
-    )
+    episodes_done: int = Field(..., description="Episodes of the shards done (whole shards).")
     episodes_total: int
-    shards_done: int = Field(..., description="Shards done; while the hidden stage runs, in whole steps.")
+    shards_done: int
     shards_total: int
 
 

@@ -28,7 +28,7 @@ from liberopro_platform.api.schemas import (
     SubmitRequest,
 )
 from liberopro_platform.api.upload import UPLOAD_BODY_DOC, receive_archive
-from liberopro_platform.disclosure import hidden_message, shards_shown
+from liberopro_platform.disclosure import hidden_message
 from liberopro_platform.image_refs import IMAGE_ID
 from liberopro_platform.models import (
     ACTIVE_STATES,
@@ -260,21 +260,19 @@ def status_of(
     the leaderboard shows for the result (:func:`liberopro.schema.public.public_result`).
 
     From planning until publication the hidden stage runs, and the view holds nothing the
-    policy can steer per episode (:mod:`liberopro_platform.disclosure`): shards done in steps of
-    ``hidden_progress_steps``, no episode count, no termination-reason totals (once published,
-    the leaderboard's), no shard event. ``admin`` (the admin route) shows the live counts.
+    policy can steer per episode (:mod:`liberopro_platform.disclosure`): progress in whole shards,
+    no termination-reason totals (once published, the leaderboard's), no event of a shard's
+    attempts. ``admin`` (the admin route) shows the live counts of stored episodes and reasons.
     ``with_events`` False (the list) also leaves out the live stuck check (the stored
     ``stuck_reason`` is shown)."""
     settings = request.app.state.settings
     shards = sub.shards
     result = session.scalar(select(Result).where(Result.submission_id == sub.id))
     public = public_result(result) if result is not None else None
-    hidden = bool(shards) and public is None and not admin
     done = sum(s.state == ShardState.done.value for s in shards)
-    shown = shards_shown(done, len(shards), settings.hidden_progress_steps) if hidden else done
     message = sub.message
-    if hidden and sub.state in (S.running.value, S.aggregating.value):
-        message = hidden_message(sub.state, shown, len(shards))
+    if sub.state in (S.running.value, S.aggregating.value):
+        message = hidden_message(sub.state, done, len(shards))
     wait = sandbox_wait(session, sub, settings.heartbeat_stale_s) if sub.state in ACTIVE_STATES else None
     if wait is not None:
         message = (
@@ -286,6 +284,7 @@ def status_of(
     if with_events and sub.state in ACTIVE_STATES:
         live = [s for s in request.app.state.pipeline.find_stuck(session) if s.submission_id == sub.id]
         stuck = "; ".join(dict.fromkeys(s.reason if admin else s.public for s in live)) or None
+    stored = 0
     if admin:
         reasons = dict(
             session.execute(
@@ -294,6 +293,7 @@ def status_of(
                 .group_by(Episode.termination_reason)
             ).all()
         )
+        stored = sum(reasons.values())
     else:
         reasons = dict(public.termination_reasons) if public is not None else {}
     report = sub.validation_report or {}
@@ -304,9 +304,9 @@ def status_of(
         message=message,
         queue_position=queue_position(session, sub),
         progress=Progress(
-            episodes_done=None if hidden else sub.episodes_done,
+            episodes_done=stored if admin else sub.episodes_done,
             episodes_total=sub.episodes_total,
-            shards_done=shown,
+            shards_done=done,
             shards_total=len(shards),
         ),
         failure_stage=sub.failure_stage,
