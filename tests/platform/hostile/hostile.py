@@ -21,6 +21,16 @@ batching      not hostile: serves like the zero policy but declares 2 episodes a
 canary_metadata  (local backend only: $CANARY_STATE counts its starts) serves like the zero policy
               when first started (validation); every later start (a shard) prints
               CANARY-SHARD-START and answers GET /metadata with HTTP 500 and a CANARY-METADATA body
+neighbour     serves like the zero policy and prints "PEER <ip> <method> <path>" for every request
+              it receives (who reached it); its probe, below, is run inside it with docker exec
+
+`python /app/hostile.py probe NAME=HOST:PORT ...` (any image built from here, run inside a
+container: docker exec shares its network namespace, user and capabilities) resolves each HOST
+(IPv4), prints "RESOLVE <name> <host>: <addresses>", connects to every address at once (1.5 s
+each) and prints one line per attempt: "PROBE <name> <host>:<port> -> <address>: <verdict>",
+the verdict "CONNECTED (<HTTP status line of GET /health>)", "REACHED (refused: ...)" (a host
+answered: the packet got through although nothing listens) or "blocked (...)"; a name that does
+not resolve gives "PROBE <name> <host>:<port> -> -: blocked (unresolved: ...)". "PROBE done" last.
 """
 
 from __future__ import annotations
@@ -88,6 +98,72 @@ def egress() -> None:
         if th.is_alive():  # e.g. a DNS lookup that never gets an answer
             log(f"EGRESS {name} {host}:{port}: blocked (no answer within 3 s)")
     log("EGRESS done")
+
+
+PROBE_TIMEOUT_S = 1.5
+
+
+def probe_address(name: str, host: str, port: int, addr: str) -> None:
+    where = f"PROBE {name} {host}:{port} -> {addr}"
+    try:
+        with socket.create_connection((addr, port), timeout=PROBE_TIMEOUT_S) as conn:
+            conn.sendall(b"GET /health HTTP/1.0\r\nHost: neighbour\r\n\r\n")
+            status = conn.recv(256).split(b"\r\n", 1)[0].decode("ascii", "replace")
+            log(f"{where}: CONNECTED ({status})")
+    except ConnectionRefusedError as exc:
+        log(f"{where}: REACHED (refused: {exc})")
+    except OSError as exc:
+        log(f"{where}: blocked ({exc.__class__.__name__}: {exc})")
+
+
+def probe_target(name: str, host: str, port: int) -> list[threading.Thread]:
+    try:
+        infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)
+    except OSError as exc:
+        log(f"PROBE {name} {host}:{port} -> -: blocked (unresolved: {exc})")
+        return []
+    addrs = sorted({info[4][0] for info in infos})
+    log(f"RESOLVE {name} {host}: {' '.join(addrs)}")
+    threads = [threading.Thread(target=probe_address, args=(name, host, port, a), daemon=True) for a in addrs]
+    for th in threads:
+        th.start()
+    return threads
+
+
+def probe(specs: list[str]) -> None:
+    """Probe every NAME=HOST:PORT of ``specs`` at once (name resolution included); see the docstring."""
+    resolvers, connects = [], []
+    for spec in specs:
+        name, target = spec.split("=", 1)
+        host, port = target.rsplit(":", 1)
+        th = threading.Thread(target=lambda a=(name, host, int(port)): connects.extend(probe_target(*a)), daemon=True)
+        th.start()
+        resolvers.append(th)
+    deadline = time.monotonic() + 3 * PROBE_TIMEOUT_S + 5.0
+    for th in resolvers:
+        th.join(max(0.0, deadline - time.monotonic()))
+    for th in list(connects):
+        th.join(max(0.0, deadline - time.monotonic()))
+    if any(th.is_alive() for th in resolvers + connects):
+        log("PROBE incomplete: an attempt did not finish in time")
+    log("PROBE done")
+
+
+def serve_neighbour() -> None:
+    import uvicorn
+    from submission_spec.server import create_app
+
+    from submission_spec.examples import ZeroPolicy
+
+    app = create_app(ZeroPolicy())
+
+    @app.middleware("http")
+    async def peer(request, call_next):
+        log(f"PEER {request.client.host if request.client else '?'} {request.method} {request.url.path}")
+        return await call_next(request)
+
+    host, port = os.environ.get("HOST", "0.0.0.0"), int(os.environ.get("PORT", "8000"))
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
 def forkbomb() -> None:
@@ -248,6 +324,9 @@ def serve_misbehaving() -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["probe"]:
+        probe(sys.argv[2:])
+        sys.exit(0)
     log(f"hostile policy: {BEHAVIOR}")
     if BEHAVIOR == "egress":
         egress()  # about 3 s, before serving: the validation log holds every attempt
@@ -267,5 +346,7 @@ if __name__ == "__main__":
         serve_batching()
     elif BEHAVIOR == "canary_metadata":
         canary_metadata()
+    elif BEHAVIOR == "neighbour":
+        serve_neighbour()
     else:
         sys.exit(f"unknown BEHAVIOR {BEHAVIOR!r}")
