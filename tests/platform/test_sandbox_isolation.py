@@ -246,6 +246,8 @@ def test_two_live_sandboxes_cannot_reach_each_other(docker_client, platform_imag
         for side in sides:
             ipv6 = side.container.exec_run(["cat", "/proc/sys/net/ipv6/conf/all/disable_ipv6"]).output.strip()
             assert ipv6 == b"1", ipv6  # no IPv6 path either (IPv4-only networks)
+            uid = side.container.exec_run(["id", "-u"]).output.strip()  # the probes run as the policy does
+            assert uid == platform_settings.policy_user.split(":")[0].encode(), uid
 
         # The rules in force: the platform's two, and Docker's isolation of each internal network.
         assert firewall.rule_present("iptables"), "the host rules for lpsb+ bridges are missing"
