@@ -11,10 +11,11 @@
 # e.g. LIBEROPRO_COMPOSE=docker-compose. scripts/setup-system.sh --with-test-deps installs one.
 #
 # The project is the current directory, as with Compose itself: run this where compose.yaml is
-# (the repository root, or any directory holding a copy of compose.yaml). Compose reads the .env
-# file there by itself on every command, v1 and v2 alike, so a setting written by `set` holds for
-# every later `up -d` (which recreates the services whose settings changed; `restart` restarts
-# the containers as they are). A variable exported in the shell comes before the file.
+# (the repository root, or any directory holding a copy of compose.yaml; elsewhere it refuses
+# unless -f names the file). Compose reads the .env file there by itself on every command, v1 and
+# v2 alike, so a setting written by `set` holds for every later `up -d` (which recreates the
+# services whose settings changed; `restart` restarts the containers as they are). A variable
+# exported in the shell comes before the file.
 #
 # `set` replaces the key's line and keeps every other line (docker/build-images.sh writes the image
 # ids into the same file the same way). It refuses, and writes nothing, when an argument is not
