@@ -236,14 +236,10 @@ def local_platform(database_url: str, data_dir: Path, manifest_path: Path, worke
     on a real socket and its stages run in order by an :class:`InlineEnqueue` (the same
     ``Pipeline`` methods the Celery tasks call): yields (server, queue, user token, admin token),
     the user and the admin in a fresh team. ``settings``: further :class:`Settings` fields."""
-    import secrets
-
     from liberopro_platform.api.app import create_app
     from liberopro_platform.config import Settings
     from liberopro_platform.db import make_engine, make_sessionmaker, transaction
-    from liberopro_platform.models import Team, User
     from liberopro_platform.pipeline import Pipeline
-    from liberopro_platform.security import issue_token
 
     settings = Settings(
         database_url=database_url,
@@ -256,13 +252,24 @@ def local_platform(database_url: str, data_dir: Path, manifest_path: Path, worke
     queue.pipeline = Pipeline(settings, make_sessionmaker(make_engine(database_url)), queue, worker)
     app = create_app(settings, enqueue=queue)
     with transaction(app.state.sessions) as s:
-        team = Team(name=f"t-{secrets.token_hex(3)}")
-        s.add(team)
-        s.flush()
-        user = User(name=f"u-{secrets.token_hex(3)}", team_id=team.id)
-        admin = User(name=f"a-{secrets.token_hex(3)}", team_id=team.id, is_admin=True)
-        s.add_all([user, admin])
-        s.flush()
-        token, admin_token = issue_token(s, user, 1)[1], issue_token(s, admin, 1)[1]
+        _, _, token, admin_token = team_with_tokens(s, "t")
     with ApiServer(app, free_port()) as server:
         yield server, queue, token, admin_token
+
+
+def team_with_tokens(session, prefix: str):
+    """A fresh team ``<prefix>-<hex>`` with a user and an admin in it: (team, user, user token,
+    admin token), tokens valid for a day; the session is flushed, not committed."""
+    import secrets
+
+    from liberopro_platform.models import Team, User
+    from liberopro_platform.security import issue_token
+
+    team = Team(name=f"{prefix}-{secrets.token_hex(3)}")
+    session.add(team)
+    session.flush()
+    user = User(name=f"{prefix}-{secrets.token_hex(3)}", team_id=team.id)
+    admin = User(name=f"{prefix}-admin-{secrets.token_hex(3)}", team_id=team.id, is_admin=True)
+    session.add_all([user, admin])
+    session.flush()
+    return team, user, issue_token(session, user, 1)[1], issue_token(session, admin, 1)[1]

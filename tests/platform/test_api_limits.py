@@ -6,14 +6,13 @@ limit; an unauthenticated upload is refused without reading its body)."""
 from __future__ import annotations
 
 import io
-import secrets
 import socket
 import tarfile
 import time
 
 import httpx
 import pytest
-from lp_helpers import ApiServer, RecordingEnqueue, free_port
+from lp_helpers import ApiServer, RecordingEnqueue, free_port, team_with_tokens
 
 IMAGE_ID = "sha256:" + "ab" * 32
 MAX_UPLOAD = 1 << 20
@@ -25,8 +24,7 @@ def served(migrated_pg, tmp_path_factory):
     from liberopro_platform.api.app import create_app
     from liberopro_platform.config import Settings
     from liberopro_platform.db import transaction
-    from liberopro_platform.models import Result, Submission, Team, User
-    from liberopro_platform.security import issue_token
+    from liberopro_platform.models import Result, Submission
 
     settings = Settings(
         database_url=migrated_pg,
@@ -37,14 +35,7 @@ def served(migrated_pg, tmp_path_factory):
     )
     app = create_app(settings, enqueue=RecordingEnqueue())
     with transaction(app.state.sessions) as s:
-        team = Team(name=f"limits-{secrets.token_hex(3)}")
-        s.add(team)
-        s.flush()
-        user = User(name=f"limits-{secrets.token_hex(3)}", team_id=team.id)
-        admin = User(name=f"limits-admin-{secrets.token_hex(3)}", team_id=team.id, is_admin=True)
-        s.add_all([user, admin])
-        s.flush()
-        token, admin_token = issue_token(s, user, 1)[1], issue_token(s, admin, 1)[1]
+        team, user, token, admin_token = team_with_tokens(s, "limits")
         sub = Submission(
             team_id=team.id,
             user_id=user.id,
