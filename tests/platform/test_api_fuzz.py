@@ -32,6 +32,7 @@ def fuzz_env(migrated_pg, tmp_path_factory):
         data_dir=tmp_path_factory.mktemp("fuzz-data"),
         submissions_per_day=1000,
         max_concurrent=1000,
+        hidden_runs_per_week=1000,
     )
     app = create_app(settings, enqueue=RecordingEnqueue())
     tokens = {}

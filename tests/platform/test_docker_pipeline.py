@@ -74,6 +74,8 @@ def watch_views(http, sid: str, timeout: float, worker) -> tuple[dict, list[dict
         st = http.get(f"/submissions/{sid}").json()
         listed = next(x for x in http.get("/submissions?limit=200").json() if x["id"] == sid)
         logs = http.get(f"/submissions/{sid}/logs").text
+        if http.get(f"/submissions/{sid}").json() != st:
+            continue  # it moved between the reads: not one view of one moment; read again
         views.append({"status": st, "listed": listed, "logs": logs, "cli": format_status(st)})
         if st["state"] in ("published", "failed", "cancelled"):
             return st, views
