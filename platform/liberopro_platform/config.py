@@ -177,6 +177,13 @@ class Settings(BaseSettings):
     token_ttl_days: int = 90
     submissions_per_day: int = 5
     max_concurrent: int = 1
+    hidden_view_interval_s: float = Field(
+        60,
+        ge=0,
+        description="While the hidden stage runs, what a submitter reads of it (shards done, what the next "
+        "shard waits for, the start of aggregation) is refreshed at most once per this many seconds, at whole "
+        "multiples of it: the times a policy could steer are readable at that resolution only (0: live, for tests).",
+    )
     hidden_runs_per_week: int = Field(
         7,
         ge=0,

@@ -24,10 +24,11 @@ from __future__ import annotations
 #: Fix text of a failure that is the platform's, not the submitter's.
 INTERNAL_FIX = "nothing to change on your side: the platform's admins can see the details and requeue it"
 
-#: The submitter's text of a failed hidden stage, by the kind of the last shard attempt's end:
-#: (failure, fix). ``policy`` covers every way the policy could not be used (no answer at the
-#: start of a shard, an error reply, a crash, bad metadata); ``time`` a shard over its time limit;
-#: ``platform`` a fault of the evaluator or the infrastructure (never charged to the policy).
+#: The submitter's text of a failed hidden stage, by kind: (failure, fix). ``policy`` covers every
+#: way the policy could not be used (no answer at the start of a shard, an error reply, a crash,
+#: bad metadata); ``time`` a shard over its time limit; ``total`` the submission over its total
+#: time limit (the stuck sweep); ``platform`` a fault of the evaluator or the infrastructure (never
+#: charged to the policy). The only words a failed hidden stage ends with.
 HIDDEN_FAILURES: dict[str, tuple[str, str]] = {
     "policy": (
         "the evaluator could not use the policy in the evaluation sandbox (it did not answer, answered with "
@@ -43,6 +44,12 @@ HIDDEN_FAILURES: dict[str, tuple[str, str]] = {
         "measure your policy's latency locally (`liberopro evaluate --policy URL` records it per episode) and "
         "answer each /act within the request timeout and each episode within its budget "
         "(submission_spec/README.md, 'Time limits')",
+    ),
+    "total": (
+        "the evaluation did not finish within the platform's total time limit for a submission (waits for a "
+        "worker included)",
+        "measure your policy's latency locally (`liberopro evaluate --policy URL` records it per episode); if it "
+        "answers promptly, the platform was too busy: submit again later or ask its admins",
     ),
     "platform": (
         "a platform error stopped the evaluation (the evaluator or the infrastructure failed, not your "

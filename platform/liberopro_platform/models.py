@@ -174,6 +174,8 @@ class Submission(Base):
     policy_log: Mapped[str] = mapped_column(Text, default="")
 
     manifest_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
+    # What the submitter reads of the hidden stage, refreshed once per tick (api/routes/submissions.py).
+    hidden_view: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     episodes_total: Mapped[int] = mapped_column(Integer, default=0)
     episodes_done: Mapped[int] = mapped_column(Integer, default=0)
 

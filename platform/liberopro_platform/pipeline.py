@@ -163,7 +163,8 @@ def sandbox_wait(
 ) -> SandboxWait | None:
     """The wait of ``sub``'s next sandbox task (:class:`SandboxWait`), or None when it waits for
     none: it is not queued for validation nor running, a shard of it is running (fresh
-    heartbeat), or no shard of it is queued."""
+    heartbeat), or no shard of it waits for its first attempt (a retry's wait is not told:
+    disclosure.py)."""
     now = now or utcnow()
     fresh = now - dt.timedelta(seconds=stale_s)
     if sub.state == S.queued.value:
@@ -172,7 +173,11 @@ def sandbox_wait(
         mine = sub.shards
         if any(sh.state == ShardState.running.value and sh.heartbeat_at and sh.heartbeat_at >= fresh for sh in mine):
             return None
-        times = [sh.queued_at or sub.state_since for sh in mine if sh.state == ShardState.queued.value]
+        # A shard waiting for a retry (its attempt failed: the policy can make it fail) is not told:
+        # when its attempts fail would be readable at once; its first turn is.
+        times = [
+            sh.queued_at or sub.state_since for sh in mine if sh.state == ShardState.queued.value and not sh.attempts
+        ]
         if not times:
             return None
         since = min(times)
@@ -803,7 +808,7 @@ class Pipeline:
             )
             if res.rowcount != 1:
                 return
-            add_event(s, s.get(Submission, submission_id), "all shards done; aggregating")
+            add_event(s, s.get(Submission, submission_id), "[admin] all shards done; aggregating")
         self.enqueue.aggregate(submission_id)
 
     # ------------------------------------------------------------------ aggregate + publish
@@ -1141,7 +1146,11 @@ class Pipeline:
                 if st.action == "fail" or (
                     st.action.startswith("requeue_") and sub.requeues >= 3 * self.settings.max_stage_attempts
                 ):
-                    fail(s, sub, sub.state, f"stuck: {st.public}", INTERNAL_FIX)
+                    if sub.state in (S.running.value, S.aggregating.value):  # the hidden stage: fixed words
+                        fail(s, sub, "evaluation", *HIDDEN_FAILURES["total" if st.action == "fail" else "platform"])
+                        add_event(s, sub, f"[admin] stuck: {st.reason}")
+                    else:
+                        fail(s, sub, sub.state, f"stuck: {st.public}", INTERNAL_FIX)
                 elif st.action == "requeue_validation":
                     sub.requeues += 1
                     set_state(s, sub, S.queued, f"requeued after: {st.public}", worker=None)

@@ -177,6 +177,7 @@ def platform_env(migrated_pg, redis_url, manifest_path, tmp_path_factory) -> dic
         "LIBEROPRO_MAX_STAGE_ATTEMPTS": "3",
         "LIBEROPRO_SUBMISSIONS_PER_DAY": "100",
         "LIBEROPRO_HIDDEN_RUNS_PER_WEEK": "100",
+        "LIBEROPRO_HIDDEN_VIEW_INTERVAL_S": "1",
         "LIBEROPRO_MAX_CONCURRENT": "20",
     }
 

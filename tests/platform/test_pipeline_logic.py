@@ -751,9 +751,132 @@ def test_a_shard_waiting_for_a_worker_says_what_it_waits_for(pipeline):
         sub = s.get(Submission, mine)
         assert sandbox_wait(s, sub, pipeline.settings.heartbeat_stale_s) is None
         assert "waiting" not in status_of(request, s, sub).message
+    # A retry's wait is not told (when an attempt fails is the policy's to choose).
+    with transaction(pipeline.sessions) as s:
+        sh = s.get(Submission, mine).shards[0]
+        sh.state, sh.attempts = "queued", 1
+    with pipeline.sessions() as s:
+        assert sandbox_wait(s, s.get(Submission, mine), pipeline.settings.heartbeat_stale_s) is None
     with transaction(pipeline.sessions) as s:  # leave nothing active for the other tests
         for sid in (mine, other_validation, earlier):
             sub = s.get(Submission, sid)
             sub.state = "cancelled"
             for sh in sub.shards:
                 sh.state = "cancelled"
+
+
+def test_the_hidden_stage_reads_the_same_within_a_tick(pipeline):
+    """While the hidden stage runs, the submitter's view (shards done, the wait, the state) is the
+    one of the last tick of ``hidden_view_interval_s``: a shard ending within the tick shows at the
+    next tick, and ``updated_at`` is the tick the view last changed at, never the second a shard
+    ended; the admins' view is live."""
+    import time
+    from types import SimpleNamespace
+
+    from liberopro_platform.api.routes.submissions import status_of
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Submission
+
+    settings = pipeline.settings.model_copy(update={"hidden_view_interval_s": 2.0})
+    request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(settings=settings, pipeline=pipeline)))
+    sid = make_submission(pipeline, shards=((["i1", 0],), (["i1", 1],)))
+
+    def read(admin: bool = False):
+        with transaction(pipeline.sessions) as s:
+            st = status_of(request, s, s.get(Submission, sid), admin=admin)
+            return st.progress.shards_done, st.message, st.updated_at
+
+    time.sleep(2.0 - time.time() % 2.0 + 0.05)  # just after a tick
+    before = read()
+    with transaction(pipeline.sessions) as s:
+        s.get(Submission, sid).shards[0].state = "done"
+    assert read() == before and before[0] == 0  # the same tick: the same view, to the microsecond
+    assert read(admin=True)[0] == 1  # admins read it live
+    time.sleep(2.0 - time.time() % 2.0 + 0.05)
+    after = read()
+    assert after[0] == 1 and "1 of 2 shards done" in after[1]
+    assert after[2].timestamp() % 2.0 == 0 and after[2] > before[2]  # a tick, not the shard's end
+    with transaction(pipeline.sessions) as s:
+        sub = s.get(Submission, sid)
+        sub.state = "cancelled"
+        for sh in sub.shards:
+            sh.state = "cancelled"
+
+
+def _status(pipeline, sid: str) -> dict:
+    """The submitter's GET /submissions/{id} (``status_of`` as the route calls it), read live
+    (``hidden_view_interval_s`` 0): what changes is seen at once."""
+    import json
+    from types import SimpleNamespace
+
+    from liberopro_platform.api.routes.submissions import status_of
+    from liberopro_platform.models import Submission
+
+    settings = pipeline.settings.model_copy(update={"hidden_view_interval_s": 0})
+    request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(settings=settings, pipeline=pipeline)))
+    with pipeline.sessions() as s:
+        return json.loads(status_of(request, s, s.get(Submission, sid)).model_dump_json())
+
+
+def test_a_hidden_stage_over_the_total_time_limit_ends_in_the_fixed_words(pipeline):
+    """(A security review's finding.) A slow policy can push its submission past
+    ``submission_time_limit_s``: the sweep ends it with the hidden stage's fixed words, not a text
+    of its own (with the stage's name and, for a requeue limit, a worker and a heartbeat time)."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Submission, utcnow
+
+    sid = make_submission(pipeline)
+    with transaction(pipeline.sessions) as s:
+        s.get(Submission, sid).created_at = utcnow() - dt.timedelta(hours=49)
+    pipeline.sweep_stuck()
+    st = _status(pipeline, sid)
+    assert st["state"] == "failed" and st["failure_stage"] == "evaluation", st
+    assert (st["failure"], st["fix"]) == HIDDEN_FAILURES["total"]
+
+
+def test_a_failed_shard_attempt_is_not_visible_until_the_shard_ends(pipeline, manifest_path):
+    """(A security review's finding.) A policy that fails a shard attempt when it chooses (no
+    answer at its start) does not change what its submitter reads: its retry's wait is not told
+    (the shard's first turn is), progress and updated_at stay."""
+    from liberopro_platform.db import transaction
+    from liberopro_platform.models import Shard, Submission, WorkerHeartbeat, utcnow
+    from liberopro_platform.planning import load_manifest
+    from liberopro_platform.sandbox.base import ShardOutcome
+
+    class FailingBackend(SweepCounter):
+        def policy_submissions(self):
+            return set()
+
+        def release_policy(self, submission_id):
+            return 0
+
+        def run_shard(self, source, spec, callbacks, time_limit_s):
+            return ShardOutcome("policy_error", "the policy did not answer", "internal", "")
+
+    manifest = load_manifest(manifest_path)
+    iid = manifest.instances[0].instance_id
+    pipeline.settings = pipeline.settings.model_copy(update={"manifest_path": manifest_path, "max_stage_attempts": 3})
+    pipeline._backend = FailingBackend()
+    sid = make_submission(pipeline, shards=(([iid, 0], [iid, 1]),), manifest_sha256=manifest.sha256)
+    worker = f"live-{secrets.token_hex(3)}@test"
+    with transaction(pipeline.sessions) as s:  # a live worker serves the sandbox queue, as in production
+        s.add(WorkerHeartbeat(name=worker, roles="shards,control", beat_at=utcnow()))
+        sh = s.get(Submission, sid).shards[0]
+        shard_id, sh.state, sh.worker, sh.heartbeat_at = sh.id, "running", "w1@test", utcnow()
+    during = _status(pipeline, sid)
+    with transaction(pipeline.sessions) as s:
+        s.get(Shard, shard_id).state = "queued"
+    pipeline.run_shard(shard_id)  # its attempt fails when the policy decides
+    with pipeline.sessions() as s:
+        assert (s.get(Shard, shard_id).attempts, s.get(Shard, shard_id).state) == (1, "queued")
+    after = _status(pipeline, sid)
+    assert {k: after[k] for k in ("message", "progress", "updated_at", "events", "stuck_reason")} == {
+        k: during[k] for k in ("message", "progress", "updated_at", "events", "stuck_reason")
+    }
+    with transaction(pipeline.sessions) as s:
+        s.delete(s.get(WorkerHeartbeat, worker))
+    with transaction(pipeline.sessions) as s:
+        sub = s.get(Submission, sid)
+        sub.state = "cancelled"
+        for sh in sub.shards:
+            sh.state = "cancelled"

@@ -252,23 +252,12 @@ def cancel(submission_id: str, request: Request, session: SessionDep, user: Curr
 DEFAULT_MESSAGE = "waiting for a worker"
 
 
-def status_of(
-    request: Request, session: Session, sub: Submission, with_events: bool = True, admin: bool = False
-) -> SubmissionStatus:
-    """The submitter's view of ``sub``: where it is and what it waits for, progress, what failed
-    and how to fix it (texts the platform wrote), the validation checks, and once published what
-    the leaderboard shows for the result (:func:`liberopro.schema.public.public_result`).
-
-    From planning until publication the hidden stage runs, and the view holds nothing the
-    policy can steer per episode (:mod:`liberopro_platform.disclosure`): progress in whole shards,
-    no termination-reason totals (once published, the leaderboard's), no event of a shard's
-    attempts. ``admin`` (the admin route) shows the live counts of stored episodes and reasons.
-    ``with_events`` False (the list) also leaves out the live stuck check (the stored
-    ``stuck_reason`` is shown)."""
+def _live_view(request: Request, session: Session, sub: Submission, with_events: bool, admin: bool) -> dict:
+    """What ``sub``'s status says now: state, message (what it waits for), shards and episodes
+    done, stuck reason (live with ``with_events``, else the stored one; the admins' full text with
+    ``admin``)."""
     settings = request.app.state.settings
     shards = sub.shards
-    result = session.scalar(select(Result).where(Result.submission_id == sub.id))
-    public = public_result(result) if result is not None else None
     done = sum(s.state == ShardState.done.value for s in shards)
     message = sub.message
     if sub.state in (S.running.value, S.aggregating.value):
@@ -284,7 +273,60 @@ def status_of(
     if with_events and sub.state in ACTIVE_STATES:
         live = [s for s in request.app.state.pipeline.find_stuck(session) if s.submission_id == sub.id]
         stuck = "; ".join(dict.fromkeys(s.reason if admin else s.public for s in live)) or None
-    stored = 0
+    return {
+        "state": sub.state,
+        "message": message,
+        "shards_done": done,
+        "episodes_done": sub.episodes_done,
+        "stuck_reason": stuck,
+    }
+
+
+def _hidden_view(request: Request, session: Session, sub: Submission, with_events: bool) -> tuple[dict, dt.datetime]:
+    """The submitter's view of a submission in the hidden stage (running, aggregating): the live
+    view (:func:`_live_view`) as it was at the last whole multiple of ``hidden_view_interval_s``
+    seconds a reader asked at, and when it last changed (also such a tick). Stored on the
+    submission (``hidden_view``), so every reader sees the same until the next tick: how the
+    hidden stage moves (shard ends, waits, the start of aggregation) is readable at that
+    resolution only, never at the second a policy chooses (disclosure.py)."""
+    interval = request.app.state.settings.hidden_view_interval_s
+    tick = dt.datetime.fromtimestamp(utcnow().timestamp() // interval * interval, tz=dt.UTC)
+    stored = sub.hidden_view or {}
+    checked = dt.datetime.fromisoformat(stored["checked"]) if stored.get("checked") else None
+    if checked is not None and checked >= tick:  # read within this tick: what the tick showed (even if
+        return stored["view"], dt.datetime.fromisoformat(stored["since"])  # the state moved since)
+    view = _live_view(request, session, sub, with_events=True, admin=False)
+    since = stored.get("since") if stored.get("view") == view else tick.isoformat()
+    sub.hidden_view = {"view": view, "since": since, "checked": tick.isoformat()}
+    return view, dt.datetime.fromisoformat(since)
+
+
+def status_of(
+    request: Request, session: Session, sub: Submission, with_events: bool = True, admin: bool = False
+) -> SubmissionStatus:
+    """The submitter's view of ``sub``: where it is and what it waits for, progress, what failed
+    and how to fix it (texts the platform wrote), the validation checks, and once published what
+    the leaderboard shows for the result (:func:`liberopro.schema.public.public_result`).
+
+    From planning until publication the hidden stage runs, and the view holds nothing the
+    policy can steer per episode (:mod:`liberopro_platform.disclosure`): progress in whole shards,
+    no termination-reason totals (once published, the leaderboard's), no event of a shard's
+    attempts, and it moves only at ticks of ``hidden_view_interval_s`` (:func:`_hidden_view`;
+    ``updated_at`` is then the tick it last changed at). ``admin`` (the admin route) shows the
+    live view, counts of stored episodes and reasons. ``with_events`` False (the list) also leaves
+    out the live stuck check outside the hidden stage (the stored ``stuck_reason`` is shown)."""
+    shards = sub.shards
+    result = session.scalar(select(Result).where(Result.submission_id == sub.id))
+    public = public_result(result) if result is not None else None
+    updated_at = sub.updated_at
+    if (
+        sub.state in (S.running.value, S.aggregating.value)
+        and not admin
+        and request.app.state.settings.hidden_view_interval_s > 0
+    ):
+        view, updated_at = _hidden_view(request, session, sub, with_events)
+    else:
+        view = _live_view(request, session, sub, with_events, admin)
     if admin:
         reasons = dict(
             session.execute(
@@ -293,26 +335,26 @@ def status_of(
                 .group_by(Episode.termination_reason)
             ).all()
         )
-        stored = sum(reasons.values())
+        view["episodes_done"] = sum(reasons.values())
     else:
         reasons = dict(public.termination_reasons) if public is not None else {}
     report = sub.validation_report or {}
     return SubmissionStatus(
         id=sub.id,
         team=sub.team.name,
-        state=sub.state,
-        message=message,
+        state=view["state"],
+        message=view["message"],
         queue_position=queue_position(session, sub),
         progress=Progress(
-            episodes_done=stored if admin else sub.episodes_done,
+            episodes_done=view["episodes_done"],
             episodes_total=sub.episodes_total,
-            shards_done=done,
+            shards_done=view["shards_done"],
             shards_total=len(shards),
         ),
         failure_stage=sub.failure_stage,
         failure=sub.failure,
         fix=sub.fix,
-        stuck_reason=stuck,
+        stuck_reason=view["stuck_reason"],
         image_ref=sub.image_ref,
         image_digest=sub.image_digest,
         policy_name=sub.policy_name,
@@ -322,7 +364,7 @@ def status_of(
         ],
         termination_reasons=reasons,
         created_at=sub.created_at,
-        updated_at=sub.updated_at,
+        updated_at=updated_at,
         finished_at=sub.finished_at,
         result=public,
         events=[
