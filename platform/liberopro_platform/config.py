@@ -138,6 +138,12 @@ class Settings(BaseSettings):
         "root); external: the host already has it (compose's sandbox-firewall service); off: tests of "
         "the local backend only.",
     )
+    validation_drop_caches: bool = Field(
+        True,
+        description="Drop the host's clean page, dentry and inode caches before every validation (whose output "
+        "the submitter reads), so that nothing a policy left in them during hidden shards can be read back "
+        "(docs/platform.md, 'What remains observable'). Needs root on the host or a privileged container.",
+    )
     log_max_bytes: int = Field(64 * 1024, description="Submitter-visible policy output kept per stage.")
 
     # --- time limits (seconds), one per level

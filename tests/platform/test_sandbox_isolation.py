@@ -343,3 +343,47 @@ def test_two_live_sandboxes_cannot_reach_each_other(docker_client, platform_imag
     assert not [n for n in sandbox_leftovers(docker_client) if any(sid[:12] in n for sid in sids)]
     assert [bk.policy_submissions() for bk in backends] == [set(), set()]
     assert not docker_client.containers.list(all=True, filters={"name": f"lptest-isolation-witness-{token}"})
+
+
+# ---------------------------------------------------------------- what a node keeps between runs
+PAGECACHE_LINE = re.compile(r"PAGECACHE cached (\d+) of 256, (\d+) differ from the pattern")
+
+
+def test_a_validation_cannot_read_what_a_hidden_shard_left_in_the_page_cache(
+    docker_client, platform_images, platform_settings
+):
+    """A policy in a hidden shard can leave a pattern in the host's page cache (which pages of its
+    image's files it read); a later policy of an image sharing that layer can read it back with
+    mincore(2) without loading a page, and print it where the submitter reads: the validation log.
+    The Docker backend drops the host's caches before every validation (``forget_host_caches``):
+    the validation reads every page cold. Control: the same reader run without that reads the
+    pattern back exactly (0 of 256 bits wrong)."""
+    from liberopro_platform.sandbox.base import PolicySource
+    from liberopro_platform.sandbox.docker_backend import DockerBackend
+
+    image, _ = docker_client.images.build(
+        path=str(HOSTILE_DIR),
+        dockerfile="pagecache.Dockerfile",
+        tag="liberopro-test/hostile-pagecache:latest",
+        network_mode="none",
+        rm=True,
+        buildargs={"BASE_IMAGE": EXAMPLE_IMAGE},
+    )
+
+    def run(mode: str) -> str:
+        out = docker_client.containers.run(
+            image.id, ["python", "/app/hostile.py", "pagecache", mode], read_only=True, network_mode="none", remove=True
+        )
+        return out.decode()
+
+    backend = DockerBackend(platform_settings, f"pagecache-{secrets.token_hex(3)}@test")
+    assert backend.forget_host_caches() is not None  # from cold (the build just wrote the file)
+    run("write")  # a hidden shard's policy leaves its pattern
+    control = PAGECACHE_LINE.search(run("read"))
+    assert control and control.group(2) == "0" and control.group(1) != "0", control  # read back exactly
+    run("write")
+    assert platform_settings.validation_drop_caches
+    outcome = backend.validate(PolicySource(f"pc{secrets.token_hex(5)}", image=image.id), lambda: True)
+    found = PAGECACHE_LINE.search(outcome.policy_log)
+    assert outcome.ok and found, outcome.policy_log
+    assert found.group(1) == "0", f"the validation read the hidden shard's pattern back: {found.group(0)}"

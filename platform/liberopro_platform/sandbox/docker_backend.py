@@ -737,6 +737,8 @@ class DockerBackend:
             request_timeout_s=s.validation_request_timeout_s,
             act_limit_s=s.validation_act_limit_s,
         )
+        if s.validation_drop_caches:
+            self.forget_host_caches()
         with _Sandbox(self, source.submission_id, "validation") as sb:
             policy = sb.start_policy(source.image, restarts=0)
             url = f"http://{POLICY_HOST}:{s.policy_port}"
@@ -793,6 +795,45 @@ class DockerBackend:
                 "the conformance checker produced no report: " + _logs(checker, stdout=False, tail=30)[-2000:]
             )
         return _validation_outcome(report, policy_log)
+
+    def forget_host_caches(self) -> str | None:
+        """Drop the host kernel's clean page, dentry and inode caches (``sync; echo 3 >
+        /proc/sys/vm/drop_caches``) before a validation, whose output the submitter reads: a
+        policy in a hidden shard can leave a pattern in the page cache of its own image's files
+        (which pages it read), and a later validation of an image sharing those layers can read
+        it back without loading a page (``mincore`` on a file it owns; 256 of 256 bits read back
+        in a test on overlay2). Flushed, every page reads cold (docs/platform.md, "What remains
+        observable"). Done by this process when it may write the file (a worker running as root
+        on the host), else by a privileged one-shot container of the evaluator image; returns
+        how, or None after logging a warning when neither works (a rootless or restricted engine:
+        the channel stays open; run validation on other nodes than shards there)."""
+        from docker.errors import DockerException
+
+        os.sync()
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as fh:
+                fh.write("3\n")
+            return "this process"
+        except OSError:
+            pass
+        try:
+            self.client.containers.run(
+                self.evaluator_id,
+                ["sync && echo 3 > /proc/sys/vm/drop_caches"],
+                entrypoint=["sh", "-c"],
+                privileged=True,
+                user="0",
+                network_mode="none",
+                remove=True,
+            )
+            return "a privileged container"
+        except DockerException as exc:
+            log.warning(
+                "could not drop the host's page cache before a validation (%s): what a policy left in the page "
+                "cache of its image during hidden shards stays readable to a later validation on this node",
+                str(exc).strip()[:300],
+            )
+            return None
 
     def _death_text(self, state: dict[str, Any]) -> str:
         if state.get("OOMKilled"):

@@ -23,6 +23,11 @@ canary_metadata  (local backend only: $CANARY_STATE counts its starts) serves li
               CANARY-SHARD-START and answers GET /metadata with HTTP 500 and a CANARY-METADATA body
 neighbour     serves like the zero policy and prints "PEER <ip> <method> <path>" for every request
               it receives (who reached it); its probe, below, is run inside it with docker exec
+pagecache     (pagecache.Dockerfile: an 8 MiB /blob its user owns) prints which of 256 pages of /blob
+              the host's page cache holds ("PAGECACHE cached <n> of 256, <e> differ from the
+              pattern"), then serves like the zero policy; `python /app/hostile.py pagecache write`
+              leaves the pattern (what a policy in a hidden shard could do), `... pagecache read`
+              reads it back
 
 `python /app/hostile.py probe NAME=HOST:PORT ...` (any image built from here, run inside a
 container: docker exec shares its network namespace, user and capabilities) resolves each HOST
@@ -323,9 +328,57 @@ def serve_misbehaving() -> None:
     serve(Hostile())
 
 
+#: The file of the pagecache image whose pages carry the pattern (pagecache.Dockerfile: 8 MiB,
+#: owned by the policy's user, so that mincore(2) reports its pages).
+BLOB = "/blob"
+
+
+def pagecache_pattern() -> list[tuple[int, bool]]:
+    """(page, bit): 256 pages of BLOB, each to be cached (True) or not: the same every run."""
+    import random
+
+    rng = random.Random(20)
+    pages = sorted(rng.sample(range(os.path.getsize(BLOB) // 4096), 256))
+    return [(page, rng.random() < 0.5) for page in pages]
+
+
+def pagecache(mode: str) -> None:
+    """``write``: read one byte of each page whose bit is set (read-ahead off), as a policy in a
+    hidden shard would to leave a pattern; ``read``: which of the 256 pages are in the host's page
+    cache, from mincore(2) without reading any (a later policy of an image sharing the layer):
+    prints "PAGECACHE cached <n> of 256, <e> differ from the pattern"."""
+    import ctypes
+    import mmap
+
+    fd = os.open(BLOB, os.O_RDONLY)
+    pattern = pagecache_pattern()
+    if mode == "write":
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        for page, bit in pattern:
+            if bit:
+                os.pread(fd, 1, page * 4096)
+        log(f"PAGECACHE wrote {sum(b for _, b in pattern)} pages")
+        return
+    size = os.fstat(fd).st_size
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    base = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    vec = (ctypes.c_ubyte * (size // 4096))()
+    if libc.mincore(ctypes.c_void_p(base), ctypes.c_size_t(size), vec) != 0:
+        log(f"PAGECACHE mincore failed: errno {ctypes.get_errno()}")
+        return
+    cached = [bool(vec[page] & 1) for page, _ in pattern]
+    differ = sum(c != bit for c, (_, bit) in zip(cached, pattern, strict=True))
+    log(f"PAGECACHE cached {sum(cached)} of {len(pattern)}, {differ} differ from the pattern")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["probe"]:
         probe(sys.argv[2:])
+        sys.exit(0)
+    if sys.argv[1:2] == ["pagecache"]:
+        pagecache(sys.argv[2])
         sys.exit(0)
     log(f"hostile policy: {BEHAVIOR}")
     if BEHAVIOR == "egress":
@@ -339,6 +392,9 @@ if __name__ == "__main__":
         fill_disk()
         serve_misbehaving()
     elif BEHAVIOR in ("memory", "slow", "crash"):
+        serve_misbehaving()
+    elif BEHAVIOR == "pagecache":
+        pagecache("read")  # what the host's page cache holds of the image, printed before serving
         serve_misbehaving()
     elif BEHAVIOR == "canary":
         serve_canary()
