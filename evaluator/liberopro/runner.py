@@ -355,12 +355,20 @@ class EpisodeRunner:
         fault = self._play(plan, stack, session, out, recorder)
         if fault is not None:
             log.warning("episode %s: %s", plan.instance.instance_id, fault.text)
+            t_charge = time.perf_counter()
             out.reason, out.detail = charge(
                 fault,
                 replay=lambda: self._replay(plan, session, fault.step + 1),  # through the fault's step
                 neutral=lambda: self._replay(plan, session, None),
             )
-            log.warning("episode %s charged: %s", plan.instance.instance_id, out.detail.splitlines()[0])
+            replays_s = time.perf_counter() - t_charge
+            t_start += replays_s  # the record's wall_s is the episode's own, not its replays'
+            log.warning(
+                "episode %s charged (replays: %.1f s): %s",
+                plan.instance.instance_id,
+                replays_s,
+                out.detail.splitlines()[0],
+            )
         if recorder is not None:
             out.video, out.actions = recorder.finish(out.success)
         return self._record(plan, stack, session, out, t_start)
