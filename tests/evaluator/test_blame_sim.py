@@ -7,7 +7,7 @@ monkeypatched here; nothing in the production code knows about them. Replays mus
 policy (the in-process policy counts its requests) nor write actions.
 
 Physics: no legal action sequence we tried made a LIBERO scene unstable (MuJoCo 2.3.7, 2 ms
-steps; see the branch's report), so the instability tests make the physics fragile with a
+steps; ``docs/evaluator.md``, "Who is charged with an episode"), so the instability tests make the physics fragile with a
 documented model edit, in this module's own scenes only: ``model.opt.timestep`` 0.05 s instead of
 0.002 s (robosuite keeps 25 substeps per 50 ms control step, so each control step covers 1.25 s of
 simulated time). With it, the settle action stays stable for 40 steps and more while an arm
@@ -26,6 +26,7 @@ from liberopro.phases import PhaseTracker
 from liberopro.runner import EpisodeRunner, RunSettings
 from liberopro.sim import SETTLE_ACTION, LiberoScene
 from liberopro.video import load_actions
+from robosuite import macros
 
 from .policies import Recorder, metadata, sweep
 
@@ -161,7 +162,7 @@ def restored_timestep(own_scenes, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     yield
     for scene in own_scenes.values():
-        scene.model.opt.timestep = 0.002
+        scene.model.opt.timestep = macros.SIMULATION_TIMESTEP
 
 
 def test_physics_made_unstable_by_legal_actions_is_the_policys_failure(monkeypatch, own_scenes, restored_timestep):
