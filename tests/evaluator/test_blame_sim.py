@@ -111,7 +111,7 @@ def test_a_transient_fault_after_the_policy_acted_is_the_platforms(monkeypatch, 
     assert raised == [2]  # the replay went through step 2 without it
     assert "not again with its actions: transient (platform)" in rec.detail
     assert "recorded actions through step 2: no fault" in rec.detail and "injected at step 2" in rec.detail
-    assert len(policy.observations) == 3  # the replay asked the policy nothing
+    assert len(policy.observations) == 3 and len(policy.resets) == 1  # the replay asked the policy nothing
     files = list((tmp_path / "actions").iterdir())
     assert len(files) == 1 and load_actions(files[0])["executed"].shape == (3, 7)  # the episode's only
 
