@@ -174,7 +174,7 @@ def _validation_episode(inst: Instance, runner_cache: dict, seed: int, steps: in
     settings = RunSettings(render_size=64, max_steps=steps, stop_when_shifts_done=True)
     rec, _ = _oracle_run(inst, settings, runner_cache, (0, 0, seed))
     applied = {s.id: s.model_dump(mode="json") for s in rec.shifts}
-    if not rec.valid:
+    if rec.termination_reason == "shift_invalid":
         return False, rec.detail or "invalid", applied
     if rec.termination_reason not in ("horizon", "success"):
         return False, f"{rec.termination_reason}: {rec.detail}", applied

@@ -74,6 +74,17 @@ def to_message(
     return ObservationMessage(episode_id=episode_id, step=step, instruction=instruction, images=images, proprio=proprio)
 
 
+#: The gripper value that opens in each convention (``to_libero_action`` makes it LIBERO's -1).
+_GRIPPER_OPEN = {"libero": -1.0, "open_positive": 1.0, "unit_open_is_one": 1.0, "unit_close_is_one": 0.0}
+
+
+def neutral_action(meta: PolicyMetadata) -> np.ndarray:
+    """The neutral policy's action in ``meta``'s gripper convention: arm still, gripper open,
+    (7,) float64, which :func:`to_libero_action` makes LIBERO's ``[0, 0, 0, 0, 0, 0, -1]`` (the
+    settle action). ``KeyError`` for a convention :func:`to_libero_action` does not know."""
+    return np.array([0, 0, 0, 0, 0, 0, _GRIPPER_OPEN[meta.gripper_convention]], dtype=np.float64)
+
+
 def to_libero_action(action: np.ndarray, meta: PolicyMetadata) -> np.ndarray:
     """The policy's 7-vector -> LIBERO's (-1 opens, +1 closes), arm part clipped to [-1, 1].
 

@@ -29,11 +29,7 @@ from liberopro.schema.results import (
     Summary,
 )
 
-#: Termination reasons besides the policy's own (``submission_spec.client.FailureReason``).
-EVALUATOR_REASONS = ("success", "horizon", "shift_invalid", "evaluator_error", "worker_crashed")
-
 __all__ = [
-    "EVALUATOR_REASONS",
     "RESULTS_SCHEMA_VERSION",
     "EpisodeRecord",
     "Headline",

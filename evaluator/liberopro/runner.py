@@ -20,7 +20,10 @@ the layers of :mod:`liberopro.loop`:
 5. one env step, then the phase update.
 
 The loop ends on LIBERO's goal predicate, at the horizon (plus Retry's extra steps), or on a
-policy failure, which ends only this episode with its reason.
+policy failure, which ends only this episode with its reason. A fault (an exception of the
+evaluator or the simulator, MuJoCo's instability included) ends it too; who is charged with it is
+decided by replaying the episode without the policy (:mod:`liberopro.blame`,
+:meth:`EpisodeRunner._replay`).
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import math
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -38,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from liberopro import video as recording
+from liberopro.blame import Fault, ReplayDiverged, charge
 from liberopro.frames import LazyImages
 from liberopro.instances import EpisodePlan, semantics_of
 from liberopro.loop import (
@@ -53,14 +57,15 @@ from liberopro.loop import (
     recovery_for,
     start_action,
 )
-from liberopro.observation import received_image, to_libero_action, to_message
+from liberopro.observation import neutral_action, received_image, to_libero_action, to_message
 from liberopro.phases import PhaseTracker
 from liberopro.results import EpisodeRecord
+from liberopro.schema.reasons import TerminationReason
 from liberopro.shifts import Shift, ShiftInvalid
 from liberopro.shifts.adapter import ShiftStack
 from liberopro.sim import LiberoScene, RawFrame, SceneVariant
 from liberopro.tasks import TaskRef, task_info
-from submission_spec import PolicyClient, PolicyError, PolicyMetadata
+from submission_spec import ObservationMessage, PolicyClient, PolicyError, PolicyMetadata
 
 log = logging.getLogger("liberopro.runner")
 
@@ -136,7 +141,9 @@ class LiberoActions:
 
 class PolicySession:
     """One episode's conversation with the policy server (:class:`submission_spec.PolicyClient`):
-    ``/reset`` and ``/act`` within the episode's policy time budget, latency recorded.
+    ``/reset`` and ``/act`` within the episode's policy time budget, latency recorded, and every
+    chunk the policy returned kept with its step (:attr:`chunks`, for a replay of the episode,
+    :class:`ReplaySession`).
 
     Args:
         client: the policy's client.
@@ -163,6 +170,9 @@ class PolicySession:
         self.instruction = instruction
         self.used = 0.0
         self.latency = Latency()
+        #: step -> the chunk the policy returned when asked at that step, (T, 7) float64 in its
+        #: own convention, in the order asked.
+        self.chunks: dict[int, np.ndarray] = {}
 
     def reset(self, instruction: str) -> None:
         """``POST /reset`` with ``instruction`` (the one of step 0)."""
@@ -175,12 +185,47 @@ class PolicySession:
         (:func:`liberopro.observation.to_message`) and the instruction of ``step``; the chunk,
         (T, 7) float64 in the policy's convention, 1 <= T <= ``meta.chunk_length``."""
         msg = to_message(frame, self.meta, self.episode_id, step, self.instruction(step))
+        chunk = self.chunks[step] = self._answer(msg)
+        return chunk
+
+    def _answer(self, msg: ObservationMessage) -> np.ndarray:
+        """The policy's chunk for ``msg`` (``POST /act`` within what is left of the budget)."""
         deadline = time.monotonic() + self.budget_s - self.used
         t0 = time.perf_counter()
         result = self.client.act(msg, self.meta.chunk_length, deadline=deadline)
         self.used += time.perf_counter() - t0
         self.latency.add(result.latency_ms, result.server_ms)
         return result.actions
+
+
+class ReplaySession(PolicySession):
+    """A :class:`PolicySession` that asks no server, for replaying an episode
+    (:meth:`EpisodeRunner._replay`): ``/reset`` does nothing, and ``/act`` builds the message as
+    the episode did (:func:`liberopro.observation.to_message`: a fault in it recurs) and answers
+    it with ``chunks[step]``, the chunk the policy returned at that step; with ``chunks`` None,
+    with the neutral chunk at every step (``chunk_length`` rows of
+    :func:`liberopro.observation.neutral_action`: arm still, gripper open). No budget, no latency.
+    Raises :class:`liberopro.blame.ReplayDiverged` when asked at a step the policy was not."""
+
+    def __init__(
+        self,
+        meta: PolicyMetadata,
+        episode_id: str,
+        instruction: Callable[[int], str],
+        chunks: Mapping[int, np.ndarray] | None,
+    ) -> None:
+        super().__init__(None, meta, episode_id, math.inf, instruction)  # type: ignore[arg-type]  # no server
+        self.recorded = chunks
+
+    def reset(self, instruction: str) -> None:
+        return None
+
+    def _answer(self, msg: ObservationMessage) -> np.ndarray:
+        if self.recorded is None:
+            return np.tile(neutral_action(self.meta), (self.meta.chunk_length, 1))
+        if msg.step not in self.recorded:
+            raise ReplayDiverged(f"the replay asked the policy at step {msg.step}, where the episode did not")
+        return self.recorded[msg.step]
 
 
 @dataclass
@@ -191,8 +236,11 @@ class _Outcome:
     recovery: Recovery
     instruction: str
     steps: int = 0
+    #: The policy-loop step in progress (-1 before the loop; its last step after it).
+    at: int = -1
+    #: The policy supplied an action (its first chunk's first action reached the action layers).
+    acted: bool = False
     success: bool = False
-    valid: bool = True
     reason: str = "horizon"
     detail: str | None = None
     tracker: PhaseTracker | None = None
@@ -289,12 +337,13 @@ class EpisodeRunner:
     # ------------------------------------------------------------------ one episode
     def run_episode(self, plan: EpisodePlan) -> EpisodeRecord:
         """One episode of ``plan``, as the module docstring says; its record. A policy failure,
-        a shift that cannot be realised (the episode is invalid) or an evaluator fault ends the
-        episode with its reason in the record; nothing is raised, except by building the shifts
-        (an unknown shift id: ``KeyError``) or the task's semantics."""
-        ref, diag = plan.instance.task, plan.diagnostic
-        info, sem = task_info(ref), semantics_of(ref)
-        stack = ShiftStack.of(plan.instance.shifts)
+        a shift that cannot be realised (the episode is invalid) or a fault ends the episode
+        with its reason in the record; a fault is charged by :func:`liberopro.blame.charge`,
+        which may replay the episode twice (:meth:`_replay`). Nothing is raised, except by
+        building the shifts (an unknown shift id: ``KeyError``) or the task's semantics."""
+        t_start = time.perf_counter()
+        stack, out = self._start(plan)
+        info = task_info(plan.instance.task)
         session = PolicySession(
             self.client,
             self.meta,
@@ -302,13 +351,52 @@ class EpisodeRunner:
             self.settings.episode_policy_budget_s,
             lambda step: stack.instruction(info.instruction, step),
         )
-        out = _Outcome(
-            recovery_for(diag.recovery, self.settings.recovery_hold_steps, self.settings.recovery_extra_steps),
-            info.instruction,
-        )
-        t_start = time.perf_counter()
         recorder = self._recorder(plan)
+        fault = self._play(plan, stack, session, out, recorder)
+        if fault is not None:
+            log.warning("episode %s: %s", plan.instance.instance_id, fault.text)
+            t_charge = time.perf_counter()
+            out.reason, out.detail = charge(
+                fault,
+                replay=lambda: self._replay(plan, session, fault.step + 1),  # through the fault's step
+                neutral=lambda: self._replay(plan, session, None),
+            )
+            replays_s = time.perf_counter() - t_charge
+            t_start += replays_s  # the record's wall_s is the episode's own, not its replays'
+            log.warning(
+                "episode %s charged (replays: %.1f s): %s",
+                plan.instance.instance_id,
+                replays_s,
+                out.detail.splitlines()[0],
+            )
+        if recorder is not None:
+            out.video, out.actions = recorder.finish(out.success)
+        return self._record(plan, stack, session, out, t_start)
+
+    def _start(self, plan: EpisodePlan) -> tuple[ShiftStack, _Outcome]:
+        """A fresh shift stack of ``plan``'s instance and the outcome of an episode not run yet."""
+        s = self.settings
+        recovery = recovery_for(plan.diagnostic.recovery, s.recovery_hold_steps, s.recovery_extra_steps)
+        return ShiftStack.of(plan.instance.shifts), _Outcome(recovery, task_info(plan.instance.task).instruction)
+
+    def _play(
+        self,
+        plan: EpisodePlan,
+        stack: ShiftStack,
+        session: PolicySession,
+        out: _Outcome,
+        recorder: recording.EpisodeRecorder | None = None,
+        until: int | None = None,
+    ) -> Fault | None:
+        """Run ``plan`` with ``stack`` and ``session`` in the task's scene: reset, init state,
+        static shifts and settle steps, ``/reset``, the policy loop (stopped before step
+        ``until`` when given), the shifts' end; ``out`` filled in as it goes (a policy failure or
+        an unrealisable shift set its reason). Returns the fault that ended it (its scene is
+        dropped: the next episode gets a fresh one), or None."""
+        ref = plan.instance.task
+        info, sem = task_info(ref), semantics_of(ref)
         scene: LiberoScene | None = None
+        fault = None
         try:
             scene = self.current_scene = self.scene_for(ref, self.variant_of(stack.shifts))
             stack.bind(scene, sem, plan.seed, received=functools.partial(received_image, self.meta))
@@ -319,22 +407,47 @@ class EpisodeRunner:
             out.instruction = stack.instruction(info.instruction, 0)
             session.reset(out.instruction)
             t_loop = time.perf_counter()
-            self._policy_loop(scene, stack, session, plan, out, recorder)
+            self._policy_loop(scene, stack, session, plan, out, recorder, until)
             out.loop_s = time.perf_counter() - t_loop
             stack.end()
         except PolicyError as exc:
             out.reason, out.detail = exc.reason, exc.detail
         except ShiftInvalid as exc:
-            out.reason, out.detail, out.valid, out.success = "shift_invalid", str(exc), False, False
+            out.reason, out.detail, out.success = TerminationReason.shift_invalid, str(exc), False
         except Exception as exc:  # an evaluator or simulator fault: record it, keep going
-            log.exception("episode %s failed inside the evaluator", plan.instance.instance_id)
-            out.reason, out.detail = "evaluator_error", f"{exc!r}\n{traceback.format_exc(limit=5)}"
+            fault = Fault.of(exc, out.at, out.acted)
+            out.reason, out.success = TerminationReason.evaluator_error, False  # until charged
             self._drop_scene(ref)  # a fresh scene for the next episode
         if scene is not None:
             out.renders = dict(scene.render_count)
-        if recorder is not None:
-            out.video, out.actions = recorder.finish(out.success)
-        return self._record(plan, stack, session, out, t_start)
+        return fault
+
+    def _replay(self, plan: EpisodePlan, session: PolicySession, until: int | None) -> Fault | None:
+        """Run ``plan`` again in a fresh scene without the policy (no request, no budget, no video
+        or actions written; the runner's current scene is the replay's afterwards): with the
+        chunks ``session`` recorded, at the steps it recorded them, through step ``until - 1``;
+        with ``until`` None, with the neutral policy to the horizon (:class:`ReplaySession`).
+        Returns the replay's fault, or None when none occurred (a policy failure or an
+        unrealisable shift is none). Costs a scene build, the reset and settle steps and the
+        replayed steps (each step as the episode's: renders and ``/act`` messages included)."""
+        self._drop_scene(plan.instance.task)
+        stack, out = self._start(plan)
+        info = task_info(plan.instance.task)
+        chunks = session.chunks if until is not None else None
+        replay = ReplaySession(
+            self.meta, session.episode_id, lambda step: stack.instruction(info.instruction, step), chunks
+        )
+        t0 = time.perf_counter()
+        fault = self._play(plan, stack, replay, out, None, until)
+        log.info(
+            "episode %s replayed (%s): %d steps in %.1f s, %s",
+            plan.instance.instance_id,
+            "recorded actions" if chunks is not None else "held still",
+            out.steps,
+            time.perf_counter() - t0,
+            fault.short() if fault else "no fault",
+        )
+        return fault
 
     def _recorder(self, plan: EpisodePlan) -> recording.EpisodeRecorder | None:
         """The episode's recorder when videos or actions are recorded, else None; ``ValueError``
@@ -354,19 +467,13 @@ class EpisodeRunner:
 
     def failed_record(self, plan: EpisodePlan, reason: str, detail: str) -> EpisodeRecord:
         """The record of an episode of ``plan`` that could not run (e.g. its worker process died,
-        :mod:`liberopro.workers`): not a success, no steps, ``termination_reason`` ``reason`` and
+        :mod:`liberopro.workers`): not a success, no steps, ``termination_reason`` ``reason`` (a
+        :class:`~liberopro.schema.reasons.TerminationReason` value; ``valid`` as its side says) and
         ``detail``; builds no scene and asks nothing of the policy."""
         info = task_info(plan.instance.task)
-        stack = ShiftStack.of(plan.instance.shifts)
+        stack, out = self._start(plan)
+        out.reason, out.detail = reason, detail
         session = PolicySession(self.client, self.meta, uuid.uuid4().hex, 0.0, lambda step: info.instruction)
-        out = _Outcome(
-            recovery_for(
-                plan.diagnostic.recovery, self.settings.recovery_hold_steps, self.settings.recovery_extra_steps
-            ),
-            info.instruction,
-            reason=reason,
-            detail=detail,
-        )
         return self._record(plan, stack, session, out, time.perf_counter())
 
     def _policy_loop(
@@ -377,13 +484,16 @@ class EpisodeRunner:
         plan: EpisodePlan,
         out: _Outcome,
         recorder: recording.EpisodeRecorder | None = None,
+        until: int | None = None,
     ) -> None:
         """The policy loop (the module docstring's steps; the layers in :mod:`liberopro.loop`),
         until LIBERO's goal predicate holds (success), the step limit (the horizon, plus the
-        Retry protocol's extra steps), or every runtime shift is done (``stop_when_shifts_done``).
-        Sets ``out.steps`` after every env step. A ``recorder`` (:mod:`liberopro.video`) sees the
-        clean frame, the images sent to the policy and the actions; the frame the observation
-        layers get holds the policy's cameras only (not a camera added for the video)."""
+        Retry protocol's extra steps), every runtime shift is done (``stop_when_shifts_done``), or
+        step ``until`` (a replay's end, excluded). Sets ``out.at`` at the start of every step,
+        ``out.steps`` after every env step and ``out.acted`` once the policy supplied an action.
+        A ``recorder`` (:mod:`liberopro.video`) sees the clean frame, the images sent to the
+        policy and the actions; the frame the observation layers get holds the policy's cameras
+        only (not a camera added for the video)."""
         recovery, tracker = out.recovery, out.tracker
         assert tracker is not None
         recovery.begin(scene)
@@ -401,7 +511,8 @@ class EpisodeRunner:
         observations = observation_layers(stack.layers, plan.diagnostic.observations)
         actions: list[ActionLayer] = [LiberoActions(self.meta), *stack.layers]
         horizon, last_action, t = self.settings.horizon(plan.instance.task), start_action(), 0
-        while t < recovery.limit(horizon):
+        while t < min(recovery.limit(horizon), math.inf if until is None else until):
+            out.at = t
             if stack.fire_due(t, tracker.reached):
                 recovery.arm()
             action = intervene(interventions, t, last_action)
@@ -412,6 +523,7 @@ class EpisodeRunner:
             commanded = None
             if action is None:
                 commanded = policy.next(frame, t)
+                out.acted = True  # from here on, a fault may be of the policy's making
                 action = execute(actions, commanded, t)
             if recorder is not None:
                 recorder.step(t, raw.images, recording.shift_marks(stack.shifts, t) if recorder.video != "none" else [])
@@ -422,7 +534,7 @@ class EpisodeRunner:
             tracker.update(t)
             t += 1
             if done:
-                out.success, out.reason = True, "success"
+                out.success, out.reason = True, TerminationReason.success
                 return
             if self.settings.stop_when_shifts_done and stack.done(t):
                 return
@@ -444,10 +556,10 @@ class EpisodeRunner:
             seed=plan.seed,
             shifts=stack.records(),
             success=out.success,
-            valid=out.valid,
+            valid=TerminationReason(out.reason).scored,
             steps=out.steps,
             horizon=self.settings.horizon(ref),
-            termination_reason=out.reason,
+            termination_reason=TerminationReason(out.reason),
             detail=out.detail,
             phases=dict(out.tracker.reached) if out.tracker is not None else {},
             instruction=out.instruction,

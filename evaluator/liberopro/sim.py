@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from liberopro import variants
+from liberopro.blame import PhysicsUnstable
 from liberopro.frames import LazyImages
 from liberopro.stack import configure_rendering
 from liberopro.tasks import SETTLE_STEPS, TaskInfo
@@ -64,6 +65,10 @@ CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 
 #: The settle action: hold still, gripper open (LIBERO: -1 opens).
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
+
+#: MuJoCo's warnings of an unstable simulation (NaN, infinite or huge qpos, qvel, qacc), after
+#: which it resets mjData (``LiberoScene.step``).
+_BAD_STATE = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQACC)
 
 #: What a camera observable holds after an on-demand sample (nothing rendered yet).
 _NOT_RENDERED = np.zeros(0, dtype=np.uint8)
@@ -376,9 +381,24 @@ class LiberoScene:
 
     def step(self, action: np.ndarray) -> bool:
         """One 20 Hz control step (25 physics substeps of 2 ms) with a LIBERO action (7,) in
-        [-1, 1]. Returns True when LIBERO's goal predicate holds."""
+        [-1, 1]. Returns True when LIBERO's goal predicate holds.
+
+        Raises :class:`liberopro.blame.PhysicsUnstable` when MuJoCo found the simulation unstable
+        during the step: its ``mjWARN_BADQPOS``, ``mjWARN_BADQVEL`` or ``mjWARN_BADQACC`` counter,
+        zeroed before the step, is not zero after it (read through robosuite's sim binding, which
+        a rebuild of the simulation replaces). MuJoCo 2.3.7 raises nothing then: it resets
+        ``mjData`` (the model's default pose) and goes on, and the reset zeroes every warning
+        counter before it counts the new one, so counters are zeroed here rather than compared."""
         self.make_gl_current()
+        data = self.inner.sim.data._data
+        for w in _BAD_STATE:
+            data.warning[w].number = 0  # diagnostics only: nothing in the physics reads them
         _, _, done, _ = self.env.step(np.asarray(action, dtype=np.float64))
+        data = self.inner.sim.data._data
+        bad = {w.name: (data.warning[w].number, data.warning[w].lastinfo) for w in _BAD_STATE if data.warning[w].number}
+        if bad:
+            what = ", ".join(f"{name[7:]} x{n} (last at DOF {dof})" for name, (n, dof) in bad.items())
+            raise PhysicsUnstable(f"MuJoCo found the simulation unstable during this step ({what}); it reset mjData")
         # Sampled here, at the end of the step (robosuite's step returns the previous samples:
         # its timed sampling is off, see the module docstring).
         self._obs = self.inner._get_observations(force_update=True)

@@ -14,8 +14,8 @@ alone writes ``episodes.jsonl`` and ``summary.json``.
   it is in; the progress callback sees each record as it arrives.
 * A worker process that dies (a simulator segfault, the out-of-memory killer) has its unfinished
   episodes run again once, in a fresh worker; if that one dies too, they are recorded as failed
-  episodes with ``termination_reason`` :data:`WORKER_CRASHED` and the reason in ``detail``. The
-  evaluation goes on either way.
+  episodes with ``termination_reason`` :data:`WORKER_CRASHED` and the reason in ``detail``
+  (invalid: a platform fault, never the policy's). The evaluation goes on either way.
 * How many workers by default (:func:`default_workers`): the smallest of the CPUs this process may
   use (:func:`available_cpus`: affinity and the cgroup's CPU quota), the policy's
   ``max_concurrent_episodes`` (:func:`policy_limit`), the scenes that fit in the memory available
@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from liberopro.schema.reasons import TerminationReason
 
 if TYPE_CHECKING:  # the worker's module must import without MuJoCo (the parent imports it early)
     from liberopro.instances import EpisodePlan
@@ -56,8 +58,9 @@ THREAD_ENV = {
 #: Memory one worker's LIBERO scene may take (bytes): 1.5-2.5 GB measured (runner.scene_for).
 SCENE_BYTES = 2 * 1024**3
 
-#: ``termination_reason`` of an episode whose worker process died twice (first run and retry).
-WORKER_CRASHED = "worker_crashed"
+#: ``termination_reason`` of an episode whose worker process died twice (first run and retry):
+#: the platform's side, so the record is invalid (:mod:`liberopro.schema.reasons`).
+WORKER_CRASHED = TerminationReason.worker_crashed
 
 #: Protocols whose wire carries no episode (each request stands alone): several workers may share
 #: a server of theirs that declares no concurrency (its requests queue); the liberopro protocol's

@@ -19,6 +19,7 @@ from liberopro.metrics import paired_difference
 from liberopro.report import ReportError, write_report
 from liberopro.report.build import fmt_diff, fmt_rate
 from liberopro.report.runs import find_runs, read_summary
+from liberopro.schema.reasons import TerminationReason
 from typer.testing import CliRunner
 
 from tests.evaluator.report_runs import RATES_A, RATES_B, header, policy_records, write_run
@@ -287,7 +288,7 @@ def test_runs_of_one_policy_combine_and_refuse_duplicates(tmp_path):
             update={
                 "valid": False,
                 "success": False,
-                "termination_reason": "shift_invalid",
+                "termination_reason": TerminationReason.shift_invalid,  # model_copy does not validate
                 "detail": "S12: lights out of range",
             }
         )

@@ -168,5 +168,6 @@ def test_a_dead_worker_is_replaced_once_then_its_episodes_are_recorded_as_crashe
     assert by_task == {"libero_goal:0": {"horizon"}, "libero_spatial:2": {"horizon"}, "libero_10:1": {"worker_crashed"}}
     crashed = [r for r in written if r.termination_reason == "worker_crashed"]
     assert all(not r.success and r.steps == 0 and "exit code 3" in r.detail for r in crashed)
+    assert all(not r.valid for r in crashed) and all(r.valid for r in written if r not in crashed)  # the platform's
     assert sum("died (exit code 3); running its" in n for n in notes) == 2  # libero_10 and spatial, once each
     assert sum("died again (exit code 3)" in n for n in notes) == 1

@@ -39,6 +39,7 @@ from pydantic import (
 )
 
 from liberopro.metrics import PairKey
+from liberopro.schema.reasons import TerminationReason
 
 RESULTS_SCHEMA_VERSION = 2
 #: Version history: 2 (issue 11): a runtime shift that never fired (the episode ended before its
@@ -134,8 +135,11 @@ class ShiftRecord(BaseModel):
 class EpisodeRecord(BaseModel):
     """One line of ``episodes.jsonl``.
 
-    ``valid`` is False when a shift could not be realised as stated (``termination_reason``
-    ``shift_invalid``): such an episode is reported but counts in no success rate.
+    ``termination_reason`` is a :class:`~liberopro.schema.reasons.TerminationReason` (the one
+    vocabulary, each reason charged to a side). ``valid`` is True when that side is the policy's
+    (the episode counts in success rates, as a success or the policy's failure); False when a
+    shift could not be realised as stated (``shift_invalid``) or the platform failed
+    (``evaluator_error``, ``worker_crashed``): such an episode is reported but counts in no rate.
     ``shifts`` lists each shift (:class:`ShiftRecord`). ``steps`` and ``horizon`` are policy
     steps; ``phases`` maps each task phase reached to its step. ``wall_s`` is the whole episode
     (reset, settle, loop) and ``loop_s`` the policy loop alone, in seconds.
@@ -166,7 +170,7 @@ class EpisodeRecord(BaseModel):
     valid: bool = True
     steps: int
     horizon: int
-    termination_reason: str
+    termination_reason: TerminationReason
     detail: str | None = None
     phases: dict[str, int] = Field(default_factory=dict)
     instruction: str
