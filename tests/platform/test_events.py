@@ -4,6 +4,7 @@ union (``liberopro.schema.results.Event``) and handed to the shard callbacks by 
 
 from __future__ import annotations
 
+from liberopro.schema.reasons import TerminationReason
 from liberopro.schema.results import DoneEvent, EpisodeEvent, ErrorEvent, HelloEvent, MetadataEvent, event_json
 from liberopro.schema.shard import MARK, parse_event
 from liberopro_platform.sandbox.base import POLICY_CRASHED, dispatch_event
@@ -33,7 +34,7 @@ class Callbacks:
 
 def test_marked_lines_become_typed_events_and_reach_the_callbacks():
     record = policy_records({"D01": 0.0}, diagnostics=False)[0].model_copy(
-        update={"termination_reason": "policy_timeout"}
+        update={"termination_reason": TerminationReason.policy_timeout}
     )
     lines = [
         MARK + event_json(HelloEvent(evaluator_version="0.1.0", stack={"mujoco": "2.3.7"})),

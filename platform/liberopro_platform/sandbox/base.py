@@ -12,21 +12,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from liberopro.schema.reasons import TerminationReason
 from liberopro.schema.results import DoneEvent, EpisodeEvent, ErrorEvent, Event, HelloEvent, MetadataEvent
 from liberopro.schema.shard import ShardSpec
 
-#: Termination reasons the platform adds to the evaluator's (it sees the policy container die).
-POLICY_OUT_OF_MEMORY = "policy_out_of_memory"
-POLICY_CRASHED = "policy_crashed"
+#: Termination reasons the platform adds to the evaluator's (it sees the policy container die),
+#: from the one vocabulary (:mod:`liberopro.schema.reasons`).
+POLICY_OUT_OF_MEMORY = TerminationReason.policy_out_of_memory.value
+POLICY_CRASHED = TerminationReason.policy_crashed.value
 
 #: Evaluator reasons that mean "the policy did not answer properly": the platform checks whether
 #: the policy process died during such an episode and then names the real cause.
-POLICY_TRANSPORT_FAILURES = (
-    "policy_connect_error",
-    "policy_http_error",
-    "policy_timeout",
-    "policy_bad_response",
-    "policy_episode_timeout",
+POLICY_TRANSPORT_FAILURES = tuple(
+    r.value
+    for r in (
+        TerminationReason.policy_connect_error,
+        TerminationReason.policy_http_error,
+        TerminationReason.policy_timeout,
+        TerminationReason.policy_bad_response,
+        TerminationReason.policy_episode_timeout,
+    )
 )
 
 
