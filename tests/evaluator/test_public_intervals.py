@@ -116,3 +116,97 @@ def test_interval_difference_of_two_means_is_mover_over_all_their_cases():
     assert got["value"] == pytest.approx(flat[0], abs=1e-6)
     assert got["ci95"] == [pytest.approx(flat[1], abs=2e-6), pytest.approx(flat[2], abs=2e-6)]
 
+
+# ------------------------------------------------------------------------------ the public view
+def _public(summary):
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from liberopro.schema.public import public_result
+
+    row = SimpleNamespace(
+        submission_id="s",
+        team_name="t",
+        policy_name="p",
+        image_digest="sha256:x",
+        spec_version="1.0",
+        evaluator_version="0.1.0",
+        stack={},
+        manifest_sha256="m",
+        published_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        summary=summary,
+    )
+    return public_result(row)
+
+
+def test_public_view_derives_every_difference_from_the_published_rates():
+    """The drops, the composition gap, live minus frozen and the recovery gain of the public view
+    are differences of the published rates with unpaired intervals; the means keep the summary's
+    value with an interval from the cases' published rates and counts."""
+    from liberopro.results import summarize
+
+    from tests.evaluator.test_metrics_and_compositions import rec
+
+    records = []
+    for task in (0, 1):
+        for e in range(2):
+            records += [
+                rec("nominal", task, True, e),
+                rec("S01", task, e == 0, e),
+                rec("S12", task, True, e),
+                rec("D01", task, False, e),
+                rec("D10", task, task == 0, e),
+                rec("S01+D10", task, False, e),
+                rec("D10", task, False, e, observations="frozen"),
+                rec("D01", task, True, e, recovery="hold"),
+            ]
+    summary = summarize(records, {})
+    pub = _public(summary.to_json())
+    cases = {c.case: c for c in pub.cases}
+    pr = {k: c.rate.published for k, c in cases.items()}
+    for case in ("S01", "S12", "D01", "D10", "S01+D10"):
+        d = newcombe_difference(pr["nominal"], pr[case])
+        assert cases[case].drop_from_nominal.model_dump() == {
+            "value": d["value"],
+            "ci95": tuple(d["ci95"]),
+            "method": "newcombe",
+        }
+    assert cases["nominal"].drop_from_nominal is None and cases["D10 [frozen]"].drop_from_nominal is None
+    [comp] = pub.compositions
+    gap = newcombe_difference(pr["S01+D10"], pr["S01"])  # S01 and D10 tie at 0.5: the first is the weakest
+    assert (comp.weakest_constituent, comp.weakest_single, comp.weakest_single_gap) == ("S01", 0.5, -0.5)
+    assert comp.gap_ci95 == tuple(gap["ci95"]) and comp.constituents == {"S01": 0.5, "D10": 0.5}
+    [frozen] = pub.diagnostics.live_minus_frozen
+    d = newcombe_difference(pr["D10"], pr["D10 [frozen]"])
+    assert (frozen.case, frozen.live, frozen.frozen, frozen.gap, frozen.ci95) == (
+        "D10",
+        0.5,
+        0.0,
+        0.5,
+        tuple(d["ci95"]),
+    )
+    assert pub.diagnostics.live_minus_frozen_mean_gap_ci95 == tuple(d["ci95"])  # one case: the same interval
+    hold = pub.diagnostics.recovery_gain["hold"]
+    g = mean_difference_ci([(pr["D01 [hold]"], pr["D01"])])
+    assert (hold.mean_gain, hold.cases, hold.ci95) == (1.0, 1, tuple(g["ci95"]))
+    static = mean_of_rates_ci([pr["S01"], pr["S12"]])
+    m = pub.metrics["static_mean"]
+    assert (m.value, m.ci95, m.method, m.cases) == (
+        summary.headline.static_mean.mean,
+        tuple(static["ci95"]),
+        "mover",
+        2,
+    )
+    assert pub.metrics["nominal"].ci95 == tuple(summary.headline.nominal.ci95)  # a case: its Wilson interval
+    dumped = pub.model_dump_json()
+    assert "pairs" not in dumped and "paired" not in dumped and "bootstrap" not in dumped
+
+
+def test_public_mean_without_its_cases_has_no_interval():
+    """A summary whose rows do not hold the cases its mean averaged publishes the value, no interval."""
+    summary = {
+        "headline": {"overall": {"mean": 0.5, "ci95": [0.4, 0.6], "cases": 3, "episodes": 90}},
+        "cases": [],
+    }
+    m = _public(summary).metrics["overall"]
+    assert (m.value, m.ci95, m.cases, m.episodes) == (0.5, None, 3, 90)
