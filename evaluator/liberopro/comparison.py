@@ -12,8 +12,9 @@ for runs without a manifest, a case whose instance on some task differs (other s
 another ``--seed``), or no episode at all with a common start (other seeds or init states).
 
 Light (numpy only, through :mod:`liberopro.metrics`): ``liberopro report`` calls
-:func:`compare_runs` with the records of two run directories; the platform can call it with the
-stored episode records of two submissions and their ``manifest_sha256``.
+:func:`compare_runs` with the records of two run directories. The public leaderboard does not
+pair: its comparison is unpaired, from the two published views (``docs/leaderboard.md``), since
+paired intervals of two hidden-stage runs would publish which episodes each policy solved.
 """
 
 from __future__ import annotations

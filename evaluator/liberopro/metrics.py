@@ -258,3 +258,163 @@ def mean_paired_difference(pairs: dict[str, tuple[dict[PairKey, bool], dict[Pair
     out = paired_bootstrap(paired_table(flat), lambda r: (r[..., 0::2] - r[..., 1::2]).mean(axis=-1), **kwargs)
     out["cases"] = len(pairs)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Intervals from published counts (the public view, ``liberopro.schema.public``).
+#
+# The leaderboard publishes, per case, the success rate and its counts (successes, valid
+# episodes); everything else it shows must be a function of those numbers alone. The intervals
+# above are not: the bootstrap resamples tasks (the per-task split of a case's successes, which
+# is per-instance data) and paired episodes (which starts succeeded), and a policy can steer
+# both per episode. The functions below take published rates and counts only. They combine the
+# cases' Wilson intervals with MOVER ("method of variance estimates recovery": Zou and Donner,
+# Statistics in Medicine 27 (2008) 1693-1702; for linear functions of binomial proportions, Zou,
+# Huang and Zhang, Computational Statistics & Data Analysis 53 (2009) 1080-1085); for one
+# difference of two proportions MOVER with Wilson intervals is Newcombe's hybrid score interval
+# (method 10 of Newcombe, Statistics in Medicine 17 (1998) 873-890). No random numbers, no seed.
+
+#: A point estimate with its 95% interval: (value, low, high).
+Estimate = tuple[float, float, float]
+
+
+def _r6(x: float) -> float:
+    return round(x, 6) + 0.0  # + 0.0: no "-0.0" in the JSON
+
+
+def wilson_estimate(rate: float, n: int) -> Estimate:
+    """A published case's rate with its Wilson score interval (:func:`wilson` at ``rate * n``
+    successes: the interval the public view shows for the case)."""
+    lo, hi = wilson(rate * n, n)
+    return rate, lo, hi
+
+
+def mover(terms: Iterable[tuple[float, Estimate]]) -> Estimate:
+    """A linear combination ``sum_i c_i * theta_i`` of independent estimates with its MOVER
+    interval (Zou and Donner 2008; Zou, Huang and Zhang 2009).
+
+    Args:
+        terms: ``(c_i, (theta_i, l_i, u_i))``: each estimate's coefficient, value and 95% interval.
+
+    Returns ``(value, low, high)`` with ``value = sum c_i theta_i`` and
+
+        low  = value - sqrt(sum_{c_i > 0} c_i^2 (theta_i - l_i)^2 + sum_{c_i < 0} c_i^2 (u_i - theta_i)^2)
+        high = value + sqrt(sum_{c_i > 0} c_i^2 (u_i - theta_i)^2 + sum_{c_i < 0} c_i^2 (theta_i - l_i)^2)
+
+    Method: each ``theta_i - l_i`` (``u_i - theta_i``) is read as z times the standard error the
+    interval implies on that side, and the variances of the combination are recovered side by
+    side. With asymmetric intervals (Wilson's) the combination stays asymmetric where the rates
+    are near 0 or 1, and it is never zero-width while every term has width. Since
+    ``sqrt(sum a_i^2) <= sum a_i``, the interval lies within ``[sum c_i l_i, sum c_i u_i]`` (with
+    l and u swapped for negative c_i): a mean of rates in [0, 1] stays in [0, 1], a difference in
+    [-1, 1], without clipping. Unrounded.
+    """
+    value = below = above = 0.0
+    for c, (theta, lo, hi) in terms:
+        value += c * theta
+        down, up = (theta - lo, hi - theta) if c >= 0 else (hi - theta, theta - lo)
+        below += (c * down) ** 2
+        above += (c * up) ** 2
+    return value, value - math.sqrt(below), value + math.sqrt(above)
+
+
+def _published(rates: Iterable[tuple[float | None, int]]) -> list[tuple[float, int]]:
+    return [(float(p), int(n)) for p, n in rates if p is not None and n > 0]
+
+
+def mean_of_rates_ci(rates: Iterable[tuple[float | None, int]]) -> dict:
+    """The mean over cases of their success rates, with a 95% interval computed from each case's
+    published rate and valid-episode count only: the public interval of the headline means
+    (overall, static and runtime means, category means).
+
+    Args:
+        rates: per case ``(rate, valid episodes)`` as published (``Rate.value``,
+            ``Rate.episodes``); cases without a rate (no valid episode) are left out, as they are
+            of the mean.
+
+    Returns ``value`` (the mean of the given rates), ``ci95`` (``[low, high]``), ``cases``,
+    ``episodes`` (their sum); ``value`` and ``ci95`` None without a case. Rounded to 6 places.
+
+    Method: MOVER (:func:`mover`) over the cases' Wilson intervals with coefficients ``1/m``:
+    ``low = mean - sqrt(sum (p_i - l_i)^2) / m`` and ``high = mean + sqrt(sum (u_i - p_i)^2) / m``.
+    It treats the cases as independent binomial samples, which ignores that every case runs on
+    the same tasks (a task hard under one shift tends to be hard under others); the bootstrap of
+    a local run's ``summary.json`` (:func:`bootstrap_mean_of_rates`) resamples tasks and is wider
+    when tasks differ much in difficulty, but it reads the per-task split, which is per-instance
+    data and is never published. Within ``[mean of l_i, mean of u_i]``, so in [0, 1]; never
+    zero-width (all 0 of 40 in each of 2 cases: [0, 0.062]).
+    """
+    cases = _published(rates)
+    if not cases:
+        return {"value": None, "ci95": None, "cases": 0, "episodes": 0}
+    m = len(cases)
+    value, lo, hi = mover((1.0 / m, wilson_estimate(p, n)) for p, n in cases)
+    return {
+        "value": _r6(value),
+        "ci95": [_r6(max(0.0, lo)), _r6(min(1.0, hi))],
+        "cases": m,
+        "episodes": sum(n for _, n in cases),
+    }
+
+
+def newcombe_difference(a: tuple[float | None, int], b: tuple[float | None, int]) -> dict:
+    """The difference of two published success rates, ``SR(a) - SR(b)``, with Newcombe's hybrid
+    score interval: UNPAIRED, from the two rates and their valid-episode counts only (the public
+    drop from nominal, composition gap, live minus frozen, and a comparison of two submissions'
+    cases).
+
+    Args:
+        a, b: ``(rate, valid episodes)`` of each side as published.
+
+    Returns ``value`` and ``ci95`` (``[low, high]`` within [-1, 1]), None when a side has no rate;
+    rounded to 6 places.
+
+    Method: Newcombe (1998), method 10: with (l_a, u_a) and (l_b, u_b) the two Wilson intervals,
+    ``low = d - sqrt((p_a - l_a)^2 + (u_b - p_b)^2)``, ``high = d + sqrt((u_a - p_a)^2 +
+    (p_b - l_b)^2)`` (:func:`mover` with coefficients +1 and -1). Treating the sides as
+    independent ignores that both ran the same starts; a paired interval
+    (:func:`paired_difference`, ``liberopro report``) is narrower when the starts' difficulty is
+    shared, but it reads which episodes succeeded.
+    """
+    sides = _published([a, b])
+    if len(sides) < 2:
+        return {"value": None, "ci95": None}
+    value, lo, hi = mover([(1.0, wilson_estimate(*sides[0])), (-1.0, wilson_estimate(*sides[1]))])
+    return {"value": _r6(value), "ci95": [_r6(max(-1.0, lo)), _r6(min(1.0, hi))]}
+
+
+def mean_difference_ci(pairs: Iterable[tuple[tuple[float | None, int], tuple[float | None, int]]]) -> dict:
+    """The mean over cases of ``SR(a_c) - SR(b_c)`` (live minus frozen, recovery minus none), with
+    an UNPAIRED 95% interval from the published rates and counts of both sides of every case.
+
+    Args:
+        pairs: per case ``((rate, valid episodes) of a, (rate, valid episodes) of b)`` as
+            published; a case where either side has no rate is left out.
+
+    Returns ``value``, ``ci95`` (within [-1, 1]) and ``cases``; None values without a case;
+    rounded to 6 places.
+
+    Method: :func:`mover` over the 2m Wilson intervals with coefficients ``+1/m`` (a) and ``-1/m``
+    (b): Newcombe's interval generalised to a mean of differences (Zou, Huang and Zhang 2009).
+    """
+    kept = [(_published([a]), _published([b])) for a, b in pairs]
+    kept = [(a[0], b[0]) for a, b in kept if a and b]
+    if not kept:
+        return {"value": None, "ci95": None, "cases": 0}
+    m = len(kept)
+    terms = [t for a, b in kept for t in ((1.0 / m, wilson_estimate(*a)), (-1.0 / m, wilson_estimate(*b)))]
+    value, lo, hi = mover(terms)
+    return {"value": _r6(value), "ci95": [_r6(max(-1.0, lo)), _r6(min(1.0, hi))], "cases": m}
+
+
+def interval_difference(a: Estimate, b: Estimate) -> dict:
+    """``a - b`` of two independent published estimates with their 95% intervals, with the MOVER
+    interval of the difference (:func:`mover`, coefficients +1 and -1): the public comparison of
+    two submissions' headline and category columns, from their published values and intervals
+    only. For two Wilson intervals it is :func:`newcombe_difference`; for two means built by
+    :func:`mean_of_rates_ci` it is MOVER over all their cases at once.
+
+    Returns ``value`` and ``ci95`` (within [-1, 1] for estimates in [0, 1]), rounded to 6 places.
+    """
+    value, lo, hi = mover([(1.0, a), (-1.0, b)])
+    return {"value": _r6(value), "ci95": [_r6(max(-1.0, lo)), _r6(min(1.0, hi))]}

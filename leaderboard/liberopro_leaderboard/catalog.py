@@ -54,8 +54,10 @@ class Versions(BaseModel):
     spec: str
     results_schema: int
     pinned_stack: dict[str, str]
-    bootstrap_replicates: int
-    bootstrap_seed: int
+    bootstrap_replicates: int = Field(
+        ..., description="Of a local run's summary.json and liberopro report; the public intervals use none."
+    )
+    bootstrap_seed: int = Field(..., description="Of a local run's summary.json and liberopro report.")
 
 
 class Catalog(BaseModel):

@@ -1,49 +1,32 @@
 """Two submissions side by side: every ranking column and every case they share, with the
-difference and whether the two 95% intervals separate (the same test as the tie rule), and, where
-both ran the same evaluation manifest, the paired difference per case: SR(a) - SR(b) over the
-episodes both ran from the same start (task, init state, seed), with a paired bootstrap interval
-(:func:`liberopro.comparison.compare_runs`, ``docs/leaderboard.md``). Pairing removes the
-variation that the two policies share (the same hard starts), so it separates differences that
-overlapping intervals cannot. Only these per-case aggregates are published: never an episode."""
+difference a - b, its UNPAIRED 95% interval, and whether the two 95% intervals separate (the same
+test as the tie rule).
+
+Everything here is computed from the two published results (:class:`PublicResult`) only, never
+from stored episodes: per case Newcombe's interval from the two published rates and valid-episode
+counts, per column the MOVER interval from the two published intervals
+(:mod:`liberopro.metrics`, "Intervals from published counts"). A paired comparison (the same
+starts in both runs) would be narrower, but its interval depends on which hidden episodes each
+policy solved, and a team that controls two policies could steer that per episode: the public
+site does not pair. ``liberopro report`` pairs local runs (:func:`liberopro.comparison.compare_runs`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
+from liberopro.metrics import interval_difference, newcombe_difference
 from liberopro.schema.public import COLUMNS, PublicResult, Rate, SubmissionMeta, shift_sort_key
 from pydantic import BaseModel, Field
 
 from liberopro_leaderboard.ranking import separated
 
-
-class PairedDifference(BaseModel):
-    """SR(a) - SR(b) over the paired episodes of one case (or a mean over cases)."""
-
-    value: float | None = Field(..., description="Difference of task-averaged success rates, a fraction.")
-    ci95: list[float] | None = Field(..., description="Paired bootstrap 95% interval [low, high].")
-    pairs: int = Field(..., description="Episodes paired (same task, init state and seed in both).")
-    excludes_zero: bool = Field(..., description="The interval lies wholly above or below 0.")
-
-    @classmethod
-    def of(cls, d: dict[str, Any]) -> PairedDifference:
-        ci = d.get("ci95")
-        return cls(
-            value=d.get("value"),
-            ci95=ci,
-            pairs=int(d.get("pairs") or 0),
-            excludes_zero=bool(ci) and (ci[0] > 0 or ci[1] < 0),
-        )
-
-
-class Pairing(BaseModel):
-    """What was paired: per case (key: case id) and the static/runtime means, or why nothing."""
-
-    paired: bool
-    note: str = Field(..., description="How the episodes were paired, or why they could not be.")
-    cases: dict[str, PairedDifference] = Field(default_factory=dict)
-    means: dict[str, PairedDifference] = Field(
-        default_factory=dict, description="static / runtime: mean over single-shift cases of the paired difference."
-    )
+#: The comparison's note (a fixed text: it quotes nothing of either run).
+UNPAIRED_NOTE = (
+    "Unpaired: each difference and its 95% interval are computed from the two published rates and their "
+    "episode counts only (per shift Newcombe's interval from the two Wilson intervals; per column the MOVER "
+    "interval from the two published intervals). The leaderboard never pairs two submissions' episodes: a paired "
+    "interval would publish which hidden episodes each policy solved. Use liberopro report for a paired "
+    "comparison of local runs."
+)
 
 
 class RateComparison(BaseModel):
@@ -57,10 +40,13 @@ class RateComparison(BaseModel):
     difference: float | None = Field(
         ..., description="a - b (success-rate points as a fraction); null when either is missing."
     )
-    separated: bool = Field(..., description="The two 95% intervals do not overlap.")
-    paired: PairedDifference | None = Field(
-        None, description="The paired difference over the episodes both ran (same manifest only); null otherwise."
+    difference_ci95: tuple[float, float] | None = Field(
+        None,
+        description="Unpaired 95% interval of a - b from the two published rates and counts (a case: Newcombe; "
+        "a column: MOVER from the two intervals); null when either is missing.",
     )
+    excludes_zero: bool = Field(False, description="difference_ci95 lies wholly above or below 0.")
+    separated: bool = Field(..., description="The two 95% intervals do not overlap.")
 
 
 class CompareResponse(BaseModel):
@@ -75,62 +61,36 @@ class CompareResponse(BaseModel):
     differences_in_provenance: list[str] = Field(
         ..., description="Provenance fields whose values differ (the numbers may then not be strictly comparable)."
     )
-    pairing: Pairing = Field(
-        default_factory=lambda: Pairing(paired=False, note="not computed"),
-        description="Whether the cases' differences are paired, and the static/runtime means of the paired ones.",
-    )
+    note: str = Field(UNPAIRED_NOTE, description="How the differences' intervals are made (a fixed text).")
 
 
-def pair_episodes(a: PublicResult, b: PublicResult, a_records: list, b_records: list) -> Pairing:
-    """The paired differences of ``a`` and ``b`` from their stored episode records
-    (:class:`liberopro.results.EpisodeRecord`). Refused (``paired`` false, the reason in
-    ``note``) when the two ran different evaluation manifests, or when no episode pairs."""
-    from liberopro.comparison import PairingError, compare_runs
-
-    if not a_records or not b_records:
-        return Pairing(paired=False, note="not paired: the episodes of one submission are not stored")
-    try:
-        out = compare_runs(
-            a_records,
-            b_records,
-            a_manifests=[a.meta.manifest_sha256],
-            b_manifests=[b.meta.manifest_sha256],
-            a_label=a.meta.policy_name,
-            b_label=b.meta.policy_name,
-        )
-    except PairingError as exc:
-        reason = str(exc).split(": ")[-1] if "different manifests" not in str(exc) else "different evaluation manifests"
-        return Pairing(paired=False, note=f"not paired: {reason}")
-    cases = {
-        r["case"]: PairedDifference.of(r["difference"]) for r in out["rows"] if r["single"] or r["case"] == "nominal"
-    }
-    means = {k: PairedDifference.of(v) for k, v in (out.get("means") or {}).items() if v}
-    pairs = max((c.pairs for c in cases.values()), default=0)
-    return Pairing(
-        paired=True,
-        note=f"paired on (task, init state, seed): up to {pairs} episodes per case, same evaluation manifest",
-        cases=cases,
-        means=means,
-    )
+def _difference(a: Rate, b: Rate, case: bool) -> dict:
+    if case:  # Wilson rates: Newcombe from the published rate and valid episodes
+        return newcombe_difference(a.published, b.published)
+    if a.ci95 is None or b.ci95 is None:
+        return {"value": round(a.value - b.value, 6), "ci95": None}  # type: ignore[operator]
+    return interval_difference((a.value, *a.ci95), (b.value, *b.ci95))  # type: ignore[arg-type]
 
 
-def _pair(key: str, label: str, kind: str, a: Rate | None, b: Rate | None) -> RateComparison:
+def _pair(key: str, label: str, kind: str, a: Rate | None, b: Rate | None, case: bool) -> RateComparison:
     both = a is not None and b is not None and a.value is not None and b.value is not None
+    d = _difference(a, b, case) if both else {"value": None, "ci95": None}  # type: ignore[arg-type]
+    ci = d["ci95"]
     return RateComparison(
         key=key,
         label=label,
         kind=kind,
         a=a,
         b=b,
-        difference=round(a.value - b.value, 6) if both else None,  # type: ignore[union-attr,operator]
-        separated=both and separated(a, b),
-    )  # type: ignore[arg-type]
+        difference=d["value"],
+        difference_ci95=tuple(ci) if ci else None,
+        excludes_zero=bool(ci) and (ci[0] > 0 or ci[1] < 0),
+        separated=both and separated(a, b),  # type: ignore[arg-type]
+    )
 
 
-def compare(a: PublicResult, b: PublicResult, pairing: Pairing | None = None) -> CompareResponse:
-    """The comparison of ``a`` and ``b``; ``pairing`` (:func:`pair_episodes`) adds the paired
-    difference to each case it covers."""
-    pairing = pairing or Pairing(paired=False, note="not paired: the episodes were not read")
+def compare(a: PublicResult, b: PublicResult) -> CompareResponse:
+    """The comparison of ``a`` and ``b``, from their published views only."""
     metrics = [
         _pair(
             c.key,
@@ -138,6 +98,7 @@ def compare(a: PublicResult, b: PublicResult, pairing: Pairing | None = None) ->
             "headline" if c.group == "headline" else c.group,
             a.metrics.get(c.key),
             b.metrics.get(c.key),
+            case=c.method == "wilson",
         )
         for c in COLUMNS
     ]
@@ -154,6 +115,7 @@ def compare(a: PublicResult, b: PublicResult, pairing: Pairing | None = None) ->
                 row.kind,
                 singles_a[case].rate if case in singles_a else None,
                 singles_b[case].rate if case in singles_b else None,
+                case=True,
             )
         )
     diff = [
@@ -168,8 +130,4 @@ def compare(a: PublicResult, b: PublicResult, pairing: Pairing | None = None) ->
         )
         if va != vb
     ]
-    for row in cases:
-        row.paired = pairing.cases.get(row.key)
-    return CompareResponse(
-        a=a.meta, b=b.meta, metrics=metrics, cases=cases, differences_in_provenance=diff, pairing=pairing
-    )
+    return CompareResponse(a=a.meta, b=b.meta, metrics=metrics, cases=cases, differences_in_provenance=diff)

@@ -292,7 +292,7 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
             if sid and sid not in by_id:
                 return error_page(request, 404, "Submission not found", not_found(sid))
         if a and b:
-            ctx["cmp"] = compare(by_id[a], by_id[b], site.store.pairing(session, by_id[a], by_id[b]))
+            ctx["cmp"] = compare(by_id[a], by_id[b])
             ctx["chart"] = compare_chart(
                 by_id[a].meta.policy_name, by_id[a].metrics, by_id[b].meta.policy_name, by_id[b].metrics
             )
@@ -479,13 +479,13 @@ def make_router(settings: LeaderboardSettings | None = None) -> APIRouter:
         a: Annotated[str, Query(description="First submission id.")],
         b: Annotated[str, Query(description="Second submission id.")],
     ) -> CompareResponse:
-        """Every column and case of ``a`` and ``b``, with a - b and whether the intervals separate, and
-        per case the paired difference when both ran the same manifest (``pairing``)."""
+        """Every column and case of ``a`` and ``b``, with a - b, its unpaired 95% interval from the two
+        published rates and counts, and whether the two intervals separate. Never paired (``note``)."""
         ra, rb = site.store.get(session, a), site.store.get(session, b)
         for sid, r in ((a, ra), (b, rb)):
             if r is None:
                 raise HTTPException(404, detail={"error": "submission_not_found", "message": not_found(sid)})
-        return compare(ra, rb, site.store.pairing(session, ra, rb))  # type: ignore[arg-type]
+        return compare(ra, rb)  # type: ignore[arg-type]
 
     @router.get(
         "/api/leaderboard/methodology",

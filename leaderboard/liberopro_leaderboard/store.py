@@ -15,48 +15,22 @@ import threading
 from cachetools import LRUCache
 from liberopro.schema.public import PublicResult, public_result
 from liberopro_platform.api.deps import plausible_id
-from liberopro_platform.models import Episode, Result
+from liberopro_platform.models import Result
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-
-from liberopro_leaderboard.comparison import Pairing, pair_episodes
 
 #: A result's identity in the cache: its row id and publication time (a re-published row is a new entry).
 ResultKey = tuple[int, dt.datetime]
 
 
 class ResultStore:
-    """Visible results as :class:`PublicResult`, cached per result (LRU, ``max_entries``), and the
-    paired comparisons of two of them (LRU of 64)."""
+    """Visible results as :class:`PublicResult`, cached per result (LRU, ``max_entries``). Only the
+    ``results`` table is read: never a submission's episodes."""
 
     def __init__(self, max_entries: int = 5000) -> None:
         self._lock = threading.Lock()
         self._views: LRUCache[ResultKey, PublicResult] = LRUCache(max_entries)
-        self._pairings: LRUCache[tuple, Pairing] = LRUCache(64)
         self.loaded = 0  # results converted so far (tests use it to see the cache work)
-
-    def pairing(self, session: Session, a: PublicResult, b: PublicResult) -> Pairing:
-        """:func:`liberopro_leaderboard.comparison.pair_episodes` of two visible results, from the
-        episodes stored for their submissions (read here, never published), cached by the two
-        results' identities. Records that no longer parse are left out."""
-        from liberopro.results import EpisodeRecord
-
-        key = tuple((r.meta.submission_id, r.meta.published_at, r.meta.manifest_sha256) for r in (a, b))
-        with self._lock:
-            hit = self._pairings.get(key)
-        if hit is not None:
-            return hit
-        if a.meta.manifest_sha256 != b.meta.manifest_sha256:  # known without reading an episode
-            out = Pairing(paired=False, note="not paired: different evaluation manifests")
-        else:
-            records = []
-            for sid in (a.meta.submission_id, b.meta.submission_id):
-                rows = session.scalars(select(Episode.record).where(Episode.submission_id == sid)).all()
-                records.append([EpisodeRecord.model_validate(r) for r in rows])
-            out = pair_episodes(a, b, *records)
-        with self._lock:
-            self._pairings[key] = out
-        return out
 
     @property
     def max_entries(self) -> int:

@@ -244,7 +244,7 @@ def seed_database(url: str) -> dict[str, str]:
             )
             records = records_for(spec)
             summary = summarize(records, header)
-            # the episodes, as the platform stores them (the leaderboard pairs two submissions' episodes);
+            # the episodes, as the platform stores them (the leaderboard never reads them: test_compare_reads_no_episode);
             # once per (instance, episode index): the synthetic frozen-diagnostic row reuses D10's instances
             stored = {(r.instance_id, r.episode_index): r for r in reversed(records)}
             shard = Shard(submission_id=sub_id, index=0, plan=[], episodes_total=len(stored), state="done")

@@ -57,34 +57,56 @@ def test_ranking_lists_exactly_the_visible_published_results(client, ids):
         assert row["page_url"] == f"/leaderboard/submissions/{row['submission_id']}"
 
 
+def _published(client, sid: str) -> dict:
+    r = client.get(f"/api/leaderboard/submissions/{sid}")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _column_cases(cases: list[dict], key: str) -> list[tuple[float, int]]:
+    """(rate, valid episodes) of the published single-shift cases a column averages."""
+    singles = [c for c in cases if c["observations"] == "live" and c["recovery"] == "none" and len(c["shift_ids"]) == 1]
+    if key != "overall":
+        kind, _, cat = key.removesuffix("_mean").partition(".")
+        singles = [c for c in singles if c["kind"] == kind and (not cat or c["categories"][0] == cat)]
+    return [(c["rate"]["value"], c["rate"]["episodes"]) for c in singles if c["rate"]["value"] is not None]
+
+
 def test_numbers_are_the_stored_summaries(client, summaries):
+    """Values and counts are the summary's; a mean's interval is computed from the published rates and
+    episode counts of its cases (never the summary's bootstrap interval, which reads per-task counts)."""
+    from liberopro.metrics import mean_of_rates_ci
+
+    differs = 0
     for row in board(client)["rows"]:
         head = summaries[row["submission_id"]]["headline"]
+        cases = _published(client, row["submission_id"])["cases"]
         m = row["metrics"]
-        assert (m["overall"]["value"], m["overall"]["ci95"], m["overall"]["episodes"]) == (
-            head["overall"]["mean"],
-            head["overall"]["ci95"],
-            head["overall"]["episodes"],
-        )
         assert (m["nominal"]["value"], m["nominal"]["ci95"], m["nominal"]["episodes"]) == (
             head["nominal"]["success_rate"],
             head["nominal"]["ci95"],
             head["nominal"]["episodes"],
         )
-        for key, raw in (("static_mean", head["static_mean"]), ("runtime_mean", head["runtime_mean"])):
-            assert (m[key]["value"], m[key]["ci95"]) == (raw["mean"], raw["ci95"])
+        means = {"overall": head["overall"], "static_mean": head["static_mean"], "runtime_mean": head["runtime_mean"]}
         for kind in ("static", "runtime"):
             for cat in ("Condition", "Environment", "Observation", "Execution", "Robot", "Language"):
-                raw = head["categories"][kind].get(cat)
-                if raw is None:
-                    assert m[f"{kind}.{cat}"]["value"] is None
-                else:
-                    assert (
-                        m[f"{kind}.{cat}"]["value"],
-                        m[f"{kind}.{cat}"]["ci95"],
-                        m[f"{kind}.{cat}"]["episodes"],
-                        m[f"{kind}.{cat}"]["cases"],
-                    ) == (raw["mean"], raw["ci95"], raw["episodes"], raw["cases"])
+                means[f"{kind}.{cat}"] = head["categories"][kind].get(cat)
+        for key, raw in means.items():
+            if raw is None:
+                assert m[key]["value"] is None and m[key]["ci95"] is None, key
+                continue
+            expected = mean_of_rates_ci(_column_cases(cases, key))
+            assert (m[key]["value"], m[key]["episodes"], m[key]["cases"], m[key]["method"]) == (
+                raw["mean"],
+                raw["episodes"],
+                raw["cases"],
+                "mover",
+            ), key
+            assert expected["cases"] == raw["cases"] and expected["episodes"] == raw["episodes"], key
+            assert m[key]["ci95"] == expected["ci95"], key
+            assert m[key]["ci95"][0] <= m[key]["value"] <= m[key]["ci95"][1], key
+            differs += m[key]["ci95"] != raw["ci95"]
+    assert differs > 0  # the summary's own (bootstrap) intervals are not what is published
 
 
 def test_ranks_follow_the_tie_rule(client):
@@ -178,9 +200,65 @@ def test_submission_json(client, ids, summaries):
             s["episodes"],
             s["tasks"],
         )
-    assert data["compositions"][0]["case"] == "D10+S01"
-    assert data["diagnostics"]["live_minus_frozen"][0]["case"] == "D10"
     assert data["termination_reasons"]["shift_invalid"] == 1
+    assert data["termination_reasons"] == summaries[sid]["termination_reasons"]
+
+
+def test_differences_are_unpaired_from_the_published_counts(client, ids, summaries):
+    """Drops from nominal, the composition gap, live minus frozen: differences of the published rates
+    with intervals from the published rates and counts (never the summary's paired intervals)."""
+    from liberopro.metrics import mean_difference_ci, newcombe_difference
+
+    sid = ids["OpenVLA-OFT"]
+    data = _published(client, sid)
+    cases = {c["case"]: c for c in data["cases"]}
+    pub = {k: (c["rate"]["value"], c["rate"]["episodes"]) for k, c in cases.items()}
+    stored = {c["case"]: c for c in summaries[sid]["cases"]}
+    differs = 0
+    for case, c in cases.items():
+        if case == "nominal" or c["observations"] != "live":
+            assert c["drop_from_nominal"] is None, case
+            continue
+        d = newcombe_difference(pub["nominal"], pub[case])
+        assert c["drop_from_nominal"] == {"value": d["value"], "ci95": d["ci95"], "method": "newcombe"}, case
+        differs += d["ci95"] != stored[case]["drop_from_nominal"]["ci95"]
+    assert differs > 0  # the summary's paired intervals are not what is published
+    [comp] = data["compositions"]
+    weakest = min(("D10", "S01"), key=lambda i: pub[i][0])
+    gap = newcombe_difference(pub["D10+S01"], pub[weakest])
+    assert comp == {
+        "case": "D10+S01",
+        "success_rate": pub["D10+S01"][0],
+        "constituents": {"D10": pub["D10"][0], "S01": pub["S01"][0]},
+        "weakest_constituent": weakest,
+        "weakest_single": pub[weakest][0],
+        "weakest_single_gap": gap["value"],
+        "gap_ci95": gap["ci95"],
+    }
+    [frozen] = data["diagnostics"]["live_minus_frozen"]
+    d = newcombe_difference(pub["D10"], pub["D10 [frozen]"])
+    assert frozen == {
+        "case": "D10",
+        "live": pub["D10"][0],
+        "frozen": pub["D10 [frozen]"][0],
+        "gap": d["value"],
+        "ci95": d["ci95"],
+    }
+    mean = mean_difference_ci([(pub["D10"], pub["D10 [frozen]"])])
+    assert data["diagnostics"]["live_minus_frozen_mean_gap"] == mean["value"]
+    assert data["diagnostics"]["live_minus_frozen_mean_gap_ci95"] == mean["ci95"]
+
+
+def test_the_api_serves_the_public_view_of_the_stored_summary(client, seeded_db, ids):
+    """What the submission route serves is ``public_result`` of the stored row, unchanged."""
+    from liberopro.schema.public import public_result
+    from liberopro_platform.models import Result
+    from sqlalchemy.orm import Session
+
+    with Session(create_engine(seeded_db["url"])) as session:
+        row = session.scalars(select(Result).where(Result.submission_id == ids["pi0-FAST"])).one()
+        view = json.loads(public_result(row).model_dump_json())
+    assert _published(client, ids["pi0-FAST"]) == view
 
 
 @pytest.mark.parametrize("who", ["hidden", "unknown", "unpublished"])
@@ -201,39 +279,78 @@ def test_hidden_unknown_and_unpublished_submissions_are_404(client, ids, who):
 
 
 def test_compare_json(client, ids):
+    """Every difference is unpaired, from the two published results: per case Newcombe from the two
+    published rates and counts, per column MOVER from the two published intervals."""
+    from liberopro.metrics import interval_difference, newcombe_difference
+    from liberopro_leaderboard.comparison import UNPAIRED_NOTE
+
     a, b = ids["OpenVLA-OFT"], ids["Diffusion Policy"]
     data = client.get("/api/leaderboard/compare", params={"a": a, "b": b}).json()
     assert data["a"]["submission_id"] == a and data["b"]["submission_id"] == b
+    assert data["note"] == UNPAIRED_NOTE and "pairing" not in data
     overall = next(m for m in data["metrics"] if m["key"] == "overall")
     assert overall["difference"] == pytest.approx(overall["a"]["value"] - overall["b"]["value"], abs=1e-6)
-    assert overall["separated"] is True  # 66% vs 29% with 1320 episodes each
+    assert overall["separated"] is True and overall["excludes_zero"] is True  # 66% vs 29% with 1320 episodes each
     assert data["cases"][0]["key"] == "nominal"
     assert data["differences_in_provenance"] == []
-    # same manifest: every case is paired over the episodes both ran (8 tasks x 5 starts)
-    pairing = data["pairing"]
-    assert pairing["paired"] is True and "same evaluation manifest" in pairing["note"]
-    nominal = data["cases"][0]["paired"]
-    assert nominal["pairs"] == 40 and nominal["ci95"][0] <= nominal["value"] <= nominal["ci95"][1]
-    assert nominal["value"] == pytest.approx(data["cases"][0]["difference"], abs=1e-6)  # same episodes here
-    assert set(pairing["means"]) == {"static", "runtime"} and pairing["means"]["static"]["excludes_zero"] is True
+    pa, pb = _published(client, a), _published(client, b)
+    for m in data["metrics"]:
+        ra, rb = pa["metrics"][m["key"]], pb["metrics"][m["key"]]
+        assert (m["a"], m["b"]) == (ra, rb), m["key"]
+        if ra["value"] is None or rb["value"] is None:
+            assert m["difference"] is None and m["difference_ci95"] is None, m["key"]
+            continue
+        d = (
+            newcombe_difference((ra["value"], ra["episodes"]), (rb["value"], rb["episodes"]))
+            if m["key"] == "nominal"
+            else interval_difference((ra["value"], *ra["ci95"]), (rb["value"], *rb["ci95"]))
+        )
+        assert (m["difference"], m["difference_ci95"]) == (d["value"], d["ci95"]), m["key"]
+        assert m["excludes_zero"] == (d["ci95"][0] > 0 or d["ci95"][1] < 0)
+    rates_a = {c["case"]: c["rate"] for c in pa["cases"]}
+    rates_b = {c["case"]: c["rate"] for c in pb["cases"]}
+    for row in data["cases"]:
+        ra, rb = rates_a[row["key"]], rates_b[row["key"]]
+        d = newcombe_difference((ra["value"], ra["episodes"]), (rb["value"], rb["episodes"]))
+        assert (row["difference"], row["difference_ci95"]) == (d["value"], d["ci95"]), row["key"]
+        assert set(row) == {
+            "key",
+            "label",
+            "kind",
+            "a",
+            "b",
+            "difference",
+            "difference_ci95",
+            "excludes_zero",
+            "separated",
+        }
 
 
-def test_compare_refuses_to_pair_different_manifests(seeded_db, ids):
-    """Results of different evaluation manifests are compared side by side, never paired."""
+def test_compare_reads_no_episode(seeded_db, ids):
+    """The comparison is computed from the two published views: the episodes table is never read,
+    and another evaluation manifest changes only the provenance flag."""
+    from fastapi.testclient import TestClient
+    from liberopro_leaderboard.app import create_app
     from liberopro_leaderboard.comparison import compare
-    from liberopro_leaderboard.store import ResultStore
-    from sqlalchemy.orm import Session
 
-    store = ResultStore()
-    with Session(create_engine(seeded_db["url"])) as session:
-        a = store.get(session, ids["OpenVLA-OFT"])
-        b = store.get(session, ids["Diffusion Policy"])
-        other = b.model_copy(update={"meta": b.meta.model_copy(update={"manifest_sha256": "cd" * 32})})
-        assert store.pairing(session, a, b).paired is True
-        pairing = store.pairing(session, a, other)
-    assert pairing.paired is False and pairing.note == "not paired: different evaluation manifests"
-    cmp = compare(a, other, pairing)
-    assert all(c.paired is None for c in cmp.cases) and "evaluation manifest" in cmp.differences_in_provenance
+    app = create_app(seeded_db["url"])
+    engine = app.state.sessions.kw["bind"]
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    a, b = ids["OpenVLA-OFT"], ids["Diffusion Policy"]
+    with TestClient(app) as c:
+        for path in (f"/api/leaderboard/compare?a={a}&b={b}", f"/leaderboard/compare?a={a}&b={b}"):
+            assert c.get(path).status_code == 200, path
+        store = app.state.leaderboard.store
+        with app.state.sessions() as session:
+            ra, rb = store.get(session, a), store.get(session, b)
+    assert statements and not [s for s in statements if "episodes" in s.lower()], statements
+    other = rb.model_copy(update={"meta": rb.meta.model_copy(update={"manifest_sha256": "cd" * 32})})
+    same, moved = compare(ra, rb), compare(ra, other)
+    assert moved.differences_in_provenance == ["evaluation manifest"]
+    assert moved.model_dump(exclude={"b", "differences_in_provenance"}) == same.model_dump(
+        exclude={"b", "differences_in_provenance"}
+    )
 
 
 def test_openapi_documents_the_api(client):

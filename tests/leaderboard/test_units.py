@@ -5,9 +5,11 @@ seeded database."""
 from __future__ import annotations
 
 import datetime as dt
+from collections import defaultdict
 from types import SimpleNamespace
 
 import pytest
+from liberopro.metrics import mean_of_rates_ci, wilson
 from liberopro.schema.public import CATEGORIES, Rate, public_result
 from liberopro_leaderboard.ranking import SortError, interval_ranks, rank_table, separated
 
@@ -33,10 +35,44 @@ def test_missing_values_share_the_last_rank():
     assert interval_ranks([rate(0.5, 0.4, 0.6), rate(None), rate(None)]) == [1, 2, 2]
 
 
+def _case(case: str, kind: str, category: str, rate: float, episodes: int = 100) -> dict:
+    return {
+        "case": case,
+        "shift_ids": [case],
+        "shift_names": [case],
+        "categories": [category],
+        "kind": kind,
+        "success_rate": rate,
+        "ci95": [round(v, 6) for v in wilson(rate * episodes, episodes)],
+        "episodes": episodes,
+        "successes": round(rate * episodes),
+        "tasks": 3,
+        "per_task": {"libero_goal:7": rate},
+    }
+
+
+def _row(sid, team, policy, summary, days=0):
+    return SimpleNamespace(
+        submission_id=sid,
+        team_name=team,
+        policy_name=policy,
+        image_digest="sha256:x",
+        spec_version="1.0",
+        evaluator_version="0.1.0",
+        stack={},
+        manifest_sha256="m",
+        published_at=dt.datetime(2026, 1, 1 + days, tzinfo=dt.UTC),
+        summary=summary,
+    )
+
+
 def _result(sid, team, policy, overall, nominal=None, days=0):
+    """A published result whose three single-shift cases (100 episodes each) all have the rate ``overall``."""
+    cases = [_case("S01", "static", "Condition", overall), _case("S12", "static", "Environment", overall)]
+    cases.append(_case("D01", "runtime", "Condition", overall))
     summary = {
         "headline": {
-            "overall": {"mean": overall[0], "ci95": list(overall[1:]), "cases": 3, "episodes": 90},
+            "overall": {"mean": overall, "ci95": [0.0, 1.0], "cases": 3, "episodes": 300},
             "nominal": None
             if nominal is None
             else {
@@ -49,29 +85,17 @@ def _result(sid, team, policy, overall, nominal=None, days=0):
             },
             "categories": {"static": {}, "runtime": {}},
         },
-        "cases": [],
+        "cases": cases,
         "settings": {"seed": 123, "episodes_per_instance": 10},
     }
-    row = SimpleNamespace(
-        submission_id=sid,
-        team_name=team,
-        policy_name=policy,
-        image_digest="sha256:x",
-        spec_version="1.0",
-        evaluator_version="0.1.0",
-        stack={},
-        manifest_sha256="m",
-        published_at=dt.datetime(2026, 1, 1 + days, tzinfo=dt.UTC),
-        summary=summary,
-    )
-    return public_result(row)
+    return public_result(_row(sid, team, policy, summary, days))
 
 
 def test_sorting_and_rank_by():
     results = [
-        _result("a", "Zed", "alpha", (0.5, 0.4, 0.6), 0.9, 1),
-        _result("b", "amy", "Beta", (0.7, 0.65, 0.75), None, 2),
-        _result("c", "Bob", "gamma", (0.3, 0.25, 0.35), 0.5, 3),
+        _result("a", "Zed", "alpha", 0.5, 0.9, 1),
+        _result("b", "amy", "Beta", 0.7, None, 2),
+        _result("c", "Bob", "gamma", 0.3, 0.5, 3),
     ]
     t = rank_table(results)
     assert [r.submission_id for r in t.rows] == ["b", "a", "c"] and [r.rank for r in t.rows] == [1, 2, 3]
@@ -86,11 +110,57 @@ def test_sorting_and_rank_by():
 
 
 def test_public_result_keeps_only_the_whitelist():
-    r = _result("a", "t", "p", (0.5, 0.4, 0.6), 0.9)
+    r = _result("a", "t", "p", 0.5, 0.9)
     dumped = r.model_dump_json()
     assert "per_task" not in dumped and "123" not in dumped and "libero_goal:7" not in dumped
     assert r.metrics["nominal"].value == 0.9 and r.metrics["nominal"].tasks == 3
     assert r.metrics["static.Robot"].value is None and r.meta.episodes_per_instance == 10
+    # the overall interval comes from the three published cases, not from the summary's [0, 1]
+    assert r.metrics["overall"].ci95 == tuple(mean_of_rates_ci([(0.5, 100)] * 3)["ci95"])
+
+
+def _rearranged(records, rng):
+    """The records with each row's outcomes shuffled over its valid episodes: the same successes and
+    valid episodes per case (and per row), another split over tasks and another episode pattern."""
+    by_row: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        if r.valid:
+            by_row[r.row_key].append(i)
+    out = list(records)
+    for idx in by_row.values():
+        outcomes = [records[i].success for i in idx]
+        rng.shuffle(outcomes)
+        for i, ok in zip(idx, outcomes, strict=True):
+            out[i] = records[i].model_copy(update={"success": ok, "termination_reason": "success" if ok else "horizon"})
+    return out
+
+
+def test_the_public_view_is_a_function_of_the_published_counts():
+    """Two runs with the same successes and valid episodes per case, but another split of those
+    successes over the tasks (per-instance data) and other episodes succeeding, publish byte-identical
+    views, though their summaries' bootstrap and paired intervals differ; the published means are the
+    summaries' values."""
+    import random
+
+    from liberopro.results import summarize
+
+    from tests.leaderboard.seed import SPECS, records_for
+
+    records = records_for(SPECS[0])  # every shift, a composition, a frozen row, an invalid episode
+    first = summarize(records, {})
+    rng = random.Random(11)
+    for _ in range(3):
+        other = summarize(_rearranged(records, rng), {})
+        assert [c.per_task for c in other.cases] != [c.per_task for c in first.cases]  # another split
+        assert other.headline.overall.ci95 != first.headline.overall.ci95  # the summaries' intervals moved
+        assert [c.drop_from_nominal for c in other.cases] != [c.drop_from_nominal for c in first.cases]
+        a = public_result(_row("s", "t", "p", first.to_json()))
+        b = public_result(_row("s", "t", "p", other.to_json()))
+        assert a.model_dump_json() == b.model_dump_json()
+    head = first.headline
+    assert a.metrics["overall"].value == head.overall.mean and a.metrics["runtime_mean"].value == head.runtime_mean.mean
+    assert a.metrics["static.Robot"].value == head.category("static", "Robot").mean
+    assert a.metrics["overall"].ci95 != tuple(head.overall.ci95)
 
 
 def test_categories_are_the_evaluators_and_every_shift_has_its_column():

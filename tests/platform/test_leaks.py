@@ -41,6 +41,9 @@ PRIVATE_KEYS = {
     "policy_log",
     "runtime_not_fired",
     "image_ref_public",
+    "pairs",  # paired intervals: which episodes succeeded (the public view's intervals come from counts)
+    "paired_episodes",
+    "paired_rates",
 }
 
 
@@ -168,6 +171,14 @@ def test_hidden_stage_reaches_no_submitter_visible_route(platform, hidden_manife
     # What the submitter does see of the result: the leaderboard's view of it.
     assert result["meta"]["submission_id"] == published and result["metrics"]["nominal"]["episodes"] == 1
     assert {c["case"] for c in result["cases"]} == {"nominal", "S22"}
+    # ... whose intervals are functions of its published counts (liberopro.metrics), not the summary's
+    from liberopro.metrics import mean_of_rates_ci, newcombe_difference
+
+    counts = {c["case"]: (c["rate"]["value"], c["rate"]["episodes"]) for c in result["cases"]}
+    assert result["metrics"]["overall"]["ci95"] == mean_of_rates_ci([counts["S22"]])["ci95"]
+    s22 = next(c for c in result["cases"] if c["case"] == "S22")
+    drop = newcombe_difference(counts["nominal"], counts["S22"])
+    assert s22["drop_from_nominal"] == {"value": drop["value"], "ci95": drop["ci95"], "method": "newcombe"}
     # Positive controls: the canaries reached the platform, and an admin reads them.
     with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin_token}"}, timeout=60) as adm:
         inside = adm.get(f"/admin/submissions/{published}").json()

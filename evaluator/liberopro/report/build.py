@@ -143,6 +143,8 @@ def _side_rate(side: dict | None) -> Rate | None:
 
 
 def _case_rate(c: CaseRow) -> CaseRate:
+    """A row as the shared charts take it (:func:`shift_chart` draws the rate; the report's paired
+    drop from nominal is in its own table)."""
     return CaseRate(
         case=c.case,
         shift_ids=c.shift_ids,
@@ -153,7 +155,6 @@ def _case_rate(c: CaseRow) -> CaseRate:
         recovery=c.recovery,
         rate=c.rate,
         invalid_episodes=c.invalid,
-        drop_from_nominal=c.drop,
     )
 
 

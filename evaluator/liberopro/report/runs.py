@@ -26,8 +26,8 @@ from pydantic import ValidationError
 
 from liberopro.metrics import wilson
 from liberopro.results import EpisodeRecord, summarize
-from liberopro.schema.public import PairedDifference, Rate, metrics_of, wilson_rate
-from liberopro.schema.results import Summary
+from liberopro.schema.public import CATEGORIES, KINDS, MISSING_MEAN, PairedDifference, Rate, wilson_rate
+from liberopro.schema.results import MeanRate, Summary
 
 
 class ReportError(ValueError):
@@ -137,6 +137,32 @@ def _paired_rate(value: Any, n: int) -> Rate | None:
     return Rate(value=float(value), ci95=(round(lo, 6), round(hi, 6)), episodes=n, method="wilson")
 
 
+def bootstrap_rate(raw: MeanRate | None) -> Rate:
+    """A :func:`liberopro.metrics.bootstrap_mean_of_rates` result (a summary's mean) as a
+    :class:`Rate`, with the run's own percentile bootstrap interval."""
+    if raw is None or raw.mean is None:
+        return MISSING_MEAN.model_copy(update={"method": "bootstrap"})
+    return Rate(value=raw.mean, ci95=_interval(raw.ci95), episodes=raw.episodes, method="bootstrap", cases=raw.cases)
+
+
+def summary_metrics(summary: Summary) -> dict[str, Rate]:
+    """The leaderboard's ranking columns of a local run, with the run's OWN intervals (the
+    summary's bootstrap over tasks and episodes): a report reads the episodes of runs its user
+    made. The public view computes its intervals from published counts instead
+    (:func:`liberopro.schema.public.metrics_of`)."""
+    head = summary.headline
+    out = {
+        "overall": bootstrap_rate(head.overall),
+        "nominal": wilson_rate(head.nominal),
+        "static_mean": bootstrap_rate(head.static_mean),
+        "runtime_mean": bootstrap_rate(head.runtime_mean),
+    }
+    for kind in KINDS:
+        for cat in CATEGORIES:
+            out[f"{kind}.{cat}"] = bootstrap_rate(head.category(kind, cat))
+    return out
+
+
 def _load(summary: Summary | dict[str, Any]) -> Summary:
     return summary if isinstance(summary, Summary) else Summary.load(summary)
 
@@ -188,7 +214,7 @@ def read_summary(summary: Summary | dict[str, Any]) -> SummaryView:
     }
     ep = summary.episodes
     return SummaryView(
-        metrics=metrics_of(summary),
+        metrics=summary_metrics(summary),
         cases=cases,
         compositions=comps,
         frozen=frozen,  # type: ignore[arg-type]

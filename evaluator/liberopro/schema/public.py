@@ -2,9 +2,16 @@
 web stack; the leaderboard, the platform's submitter-facing routes and the report all read it).
 
 A :class:`liberopro_platform.models.Result` row holds the whole ``summary.json`` of a run, read
-here as :class:`liberopro.schema.results.Summary`. This module copies out of it, field by field, only what the leaderboard shows: aggregate success
-rates with their intervals and episode counts, and the provenance of the number (image digest,
-spec, evaluator and simulator versions, date). Everything else stays behind, in particular what
+here as :class:`liberopro.schema.results.Summary`. This module copies out of it, field by field, only what the leaderboard shows: per case the success
+rate with its counts (successes, valid and invalid episodes), the termination-reason totals, and
+the provenance of the number (image digest, spec, evaluator and simulator versions, date). Every
+other number is COMPUTED HERE from those published per-case numbers (:mod:`liberopro.metrics`,
+"Intervals from published counts"): the headline and category means keep the summary's value
+with an interval from the cases' rates and counts, and the drops from nominal, composition gaps,
+live-minus-frozen gaps and recovery gains are differences of published rates with unpaired
+intervals. The summary's own intervals (bootstrap over tasks, paired over episodes) are never
+copied: they depend on how a case's successes split over tasks and on which episodes succeeded,
+which a policy can steer per episode (``docs/platform.md``, "What remains observable"). Everything else stays behind, in particular what
 could describe a hidden evaluation instance: per-task rates within a case (``per_task``: one
 task under one shift is one instance), the reasons an instance was invalid (they quote measured
 parameters), the episode seed, the submitted image reference, per-episode records and any media.
@@ -20,8 +27,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from liberopro.catalog import CATEGORIES  # the six categories in the benchmark's order (no simulator)
+from liberopro.metrics import mean_difference_ci, mean_of_rates_ci, newcombe_difference
 from liberopro.schema.results import CaseSummary, MeanRate, SuccessRate, Summary
-from liberopro.schema.results import PairedDifference as SummaryPairedDifference
 
 KINDS: tuple[str, ...] = ("static", "runtime")
 SHORT: dict[str, str] = {
@@ -43,11 +50,13 @@ class Rate(BaseModel):
     value: float | None = Field(..., description="Success rate in [0, 1]; null when no episode was run.")
     ci95: tuple[float, float] | None = Field(
         ...,
-        description="95% interval [low, high]: Wilson for one case, percentile bootstrap over tasks "
-        "and episodes for a mean over cases.",
+        description="95% interval [low, high]. wilson: one case, the Wilson score interval at its rate and "
+        "valid episodes. mover: a mean over cases, computed from the cases' published rates and valid "
+        "episodes only (their Wilson intervals combined, liberopro.metrics.mean_of_rates_ci). bootstrap: "
+        "only in local reports (liberopro report), the run's own percentile bootstrap.",
     )
     episodes: int = Field(..., description="Valid episodes behind the rate.")
-    method: Literal["wilson", "bootstrap"]
+    method: Literal["wilson", "mover", "bootstrap"]
     cases: int | None = Field(None, description="Cases averaged (means over cases only).")
     tasks: int | None = Field(None, description="Tasks averaged (one case only).")
     successes: int | None = Field(None, description="Successful episodes (one case only).")
@@ -59,8 +68,14 @@ class Rate(BaseModel):
             return self.ci95
         return None if self.value is None else (self.value, self.value)
 
+    @property
+    def published(self) -> tuple[float | None, int]:
+        """``(value, episodes)``: what the public intervals are computed from
+        (:mod:`liberopro.metrics`, "Intervals from published counts")."""
+        return self.value, self.episodes
 
-MISSING_BOOTSTRAP = Rate(value=None, ci95=None, episodes=0, method="bootstrap", cases=0)
+
+MISSING_MEAN = Rate(value=None, ci95=None, episodes=0, method="mover", cases=0)
 MISSING_WILSON = Rate(value=None, ci95=None, episodes=0, method="wilson", tasks=0, successes=0)
 
 
@@ -71,7 +86,7 @@ class Column(BaseModel):
     label: str
     short: str = Field(..., description="The label in the page's narrow column header.")
     group: Literal["headline", "static", "runtime"]
-    method: Literal["wilson", "bootstrap"]
+    method: Literal["wilson", "mover"]
     description: str
 
 
@@ -82,7 +97,7 @@ def _columns() -> list[Column]:
             label="Overall",
             short="Overall",
             group="headline",
-            method="bootstrap",
+            method="mover",
             description="Mean success rate over every single-shift case, static and runtime (the ranking score).",
         ),
         Column(
@@ -98,7 +113,7 @@ def _columns() -> list[Column]:
             label="Static mean",
             short="Static mean",
             group="headline",
-            method="bootstrap",
+            method="mover",
             description="Mean success rate over the static single-shift cases.",
         ),
         Column(
@@ -106,7 +121,7 @@ def _columns() -> list[Column]:
             label="Runtime mean",
             short="Runtime mean",
             group="headline",
-            method="bootstrap",
+            method="mover",
             description="Mean success rate over the runtime single-shift cases.",
         ),
     ]
@@ -117,7 +132,7 @@ def _columns() -> list[Column]:
                 label=cat,
                 short=SHORT[cat],
                 group=kind,
-                method="bootstrap",
+                method="mover",
                 description=f"Mean success rate over the {kind} {cat} cases.",
             )
             for cat in CATEGORIES
@@ -143,9 +158,10 @@ class CaseRate(BaseModel):
     recovery: str = Field("none", description="Recovery protocol (diagnostic): none, hold, retry, restore.")
     rate: Rate
     invalid_episodes: int = Field(0, description="Episodes whose shift could not be realised (in no rate).")
-    drop_from_nominal: PairedDifference | None = Field(
+    drop_from_nominal: UnpairedDifference | None = Field(
         None,
-        description="SR(nominal) - SR(case) over the same tasks, init states and seeds (positive: the shift costs).",
+        description="SR(nominal) - SR(case) of the two published rates (positive: the shift costs), with an "
+        "unpaired interval from their counts.",
     )
 
     @property
@@ -156,10 +172,28 @@ class CaseRate(BaseModel):
     def label(self) -> str:
         return "nominal" if not self.shift_names else " + ".join(self.shift_names)
 
+    @property
+    def base_case(self) -> str:
+        """The case without its diagnostic conditions: ``D10`` for ``D10 [frozen]``."""
+        return self.case.split(" [")[0]
+
+
+class UnpairedDifference(BaseModel):
+    """A difference of two PUBLISHED success rates with an UNPAIRED 95% interval computed from the
+    two rates and their valid-episode counts only (:func:`liberopro.metrics.newcombe_difference`).
+    Never paired over episodes: a paired interval would publish which hidden episodes succeeded."""
+
+    value: float
+    ci95: tuple[float, float] | None = None
+    method: Literal["newcombe"] = Field(
+        "newcombe", description="Newcombe's hybrid score interval from the two Wilson intervals (unpaired)."
+    )
+
 
 class PairedDifference(BaseModel):
     """A difference of success rates over the same tasks, init states and seeds, with its paired
-    bootstrap interval (``liberopro.metrics.paired_bootstrap``)."""
+    bootstrap interval (``liberopro.metrics.paired_bootstrap``). Local reports only
+    (``liberopro report``, :mod:`liberopro.report`): the public view never pairs episodes."""
 
     value: float | None
     ci95: tuple[float, float] | None = None
@@ -167,35 +201,41 @@ class PairedDifference(BaseModel):
 
 
 class Composition(BaseModel):
-    """A composition of shifts and its weakest-single gap SR(C) - min_i SR(c_i), every rate over
-    the composition's own tasks and starts (paired)."""
+    """A composition of shifts and its weakest-single gap SR(C) - min_i SR(c_i), every rate as
+    published (each over its own tasks), with an unpaired interval."""
 
     case: str
     success_rate: float | None
     constituents: dict[str, float | None] = Field(
-        ..., description="Each constituent's SR over its own tasks (context)."
+        ..., description="Each constituent's published SR (over its own tasks); null when not run."
     )
     weakest_constituent: str | None = None
-    weakest_single: float | None = Field(
-        None, description="The weakest constituent's SR over the composition's episodes."
+    weakest_single: float | None = Field(None, description="The weakest constituent's published SR.")
+    weakest_single_gap: float | None = Field(
+        ..., description="SR(composition) - SR(weakest constituent), both as published; null when one was not run."
     )
-    weakest_single_gap: float | None
-    gap_ci95: tuple[float, float] | None = None
-    paired_episodes: int = 0
+    gap_ci95: tuple[float, float] | None = Field(
+        None, description="Unpaired (Newcombe) 95% interval of the gap, from the two published rates and counts."
+    )
 
 
 class FrozenGap(BaseModel):
     case: str
     live: float
     frozen: float
-    gap: float = Field(..., description="SR(live) - SR(frozen) over the starts both ran.")
-    ci95: tuple[float, float] | None = None
+    gap: float = Field(..., description="SR(live) - SR(frozen), the two published rates.")
+    ci95: tuple[float, float] | None = Field(
+        None, description="Unpaired (Newcombe) 95% interval, from the two published rates and counts."
+    )
 
 
 class RecoveryGain(BaseModel):
-    mean_gain: float
+    mean_gain: float = Field(..., description="Mean over cases of SR(protocol) - SR(none), the published rates.")
     cases: int
-    ci95: tuple[float, float] | None = None
+    ci95: tuple[float, float] | None = Field(
+        None,
+        description="Unpaired 95% interval from the published rates and counts (MOVER over their Wilson intervals).",
+    )
 
 
 class Diagnostics(BaseModel):
@@ -203,7 +243,10 @@ class Diagnostics(BaseModel):
 
     live_minus_frozen: list[FrozenGap] = []
     live_minus_frozen_mean_gap: float | None = None
-    live_minus_frozen_mean_gap_ci95: tuple[float, float] | None = None
+    live_minus_frozen_mean_gap_ci95: tuple[float, float] | None = Field(
+        None,
+        description="Unpaired 95% interval from the published rates and counts (MOVER over their Wilson intervals).",
+    )
     recovery_gain: dict[str, RecoveryGain] = {}
 
 
@@ -280,52 +323,146 @@ def wilson_rate(raw: SuccessRate | CaseSummary | None) -> Rate:
     )
 
 
-def bootstrap_rate(raw: MeanRate | None) -> Rate:
-    """A :func:`liberopro.metrics.bootstrap_mean_of_rates` result as a :class:`Rate`."""
-    if raw is None or raw.mean is None:
-        return MISSING_BOOTSTRAP
-    return Rate(value=raw.mean, ci95=_interval(raw.ci95), episodes=raw.episodes, method="bootstrap", cases=raw.cases)
-
-
 def _summary(summary: Summary | dict[str, Any] | None) -> Summary:
     """A stored summary as the model (:meth:`Summary.load`: tolerant of older summaries)."""
     return summary if isinstance(summary, Summary) else Summary.load(summary)
 
 
-def metrics_of(summary: Summary | dict[str, Any] | None) -> dict[str, Rate]:
-    """The ranking columns of one summary (missing parts become rates with value None)."""
-    head = _summary(summary).headline
+def mean_rate(raw: MeanRate | None, members: list[CaseRate]) -> Rate:
+    """A mean over cases (a headline or category column): the summary's value, cases and episodes,
+    with the 95% interval computed from the published rates and valid episodes of ``members``
+    (the cases it averages) by :func:`liberopro.metrics.mean_of_rates_ci`, never the summary's
+    bootstrap interval. The interval is null when the published cases are not the ones the
+    summary averaged (another count: a summary that lost rows)."""
+    if raw is None or raw.mean is None:
+        return MISSING_MEAN
+    rated = [c for c in members if c.rate.value is not None]
+    ci = mean_of_rates_ci(c.rate.published for c in rated)["ci95"] if len(rated) == raw.cases else None
+    return Rate(value=raw.mean, ci95=_interval(ci), episodes=raw.episodes, method="mover", cases=raw.cases)
+
+
+def column_cases(cases: list[CaseRate], key: str) -> list[CaseRate]:
+    """The published single-shift cases that the ranking column ``key`` averages (``overall``,
+    ``static_mean``, ``runtime_mean``, ``<kind>.<Category>``; none for ``nominal``)."""
+    singles = [c for c in cases if c.standard and len(c.shift_ids) == 1]
+    if key == "overall":
+        return singles
+    if key in ("static_mean", "runtime_mean"):
+        return [c for c in singles if c.kind == key.removesuffix("_mean")]
+    kind, _, cat = key.partition(".")
+    return [c for c in singles if c.kind == kind and c.categories[:1] == [cat]] if cat else []
+
+
+def _metrics(head: Any, cases: list[CaseRate]) -> dict[str, Rate]:
     out = {
-        "overall": bootstrap_rate(head.overall),
+        "overall": mean_rate(head.overall, column_cases(cases, "overall")),
         "nominal": wilson_rate(head.nominal),
-        "static_mean": bootstrap_rate(head.static_mean),
-        "runtime_mean": bootstrap_rate(head.runtime_mean),
+        "static_mean": mean_rate(head.static_mean, column_cases(cases, "static_mean")),
+        "runtime_mean": mean_rate(head.runtime_mean, column_cases(cases, "runtime_mean")),
     }
     for kind in KINDS:
         for cat in CATEGORIES:
-            out[f"{kind}.{cat}"] = bootstrap_rate(head.category(kind, cat))
+            key = f"{kind}.{cat}"
+            out[key] = mean_rate(head.category(kind, cat), column_cases(cases, key))
     return out
 
 
-def _case(raw: CaseSummary) -> CaseRate:
-    return CaseRate(
-        case=raw.case,
-        shift_ids=raw.shift_ids,
-        shift_names=raw.shift_names,
-        categories=raw.categories,
-        kind=raw.kind or "nominal",
-        observations=raw.observations or "live",
-        recovery=raw.recovery or "none",
-        rate=wilson_rate(raw),
-        invalid_episodes=raw.invalid_episodes,
-        drop_from_nominal=_paired(raw.drop_from_nominal),
-    )
+def metrics_of(summary: Summary | dict[str, Any] | None) -> dict[str, Rate]:
+    """The ranking columns of one summary as published (missing parts become rates with value
+    None): the means' values are the summary's, their intervals come from the published cases
+    (:func:`mean_rate`)."""
+    summary = _summary(summary)
+    return _metrics(summary.headline, public_cases(summary))
 
 
-def _paired(raw: SummaryPairedDifference | None) -> PairedDifference | None:
-    if raw is None or raw.value is None:
+def _unpaired(a: Rate | None, b: Rate | None) -> UnpairedDifference | None:
+    """SR(a) - SR(b) of two published rates with Newcombe's interval; None when either has no rate."""
+    if a is None or b is None:
         return None
-    return PairedDifference(value=raw.value, ci95=_interval(raw.ci95), pairs=raw.pairs)
+    d = newcombe_difference(a.published, b.published)
+    return None if d["value"] is None else UnpairedDifference(value=d["value"], ci95=_interval(d["ci95"]))
+
+
+def public_cases(summary: Summary | dict[str, Any] | None) -> list[CaseRate]:
+    """Every row of the summary's ``cases`` as published: its Wilson rate and counts, and its drop
+    from nominal computed from the two published rates (:func:`_unpaired`)."""
+    rows = [
+        CaseRate(
+            case=raw.case,
+            shift_ids=raw.shift_ids,
+            shift_names=raw.shift_names,
+            categories=raw.categories,
+            kind=raw.kind or "nominal",
+            observations=raw.observations or "live",
+            recovery=raw.recovery or "none",
+            rate=wilson_rate(raw),
+            invalid_episodes=raw.invalid_episodes,
+        )
+        for raw in _summary(summary).cases
+    ]
+    nominal = next((c.rate for c in rows if c.case == "nominal" and c.standard), None)
+    for c in rows:
+        if c.shift_ids and c.standard:
+            c.drop_from_nominal = _unpaired(nominal, c.rate)
+    return rows
+
+
+def _compositions(cases: list[CaseRate]) -> list[Composition]:
+    """Each standard multi-shift case: its published rate, each constituent's, and the gap to the
+    weakest constituent with an unpaired interval (all from the published rates); the gap is null
+    when a constituent was not run or has no rate."""
+    standard = {c.case: c.rate for c in cases if c.standard}
+    out = []
+    for c in cases:
+        if not c.standard or len(c.shift_ids) < 2:
+            continue
+        rates = {i: standard[i] for i in c.shift_ids if i in standard and standard[i].value is not None}
+        weakest = min(rates, key=lambda i: rates[i].value or 0.0) if len(rates) == len(c.shift_ids) else None
+        gap = _unpaired(c.rate, rates[weakest]) if weakest is not None else None
+        out.append(
+            Composition(
+                case=c.case,
+                success_rate=c.rate.value,
+                constituents={i: standard[i].value if i in standard else None for i in c.shift_ids},
+                weakest_constituent=weakest if gap is not None else None,
+                weakest_single=rates[weakest].value if gap is not None and weakest is not None else None,
+                weakest_single_gap=gap.value if gap is not None else None,
+                gap_ci95=gap.ci95 if gap is not None else None,
+            )
+        )
+    return out
+
+
+def _diagnostics(cases: list[CaseRate]) -> Diagnostics:
+    """Live minus frozen per case and its mean, and the mean gain of each recovery protocol, from
+    the published rates of the diagnostic rows and their standard rows (unpaired intervals)."""
+    standard = {c.case: c.rate for c in cases if c.standard and c.rate.value is not None}
+    frozen: list[tuple[str, Rate, Rate]] = []
+    gains: dict[str, list[tuple[Rate, Rate]]] = {}
+    for c in cases:
+        live = standard.get(c.base_case)
+        if live is None or c.rate.value is None:
+            continue
+        if c.observations == "frozen" and c.recovery == "none":
+            frozen.append((c.base_case, live, c.rate))
+        elif c.observations == "live" and c.recovery != "none":
+            gains.setdefault(c.recovery, []).append((c.rate, live))
+    gaps = [(case, live, fro, _unpaired(live, fro)) for case, live, fro in frozen]
+    mean_gap = mean_difference_ci((live.published, fro.published) for _, live, fro in frozen)
+    recovery = {}
+    for proto, pairs in sorted(gains.items()):
+        g = mean_difference_ci((rec.published, base.published) for rec, base in pairs)
+        recovery[proto] = RecoveryGain(mean_gain=g["value"], cases=g["cases"], ci95=_interval(g["ci95"]))
+    return Diagnostics(
+        live_minus_frozen=[
+            FrozenGap(case=case, live=live.value, frozen=fro.value, gap=d.value, ci95=d.ci95)
+            for case, live, fro, d in gaps
+            if d is not None
+        ],
+        live_minus_frozen_mean_gap=mean_gap["value"],
+        live_minus_frozen_mean_gap_ci95=_interval(mean_gap["ci95"]),
+        recovery_gain=recovery,
+    )
 
 
 def public_result(row: Any) -> PublicResult:
@@ -353,38 +490,13 @@ def public_result(row: Any) -> PublicResult:
         page_url=SUBMISSION_PAGE.format(id=row.submission_id),
         api_url=SUBMISSION_API.format(id=row.submission_id),
     )
-    lmf = head.live_minus_frozen
-    diagnostics = Diagnostics(
-        live_minus_frozen=[
-            FrozenGap(case=f.case, live=f.live, frozen=f.frozen, gap=f.gap, ci95=_interval(f.ci95)) for f in lmf.cases
-        ],
-        live_minus_frozen_mean_gap=lmf.mean_gap,
-        live_minus_frozen_mean_gap_ci95=_interval(lmf.mean_gap_ci95),
-        recovery_gain={
-            p: RecoveryGain(mean_gain=g.mean_gain, cases=g.cases, ci95=_interval(g.ci95))
-            for p, g in head.recovery_gain.items()
-            if g.mean_gain is not None
-        },
-    )
-    compositions = [
-        Composition(
-            case=c.case,
-            success_rate=c.success_rate,
-            constituents=c.constituents,
-            weakest_constituent=c.weakest_constituent,
-            weakest_single=c.weakest_single,
-            weakest_single_gap=c.weakest_single_gap,
-            gap_ci95=_interval(c.gap_ci95),
-            paired_episodes=c.paired_episodes,
-        )
-        for c in head.compositions
-    ]
+    cases = public_cases(summary)
     return PublicResult(
         meta=meta,
-        metrics=metrics_of(summary),
-        cases=[_case(c) for c in summary.cases],
-        compositions=compositions,
-        diagnostics=diagnostics,
+        metrics=_metrics(head, cases),
+        cases=cases,
+        compositions=_compositions(cases),
+        diagnostics=_diagnostics(cases),
         termination_reasons=dict(summary.termination_reasons),
     )
 
