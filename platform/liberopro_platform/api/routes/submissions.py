@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import PlainTextResponse
@@ -252,7 +252,18 @@ def cancel(submission_id: str, request: Request, session: SessionDep, user: Curr
 DEFAULT_MESSAGE = "waiting for a worker"
 
 
-def _live_view(request: Request, session: Session, sub: Submission, with_events: bool, admin: bool) -> dict:
+class StatusView(TypedDict):
+    """The parts of a status that move while a submission runs (kept as JSON in
+    ``Submission.hidden_view`` for the hidden stage)."""
+
+    state: str
+    message: str
+    shards_done: int
+    episodes_done: int
+    stuck_reason: str | None
+
+
+def _live_view(request: Request, session: Session, sub: Submission, with_events: bool, admin: bool) -> StatusView:
     """What ``sub``'s status says now: state, message (what it waits for), shards and episodes
     done, stuck reason (live with ``with_events``, else the stored one; the admins' full text with
     ``admin``)."""
@@ -273,16 +284,12 @@ def _live_view(request: Request, session: Session, sub: Submission, with_events:
     if with_events and sub.state in ACTIVE_STATES:
         live = [s for s in request.app.state.pipeline.find_stuck(session) if s.submission_id == sub.id]
         stuck = "; ".join(dict.fromkeys(s.reason if admin else s.public for s in live)) or None
-    return {
-        "state": sub.state,
-        "message": message,
-        "shards_done": done,
-        "episodes_done": sub.episodes_done,
-        "stuck_reason": stuck,
-    }
+    return StatusView(
+        state=sub.state, message=message, shards_done=done, episodes_done=sub.episodes_done, stuck_reason=stuck
+    )
 
 
-def _hidden_view(request: Request, session: Session, sub: Submission, with_events: bool) -> tuple[dict, dt.datetime]:
+def _hidden_view(request: Request, session: Session, sub: Submission) -> tuple[StatusView, dt.datetime]:
     """The submitter's view of a submission in the hidden stage (running, aggregating): the live
     view (:func:`_live_view`) as it was at the last whole multiple of ``hidden_view_interval_s``
     seconds a reader asked at, and when it last changed (also such a tick). Stored on the
@@ -324,7 +331,7 @@ def status_of(
         and not admin
         and request.app.state.settings.hidden_view_interval_s > 0
     ):
-        view, updated_at = _hidden_view(request, session, sub, with_events)
+        view, updated_at = _hidden_view(request, session, sub)
     else:
         view = _live_view(request, session, sub, with_events, admin)
     if admin:
