@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from liberopro.schema.reasons import Side, reasons_of
-from liberopro.schema.shard import ShardSpec
+from liberopro.schema.results import EpisodeRecord
+from liberopro.schema.shard import ShardSpec, shard_streams
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -471,7 +472,7 @@ class Pipeline:
     # ------------------------------------------------------------------ shards
     def run_shard(self, shard_id: int) -> None:
         """Stage 3: run the shard's missing episodes and store each one: an evaluator container
-        with :meth:`shard_streams` simulator streams, against the submission's policy container on
+        with :func:`~liberopro.schema.shard.shard_streams` simulator streams, against the submission's policy container on
         this worker (kept for its next shard; :meth:`release_idle_policies`)."""
         st = self.settings
         # Asked of the engine before the shard's row is locked: a slow engine must not hold the
@@ -520,7 +521,9 @@ class Pipeline:
                     ).all()
                 )
                 remaining = [p for p in shard.plan if (p[0], p[1]) not in stored]
-                streams = shard_streams(requested, sub.protocol, sub.policy_metadata, len(remaining))
+                streams = shard_streams(
+                    requested, sub.protocol, max_concurrent_episodes(sub.policy_metadata), len(remaining)
+                )
                 source = PolicySource(
                     submission_id=sub.id,
                     image=sub.image_digest,
@@ -767,7 +770,7 @@ class Pipeline:
         prefix = "platform error" if kind == "platform" else "failed"
         add_event(s, sub, f"[admin] {prefix}: shard {shard.index} after {shard.attempts} attempts: {detail[:3000]}")
 
-    def store_episode(self, shard_id: int, submission_id: str, record: dict[str, Any]) -> bool:
+    def store_episode(self, shard_id: int, submission_id: str, record: EpisodeRecord) -> bool:
         """Store one episode unless it is already stored; True when it was new. Writes the
         episode and the shard's heartbeat only, never the submission's row (whose ``updated_at``
         the submitter reads)."""
@@ -777,11 +780,11 @@ class Pipeline:
                     Episode(
                         submission_id=submission_id,
                         shard_id=shard_id,
-                        instance_id=record["instance_id"],
-                        episode_index=int(record["episode_index"]),
-                        success=bool(record["success"]),
-                        termination_reason=str(record["termination_reason"]),
-                        record=record,
+                        instance_id=record.instance_id,
+                        episode_index=record.episode_index,
+                        success=record.success,
+                        termination_reason=str(record.termination_reason),
+                        record=record.model_dump(mode="json"),
                     )
                 )
                 s.flush()
@@ -1287,14 +1290,12 @@ class Pipeline:
         return {"swept": swept, "shards": len(shard_ids), "validations": len(sub_ids), "gone": others}
 
 
-def shard_streams(requested: int, protocol: str, metadata: dict[str, Any] | None, episodes: int) -> int:
-    """Simulator streams of a shard's evaluator container: ``requested`` (``evaluator_streams``, or
-    what the engine fits), at most what the policy declared it runs at once
-    (``max_concurrent_episodes`` of its ``/metadata`` at validation; a spec-1.0 policy declares
-    none: 1; openpi and OpenVLA servers count as 1, their wire has no episodes, docs/platform.md)
-    and at most ``episodes``; at least 1."""
-    declared = (metadata or {}).get("max_concurrent_episodes") if protocol == "liberopro" else None
-    return max(1, min(int(requested), int(declared or 1), int(episodes)))
+def max_concurrent_episodes(metadata: dict[str, Any] | None) -> int | None:
+    """What a policy declared it runs at once (``max_concurrent_episodes`` of its ``/metadata`` at
+    validation, stored on the submission); None when it declared none (spec 1.0) or nothing was
+    recorded. The streams of a shard follow from it by :func:`liberopro.schema.shard.shard_streams`."""
+    declared = (metadata or {}).get("max_concurrent_episodes")
+    return int(declared) if declared else None
 
 
 #: Shard outcomes after which the submission's policy container on the worker is not reused: the
@@ -1310,7 +1311,7 @@ FRESH_POLICY_AFTER = frozenset({"policy_error", "timed_out", "infrastructure_err
 #: and the shard's next attempt runs it; when it still fails after ``max_stage_attempts`` the
 #: submission ends as a platform error, never with a lower score (docs/platform.md, "Who is
 #: charged with an episode").
-NOT_STORED_REASONS = frozenset(str(r) for r in reasons_of(Side.platform))
+NOT_STORED_REASONS = reasons_of(Side.platform)
 
 
 class _ShardCallbacks:
@@ -1330,11 +1331,11 @@ class _ShardCallbacks:
     def on_metadata(self, metadata: dict[str, Any]) -> None:
         pass
 
-    def on_record(self, record: dict[str, Any]) -> None:
+    def on_record(self, record: EpisodeRecord) -> None:
         """Store the episode, unless the evaluator could not run it (:data:`NOT_STORED_REASONS`:
         the platform's fault, not the policy's): then it stays missing, an [admin] event says
         why, and the shard's next attempt runs it again."""
-        reason = record.get("termination_reason")
+        reason = record.termination_reason
         if reason in NOT_STORED_REASONS:
             self.platform_faults += 1
             with transaction(self.p.sessions) as s:
@@ -1342,8 +1343,8 @@ class _ShardCallbacks:
                 add_event(
                     s,
                     sub,
-                    f"[admin] episode {record.get('instance_id')}#{record.get('episode_index')} not stored: "
-                    f"{reason}: {str(record.get('detail') or '')[:500]}",
+                    f"[admin] episode {record.instance_id}#{record.episode_index} not stored: "
+                    f"{reason}: {(record.detail or '')[:500]}",
                 )
             return
         self.p.store_episode(self.shard_id, self.submission_id, record)

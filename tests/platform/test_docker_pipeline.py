@@ -531,10 +531,10 @@ def test_one_policy_container_serves_two_evaluator_streams_and_the_next_shard(
     try:
         first, records, policies = shard(0)
         assert first.status == "completed", first
-        assert sorted((r["instance_id"], r["episode_index"]) for r in records) == sorted(
+        assert sorted((r.instance_id, r.episode_index) for r in records) == sorted(
             (i.instance_id, 0) for i in instances
         )
-        assert all(r["valid"] and r["termination_reason"] == "horizon" for r in records), records
+        assert all(r.valid and r.termination_reason == "horizon" for r in records), records
         sizes = [int(m) for m in re.findall(r"BATCH size=(\d+) episodes=2", first.policy_log)]
         assert sizes and max(sizes) == 2, first.policy_log[-2000:]
         assert len(policies) == 1 and policies[0].status == "running"

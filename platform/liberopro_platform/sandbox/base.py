@@ -13,25 +13,32 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from liberopro.schema.reasons import TerminationReason
-from liberopro.schema.results import DoneEvent, EpisodeEvent, ErrorEvent, Event, HelloEvent, MetadataEvent
+from liberopro.schema.results import (
+    DoneEvent,
+    EpisodeEvent,
+    EpisodeRecord,
+    ErrorEvent,
+    Event,
+    HelloEvent,
+    MetadataEvent,
+)
 from liberopro.schema.shard import ShardSpec
 
 #: Termination reasons the platform adds to the evaluator's (it sees the policy container die),
 #: from the one vocabulary (:mod:`liberopro.schema.reasons`).
-POLICY_OUT_OF_MEMORY = TerminationReason.policy_out_of_memory.value
-POLICY_CRASHED = TerminationReason.policy_crashed.value
+POLICY_OUT_OF_MEMORY = TerminationReason.policy_out_of_memory
+POLICY_CRASHED = TerminationReason.policy_crashed
 
 #: Evaluator reasons that mean "the policy did not answer properly": the platform checks whether
 #: the policy process died during such an episode and then names the real cause.
-POLICY_TRANSPORT_FAILURES = tuple(
-    r.value
-    for r in (
+POLICY_TRANSPORT_FAILURES = frozenset(
+    {
         TerminationReason.policy_connect_error,
         TerminationReason.policy_http_error,
         TerminationReason.policy_timeout,
         TerminationReason.policy_bad_response,
         TerminationReason.policy_episode_timeout,
-    )
+    }
 )
 
 
@@ -124,8 +131,8 @@ class ShardCallbacks(Protocol):
     def on_metadata(self, metadata: dict[str, Any]) -> None:
         """The policy's ``/metadata``."""
 
-    def on_record(self, record: dict[str, Any]) -> None:
-        """One finished episode (an EpisodeRecord as a dict)."""
+    def on_record(self, record: EpisodeRecord) -> None:
+        """One finished episode, its cause named (:data:`NameCause`)."""
 
     def heartbeat(self) -> None:
         """Called at least every ``heartbeat_interval_s`` while the shard runs."""
@@ -134,13 +141,18 @@ class ShardCallbacks(Protocol):
         """True when the shard must stop now (the submission was cancelled)."""
 
 
+#: What a backend knows of an episode that the evaluator cannot: given a record, the record to
+#: store (the same one, or :meth:`EpisodeRecord.with_cause` when the policy died during it).
+NameCause = Callable[[EpisodeRecord], EpisodeRecord]
+
+
 def dispatch_event(
-    event: Event, callbacks: ShardCallbacks, name_cause: Callable[[dict[str, Any]], None] | None = None
+    event: Event, callbacks: ShardCallbacks, name_cause: NameCause | None = None
 ) -> DoneEvent | ErrorEvent | None:
     """Hand one event of a shard to ``callbacks`` (the one place backends consume the evaluator's
     events, :data:`liberopro.schema.results.Event`): ``hello`` to ``on_hello`` (versions),
-    ``metadata`` to ``on_metadata``, ``episode`` to ``on_record`` as a dict, after
-    ``name_cause`` (which may rewrite the record's ``termination_reason`` and ``detail`` when the
+    ``metadata`` to ``on_metadata``, ``episode`` to ``on_record`` as the typed record, after
+    ``name_cause`` (which may charge it to ``policy_crashed`` or ``policy_out_of_memory`` when the
     policy died during the episode). Returns the event that ends the shard (``done``, ``error``),
     else None; a ``conformance`` event (validation's, not a shard's) is ignored."""
     if isinstance(event, HelloEvent):
@@ -148,9 +160,7 @@ def dispatch_event(
     elif isinstance(event, MetadataEvent):
         callbacks.on_metadata(event.metadata)
     elif isinstance(event, EpisodeEvent):
-        record = event.record.model_dump(mode="json")
-        if name_cause is not None:
-            name_cause(record)
+        record = event.record if name_cause is None else name_cause(event.record)
         callbacks.on_record(record)
     elif isinstance(event, (DoneEvent, ErrorEvent)):
         return event

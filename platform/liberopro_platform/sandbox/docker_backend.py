@@ -47,7 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 import tenacity
-from liberopro.schema.results import ConformanceEvent, DoneEvent, EpisodeEvent, ErrorEvent
+from liberopro.schema.results import ConformanceEvent, DoneEvent, EpisodeEvent, EpisodeRecord, ErrorEvent
 from liberopro.schema.shard import CheckSpec, ShardSpec, parse_event
 
 from liberopro_platform.config import Settings
@@ -1067,9 +1067,13 @@ class DockerBackend:
         finished: DoneEvent | ErrorEvent | None = None
         status = None
 
-        def name_cause(record: dict[str, Any]) -> None:
-            if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES:
-                restarts["seen"] = self._name_policy_death(record, policy, watch, last["record_at"], restarts["seen"])
+        def name_cause(record: EpisodeRecord) -> EpisodeRecord:
+            if record.termination_reason not in POLICY_TRANSPORT_FAILURES:
+                return record
+            record, restarts["seen"] = self._name_policy_death(
+                record, policy, watch, last["record_at"], restarts["seen"]
+            )
+            return record
 
         while True:
             if time.monotonic() >= next_beat:
@@ -1126,14 +1130,15 @@ class DockerBackend:
         return ShardOutcome("infrastructure_error", "internal evaluator error", f"{detail}\n{internal}", policy_log)
 
     def _name_policy_death(
-        self, record: dict[str, Any], policy: Any, watch: _PolicyWatch, since: float, restarts_seen: int
-    ) -> int:
-        """If the policy container died during this episode, say so in the record (OOM or crash)."""
+        self, record: EpisodeRecord, policy: Any, watch: _PolicyWatch, since: float, restarts_seen: int
+    ) -> tuple[EpisodeRecord, int]:
+        """If the policy container died during this episode, charge the record to it (OOM or
+        crash); returns the record and the restarts seen so far."""
         state = _state(policy)
         restarts = int(policy.attrs.get("RestartCount", 0)) if state.get("Status") != "removed" else restarts_seen
         died = (not state.get("Running")) or state.get("Restarting") or restarts > restarts_seen
         if not died:
-            return restarts_seen
+            return record, restarts_seen
         # The engine's die event may trail the state: look again every 0.1 s for up to 5 s.
         deaths = tenacity.Retrying(
             stop=tenacity.stop_after_delay(5.0),
@@ -1142,20 +1147,16 @@ class DockerBackend:
             retry_error_callback=lambda st: st.outcome.result(),
         )(watch.deaths_since, since - 1.0)
         death = deaths[-1] if deaths else {"oom": bool(state.get("OOMKilled")), "exit_code": state.get("ExitCode")}
-        original = f"{record['termination_reason']}: {record.get('detail') or ''}".strip()
         if death["oom"]:
-            record["termination_reason"] = POLICY_OUT_OF_MEMORY
-            record["detail"] = (
-                f"the policy container was killed for exceeding its memory limit "
-                f"({self.settings.policy_memory}); the evaluator saw {original}"
+            record = record.with_cause(
+                POLICY_OUT_OF_MEMORY,
+                f"the policy container was killed for exceeding its memory limit ({self.settings.policy_memory})",
             )
         else:
-            record["termination_reason"] = POLICY_CRASHED
-            record["detail"] = (
-                f"the policy container exited with code {death['exit_code']} during the "
-                f"episode; the evaluator saw {original}"
+            record = record.with_cause(
+                POLICY_CRASHED, f"the policy container exited with code {death['exit_code']} during the episode"
             )
-        return max(restarts, restarts_seen)
+        return record, max(restarts, restarts_seen)
 
     # ------------------------------------------------------------ cleanup
     def _filters(self, worker: str | None = None) -> dict[str, list[str]]:

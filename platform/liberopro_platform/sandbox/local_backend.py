@@ -12,10 +12,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from liberopro.policy_connection import PolicyConnection
-from liberopro.schema.results import Event
+from liberopro.schema.results import EpisodeRecord, Event
 from liberopro.schema.shard import CheckSpec, ShardSpec
 from liberopro.shard import ShardStopped, check, run_shard
 
@@ -135,17 +134,13 @@ class LocalBackend:
 
         opened: dict[str, PolicyConnection] = {}
 
-        def name_cause(record: dict[str, Any]) -> None:
+        def name_cause(record: EpisodeRecord) -> EpisodeRecord:
             policy = opened.get("policy")
-            if policy is None:
-                return
-            if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES and not policy.running():
-                code = policy.exit_code()
-                record["detail"] = (
-                    f"the policy process exited with code {code} during the episode; "
-                    f"the evaluator saw {record['termination_reason']}: {record.get('detail')}"
-                )
-                record["termination_reason"] = POLICY_CRASHED
+            if policy is None or record.termination_reason not in POLICY_TRANSPORT_FAILURES or policy.running():
+                return record
+            return record.with_cause(
+                POLICY_CRASHED, f"the policy process exited with code {policy.exit_code()} during the episode"
+            )
 
         def emit(event: Event) -> None:
             dispatch_event(event, callbacks, name_cause)
