@@ -278,7 +278,7 @@ def _stopped(**_: object) -> None:
     starts again and sweeps them)."""
     if _heartbeat is not None:
         _heartbeat.stop()
-    if _pipeline is not None and _pipeline._backend is not None:
+    if _pipeline is not None and _pipeline.has_backend:
         try:
             released = _pipeline.release_all_policies()
         except Exception:  # noqa: BLE001 - shutting down: log and go on

@@ -329,7 +329,7 @@ def test_no_live_worker_is_the_stuck_reason(pipeline):
     from liberopro_platform.models import Submission, WorkerHeartbeat, utcnow
 
     later = utcnow() + dt.timedelta(hours=30)  # every real row of the shared database is stale then
-    pipeline._now = lambda: later
+    pipeline.now = lambda: later
     since = later - dt.timedelta(minutes=1)
     qid = make_submission(pipeline, state="queued", shards=(), created_at=since, state_since=since)
     aid = make_submission(pipeline, state="aggregating", shards=(), created_at=since, state_since=since)
@@ -452,6 +452,7 @@ def test_a_kept_policy_container_is_released_once_nothing_of_its_submission_will
     submission's container goes (one shard at a time per worker)."""
     from liberopro_platform.db import transaction
     from liberopro_platform.models import Shard
+    from liberopro_platform.pipeline.policies import release_policies
 
     two = ((["i1", 0],), (["i1", 1],))
     queued = make_submission(pipeline, shards=two)
@@ -477,8 +478,8 @@ def test_a_kept_policy_container_is_released_once_nothing_of_its_submission_will
     assert holder.held == {queued, here}
     assert pipeline.release_idle_policies() == []  # nothing changed: nothing more to release
 
-    with pipeline._policy_lock:
-        assert pipeline._release_policies(keep=here) == [queued]
+    with pipeline.policy_lock:
+        assert release_policies(pipeline, keep=here) == [queued]
     assert holder.held == {here}
 
 
@@ -530,7 +531,8 @@ def test_an_evaluator_stream_that_died_leaves_its_episode_missing_for_the_next_a
     an [admin] event says why, and the shard's attempt ends with the episode missing, so it is
     retried."""
     from liberopro_platform.models import Episode, Shard, Submission
-    from liberopro_platform.pipeline import _ShardCallbacks
+    from liberopro_platform.pipeline import StoringCallbacks
+    from liberopro_platform.pipeline.shard_end import after_shard
     from liberopro_platform.sandbox.base import ShardOutcome
 
     sid = make_submission(pipeline)
@@ -539,7 +541,7 @@ def test_an_evaluator_stream_that_died_leaves_its_episode_missing_for_the_next_a
     with pipeline.sessions() as s:
         s.get(Shard, shard_id).attempts = 1
         s.commit()
-    cb = _ShardCallbacks(pipeline, shard_id, sid)
+    cb = StoringCallbacks(pipeline, shard_id, sid)
     cb.on_record(record("i1", 0))
     crashed = record("i1", 1, "worker_crashed", "the worker process running this episode died twice")
     cb.on_record(crashed)
@@ -548,7 +550,7 @@ def test_an_evaluator_stream_that_died_leaves_its_episode_missing_for_the_next_a
         events = [e.message for e in s.get(Submission, sid).events]
     assert stored == [0]
     assert any(m.startswith("[admin] episode i1#1 not stored: worker_crashed") for m in events), events
-    pipeline._after_shard(shard_id, ShardOutcome("completed", "", "", ""))
+    after_shard(pipeline, shard_id, ShardOutcome("completed", "", "", ""))
     with pipeline.sessions() as s:
         shard = s.get(Shard, shard_id)
         assert shard.state == "queued" and "1 of 2 episodes stored" in shard.last_error
