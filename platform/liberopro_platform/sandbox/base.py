@@ -108,6 +108,32 @@ class ShardOutcome:
     policy_log: str = ""
 
 
+#: How a submitter reproduces a validation failure on their machine, with the sandbox's restrictions.
+LOCAL_RUN_HINT = (
+    "reproduce it locally: `docker run --rm -p 8000:8000 --read-only --tmpfs /tmp "
+    "--user 65534:65534 --cap-drop ALL --security-opt no-new-privileges IMAGE`, then "
+    "`liberopro check-policy http://127.0.0.1:8000`"
+)
+
+
+def validation_outcome(report: dict[str, Any], policy_log: str) -> ValidationOutcome:
+    """Turn a conformance report into what the submitter reads (both backends)."""
+    if report.get("ok"):
+        return ValidationOutcome(ok=True, report=report, metadata=report.get("metadata"), policy_log=policy_log)
+    failed = [c for c in report.get("checks", []) if not c.get("ok")]
+    failure = (
+        "the policy failed the conformance check: "
+        + "; ".join(f"{c['name']}: {c.get('detail') or 'failed'}" for c in failed)
+        if failed
+        else "the conformance check ran no check"
+    )
+    hints = [c["hint"] for c in failed if c.get("hint")]
+    fix = (hints[0] + "; " if hints else "") + LOCAL_RUN_HINT
+    return ValidationOutcome(
+        ok=False, report=report, failure=failure, fix=fix, metadata=report.get("metadata"), policy_log=policy_log
+    )
+
+
 def policy_error_outcome(
     reason: str, detail: str, cause: str = "", internal: str = "", policy_log: str = ""
 ) -> ShardOutcome:
@@ -169,6 +195,7 @@ def dispatch_event(
 
 class SandboxBackend(Protocol):
     """Validates policies and runs shards. Implementations: :class:`~.docker_backend.DockerBackend`
+    (its parts in :mod:`.docker`)
     and :class:`~.local_backend.LocalBackend`."""
 
     name: str

@@ -30,8 +30,8 @@ from liberopro_platform.sandbox.base import (
     dispatch_event,
     policy_error_outcome,
     truncate_log,
+    validation_outcome,
 )
-from liberopro_platform.sandbox.docker_backend import _validation_outcome
 
 log = logging.getLogger("liberopro_platform.sandbox.local")
 
@@ -106,7 +106,7 @@ class LocalBackend:
             )
         finally:
             stop.set()
-        return _validation_outcome(report, truncate_log(_read(log_path), s.log_max_bytes))
+        return validation_outcome(report, truncate_log(_read(log_path), s.log_max_bytes))
 
     def run_shard(
         self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks, time_limit_s: float
