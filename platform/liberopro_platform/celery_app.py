@@ -160,7 +160,8 @@ def _task_key(message: dict[str, Any]) -> tuple[str, str, dt.datetime | None] | 
     """``(kind, argument, eta)`` of one of our task messages as kombu stores it in Redis, else None."""
     try:
         headers = message.get("headers") or {}
-        kind = KINDS.get(headers.get("task"))
+        task = headers.get("task")
+        kind = KINDS.get(task) if isinstance(task, str) else None
         if kind is None:
             return None
         body = message["body"]

@@ -169,7 +169,7 @@ def shard_spec(p: Pipeline, shard_id: int, attempt: Attempt) -> ShardSpec | None
         if manifest.sha256 != attempt.manifest_sha256:
             raise ManifestError(
                 f"the manifest changed since planning ({(attempt.manifest_sha256 or '')[:12]} -> "
-                f"{manifest.sha256[:12]})"
+                f"{(manifest.sha256 or '')[:12]})"
             )
     except ManifestError as exc:
         with transaction(p.sessions) as s:

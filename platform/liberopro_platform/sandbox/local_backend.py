@@ -26,6 +26,7 @@ from liberopro_platform.sandbox.base import (
     PolicySource,
     ShardCallbacks,
     ShardOutcome,
+    ShardStatus,
     ValidationOutcome,
     dispatch_event,
     policy_error_outcome,
@@ -79,8 +80,7 @@ class LocalBackend:
         beater.start()
         try:
             from liberopro.policy_process import PolicyProcess
-
-            from submission_spec import PolicyError
+            from submission_spec.client import PolicyError
         except BaseException:
             stop.set()
             raise
@@ -113,7 +113,7 @@ class LocalBackend:
     ) -> ShardOutcome:
         """Run the shard in this process against the command's server (started by the shard
         runner once the shard's instances were checked, restarted up to ``policy_restarts`` times)."""
-        from submission_spec import PolicyError
+        from submission_spec.client import PolicyError
 
         s = self.settings
         log_path = self.logs / f"{spec.submission_id}-shard{spec.shard_index}.log"
@@ -160,7 +160,7 @@ class LocalBackend:
             )
             return ShardOutcome("completed", policy_log=truncate_log(_read(log_path), s.log_max_bytes))
         except ShardStopped:
-            status = "timed_out" if flags["timed_out"] else "stopped"
+            status: ShardStatus = "timed_out" if flags["timed_out"] else "stopped"
             message = (
                 f"the shard did not finish within its time limit ({time_limit_s:.0f} s)"
                 if status == "timed_out"

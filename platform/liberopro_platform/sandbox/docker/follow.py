@@ -182,7 +182,7 @@ def outcome(
         return policy_error_outcome(
             _failure_reason(finished.reason), str(finished.message), cause, internal, policy_log
         )
-    detail = finished.message if finished else f"evaluator exited with code {exit_code}"
+    detail = f"{finished.message}" if finished else f"evaluator exited with code {exit_code}"
     if state(evaluator).get("OOMKilled"):
         detail = f"the evaluator ran out of memory ({s.evaluator_memory}); " + detail
     return ShardOutcome("infrastructure_error", "internal evaluator error", f"{detail}\n{internal}", policy_log)
