@@ -4,7 +4,6 @@ a worker, beat, teams/users/tokens, the sandbox sweep and firewall)."""
 from __future__ import annotations
 
 import socket
-import sys
 
 import typer
 
@@ -214,4 +213,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -160,7 +160,8 @@ def _task_key(message: dict[str, Any]) -> tuple[str, str, dt.datetime | None] | 
     """``(kind, argument, eta)`` of one of our task messages as kombu stores it in Redis, else None."""
     try:
         headers = message.get("headers") or {}
-        kind = KINDS.get(headers.get("task"))
+        task = headers.get("task")
+        kind = KINDS.get(task) if isinstance(task, str) else None
         if kind is None:
             return None
         body = message["body"]
@@ -278,7 +279,7 @@ def _stopped(**_: object) -> None:
     starts again and sweeps them)."""
     if _heartbeat is not None:
         _heartbeat.stop()
-    if _pipeline is not None and _pipeline._backend is not None:
+    if _pipeline is not None and _pipeline.has_backend:
         try:
             released = _pipeline.release_all_policies()
         except Exception:  # noqa: BLE001 - shutting down: log and go on

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -23,6 +23,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from liberopro_platform.db import transaction
 from liberopro_platform.models import WorkerHeartbeat, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy import CursorResult
 
 log = logging.getLogger("liberopro_platform.heartbeat")
 
@@ -164,7 +167,10 @@ class HeartbeatWriter:
         with self._lock:
             try:
                 with transaction(self.sessions) as s:
-                    res = s.execute(update(WorkerHeartbeat).where(WorkerHeartbeat.name == self.name).values(**values))
+                    res = cast(
+                        "CursorResult[Any]",
+                        s.execute(update(WorkerHeartbeat).where(WorkerHeartbeat.name == self.name).values(**values)),
+                    )
                     if res.rowcount == 0:
                         s.add(WorkerHeartbeat(name=self.name, **{"started_at": now, **values}))
                 return True

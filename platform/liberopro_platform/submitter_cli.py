@@ -111,11 +111,10 @@ def _local_image(image: str) -> tuple[Any | None, str]:
     """The image named ``image`` on the local Docker engine, or None and why not (absent, or the
     engine does not answer)."""
     try:
+        from docker.client import DockerClient
         from docker.errors import ImageNotFound
 
-        import docker
-
-        client = docker.from_env()
+        client = DockerClient.from_env()
         try:
             return client.images.get(image), ""
         except ImageNotFound:
@@ -183,9 +182,9 @@ def plan_submit(c: PlatformClient, image: str, force_upload: bool) -> SubmitPlan
 
 
 def _save_image(image: str, dest: Path) -> int:
-    import docker
+    from docker.client import DockerClient
 
-    img = docker.from_env().images.get(image)
+    img = DockerClient.from_env().images.get(image)
     size = 0
     with dest.open("wb") as fh:
         for chunk in img.save(named=True):

@@ -388,13 +388,14 @@ def test_policy_container_restrictions(docker_client, platform_images, platform_
     """What the policy container is created with, read back from the engine; gVisor and GPUs
     are configuration (runc stands in for runsc here: no GPU or gVisor on this machine). An
     evaluator stream on a GPU (issue 12) gets its one device round-robin and the driver's EGL."""
-    from liberopro_platform.sandbox.docker_backend import DockerBackend, _Sandbox
+    from liberopro_platform.sandbox.docker.containers import Sandbox
+    from liberopro_platform.sandbox.docker_backend import DockerBackend
 
     settings = platform_settings.model_copy(
         update={"runtime": "runc", "gpus": "all", "evaluator_gpus": ["1", "2"], "evaluator_gpus_share_policy": True}
     )
     backend = DockerBackend(settings, "restrictions@test")
-    with _Sandbox(backend, "restrictions", "validation") as sb:
+    with Sandbox(backend, "restrictions", "validation") as sb:
         c = sb.create_policy(platform_images[EXAMPLE_IMAGE], restarts=2)
         host = docker_client.api.inspect_container(c.id)["HostConfig"]
         ev = docker_client.api.inspect_container(sb.create_evaluator(["check"], stream=3, streams=3).id)
@@ -424,14 +425,15 @@ def test_evaluator_cpu_quota_never_exceeds_the_engine(docker_client, platform_se
     """LIBEROPRO_EVALUATOR_STREAMS beyond what the engine's CPUs give at evaluator_cpus per stream:
     the engine refuses a quota above its CPUs, so the quota is capped there (was: every shard of a
     batching policy failed at create with "Range of CPUs is from 0.01 to N")."""
-    from liberopro_platform.sandbox.docker_backend import DockerBackend, _Sandbox
+    from liberopro_platform.sandbox.docker.containers import Sandbox
+    from liberopro_platform.sandbox.docker_backend import DockerBackend
 
     ncpu = int(docker_client.info()["NCPU"])
     settings = platform_settings.model_copy(update={"evaluator_cpus": 1.0, "evaluator_streams": ncpu + 2})
     backend = DockerBackend(settings, "cpuquota@test")
     quota = {}
     for streams in (ncpu + 2, 1):
-        with _Sandbox(backend, "cpuquota", f"shard{streams}") as sb:
+        with Sandbox(backend, "cpuquota", f"shard{streams}") as sb:
             ev = sb.create_evaluator(["run"], streams=streams)
             quota[streams] = docker_client.api.inspect_container(ev.id)["HostConfig"]["NanoCpus"]
     assert quota == {ncpu + 2: ncpu * 10**9, 1: 10**9}
@@ -499,7 +501,8 @@ def test_one_policy_container_serves_two_evaluator_streams_and_the_next_shard(
     from liberopro.schema.shard import ShardSpec
     from liberopro_platform.planning import load_manifest
     from liberopro_platform.sandbox.base import PolicySource
-    from liberopro_platform.sandbox.docker_backend import LABEL_SUBMISSION, DockerBackend
+    from liberopro_platform.sandbox.docker.labels import LABEL_SUBMISSION
+    from liberopro_platform.sandbox.docker_backend import DockerBackend
 
     settings = platform_settings.model_copy(update={"evaluator_streams": 2})
     backend = DockerBackend(settings, f"streams-{secrets.token_hex(3)}@test")
@@ -531,10 +534,10 @@ def test_one_policy_container_serves_two_evaluator_streams_and_the_next_shard(
     try:
         first, records, policies = shard(0)
         assert first.status == "completed", first
-        assert sorted((r["instance_id"], r["episode_index"]) for r in records) == sorted(
+        assert sorted((r.instance_id, r.episode_index) for r in records) == sorted(
             (i.instance_id, 0) for i in instances
         )
-        assert all(r["valid"] and r["termination_reason"] == "horizon" for r in records), records
+        assert all(r.valid and r.termination_reason == "horizon" for r in records), records
         sizes = [int(m) for m in re.findall(r"BATCH size=(\d+) episodes=2", first.policy_log)]
         assert sizes and max(sizes) == 2, first.policy_log[-2000:]
         assert len(policies) == 1 and policies[0].status == "running"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from liberopro_platform.config import Settings
-from liberopro_platform.sandbox.docker_backend import evaluator_gpu_options
+from liberopro_platform.sandbox.docker.containers import evaluator_gpu_options
 from pydantic import ValidationError
 
 

@@ -247,7 +247,8 @@ def test_image_volumes_become_size_limited_tmpfs(platform_settings, platform_ima
     """A policy image declaring VOLUMEs fills each: every write stops at the tmpfs size (as does
     /dev/shm at its size, and the read-only root at once); no volume is created on the engine."""
     from liberopro_platform.sandbox.base import PolicySource
-    from liberopro_platform.sandbox.docker_backend import DockerBackend, _Sandbox
+    from liberopro_platform.sandbox.docker.containers import Sandbox
+    from liberopro_platform.sandbox.docker_backend import DockerBackend
 
     image, _ = docker_client.images.build(
         path=str(HOSTILE_DIR),
@@ -262,7 +263,7 @@ def test_image_volumes_become_size_limited_tmpfs(platform_settings, platform_ima
     prepared = backend.prepare(PolicySource(submission_id="volumetest", image=image.id))
     assert any("VOLUME /data /var/cache/policy" in n and "tmpfs of 16m" in n for n in prepared.notes), prepared.notes
     volumes_before = {v.name for v in docker_client.volumes.list()}
-    with _Sandbox(backend, "volumetest", "validation") as sb:
+    with Sandbox(backend, "volumetest", "validation") as sb:
         c = sb.start_policy(image.id, restarts=0)
         end = time.monotonic() + 60
         logs = ""
@@ -292,8 +293,9 @@ def test_a_shard_on_a_node_without_the_image_loads_it_from_the_kept_upload(docke
     loads it again from the upload kept on the shared data directory, and refuses an archive that
     no longer holds that image or a submission it cannot fetch at all."""
     from docker.errors import ImageNotFound
+    from liberopro_platform.image_refs import SUBMISSION_REPO
     from liberopro_platform.sandbox.base import PolicySource, SandboxError
-    from liberopro_platform.sandbox.docker_backend import SUBMISSION_REPO, DockerBackend
+    from liberopro_platform.sandbox.docker_backend import DockerBackend
 
     marker = secrets.token_hex(4)
     dockerfile = f"FROM {EXAMPLE_IMAGE}\nLABEL org.liberopro.test.node={marker}\n".encode()

@@ -111,6 +111,9 @@ def test_local_backend_names_a_policy_process_that_crashed_mid_episode_and_resta
     outcome = backend.run_shard(PolicySource(submission_id="crash", command=command), spec, callbacks, 600)
     assert outcome.status == "completed", outcome
     assert callbacks.hello["stack"]["mujoco"] and callbacks.metadata["policy_name"] == "example-zero"
-    assert [r["termination_reason"] for r in callbacks.records] == [POLICY_CRASHED, POLICY_CRASHED]
-    assert all("the policy process exited with code 3 during the episode" in r["detail"] for r in callbacks.records)
+    assert [r.termination_reason for r in callbacks.records] == [POLICY_CRASHED, POLICY_CRASHED]
+    assert all(
+        r.detail and r.detail.startswith("the policy process exited with code 3 during the episode; the evaluator saw ")
+        for r in callbacks.records
+    )
     assert outcome.policy_log.count("CRASH exiting with code 3") == 2  # restarted once, crashed again

@@ -5,7 +5,8 @@ engine reports and the sandbox containers running on it. No services."""
 from __future__ import annotations
 
 from liberopro_platform.config import Settings
-from liberopro_platform.sandbox.docker_backend import LABEL, LABEL_WORKER, DockerBackend
+from liberopro_platform.sandbox.docker.labels import LABEL, LABEL_WORKER
+from liberopro_platform.sandbox.docker_backend import DockerBackend
 
 GIB = 2**30
 

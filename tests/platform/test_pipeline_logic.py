@@ -74,8 +74,29 @@ def make_submission(pipeline, state="running", shards=((["i1", 0], ["i1", 1]),),
         return sub.id
 
 
-def record(instance_id: str, episode: int, reason: str = "horizon") -> dict:
-    return {"instance_id": instance_id, "episode_index": episode, "success": False, "termination_reason": reason}
+def record(instance_id: str, episode: int, reason: str = "horizon", detail: str | None = None):
+    """A minimal episode record (:class:`liberopro.schema.results.EpisodeRecord`, as the shard callbacks get it)."""
+    from liberopro.schema.reasons import TerminationReason
+    from liberopro.schema.results import EpisodeRecord
+
+    return EpisodeRecord(
+        instance_id=instance_id,
+        case="nominal",
+        suite="libero_spatial",
+        task_index=0,
+        task_name="t",
+        episode_index=episode,
+        init_state_id=episode,
+        seed=0,
+        success=False,
+        steps=10,
+        horizon=10,
+        termination_reason=TerminationReason(reason),
+        detail=detail,
+        instruction="do it",
+        episode_id=f"{instance_id}#{episode}",
+        wall_s=1.0,
+    )
 
 
 def test_manifest_is_checked_and_cut_into_task_grouped_shards(tmp_path):
@@ -308,7 +329,7 @@ def test_no_live_worker_is_the_stuck_reason(pipeline):
     from liberopro_platform.models import Submission, WorkerHeartbeat, utcnow
 
     later = utcnow() + dt.timedelta(hours=30)  # every real row of the shared database is stale then
-    pipeline._now = lambda: later
+    pipeline.now = lambda: later
     since = later - dt.timedelta(minutes=1)
     qid = make_submission(pipeline, state="queued", shards=(), created_at=since, state_since=since)
     aid = make_submission(pipeline, state="aggregating", shards=(), created_at=since, state_since=since)
@@ -412,16 +433,17 @@ class PolicyHolder(SweepCounter):
         return 2
 
 
-def test_shard_streams_never_exceed_what_the_policy_declares_or_the_episodes():
-    from liberopro_platform.pipeline import shard_streams
+def test_shard_streams_follow_what_the_policy_declared_at_validation():
+    """The stored ``/metadata`` gives the declared concurrency; the rule itself is the schema's
+    (``liberopro.schema.shard.shard_streams``, tests/evaluator/test_shard_streams.py)."""
+    from liberopro.schema.shard import shard_streams
+    from liberopro_platform.pipeline import max_concurrent_episodes
 
-    assert shard_streams(4, "liberopro", {"max_concurrent_episodes": 16}, 20) == 4
-    assert shard_streams(8, "liberopro", {"max_concurrent_episodes": 2}, 20) == 2
-    assert shard_streams(8, "liberopro", {"max_concurrent_episodes": 16}, 3) == 3
-    assert shard_streams(4, "liberopro", {"max_concurrent_episodes": None}, 20) == 1  # spec 1.0
-    assert shard_streams(4, "liberopro", None, 20) == 1  # no metadata recorded
-    assert shard_streams(8, "openpi", {"max_concurrent_episodes": 16}, 20) == 1  # no episodes on its wire
-    assert shard_streams(8, "openvla", None, 20) == 1
+    assert max_concurrent_episodes({"max_concurrent_episodes": 16}) == 16
+    assert max_concurrent_episodes({"max_concurrent_episodes": None}) is None  # spec 1.0
+    assert max_concurrent_episodes(None) is None  # no metadata recorded
+    assert shard_streams(8, "liberopro", max_concurrent_episodes({"max_concurrent_episodes": 2}), 20) == 2
+    assert shard_streams(8, "openpi", max_concurrent_episodes({"max_concurrent_episodes": 16}), 20) == 1
 
 
 def test_a_kept_policy_container_is_released_once_nothing_of_its_submission_will_run_here(pipeline):
@@ -430,6 +452,7 @@ def test_a_kept_policy_container_is_released_once_nothing_of_its_submission_will
     submission's container goes (one shard at a time per worker)."""
     from liberopro_platform.db import transaction
     from liberopro_platform.models import Shard
+    from liberopro_platform.pipeline.policies import release_policies
 
     two = ((["i1", 0],), (["i1", 1],))
     queued = make_submission(pipeline, shards=two)
@@ -455,8 +478,8 @@ def test_a_kept_policy_container_is_released_once_nothing_of_its_submission_will
     assert holder.held == {queued, here}
     assert pipeline.release_idle_policies() == []  # nothing changed: nothing more to release
 
-    with pipeline._policy_lock:
-        assert pipeline._release_policies(keep=here) == [queued]
+    with pipeline.policy_lock:
+        assert release_policies(pipeline, keep=here) == [queued]
     assert holder.held == {here}
 
 
@@ -508,7 +531,8 @@ def test_an_evaluator_stream_that_died_leaves_its_episode_missing_for_the_next_a
     an [admin] event says why, and the shard's attempt ends with the episode missing, so it is
     retried."""
     from liberopro_platform.models import Episode, Shard, Submission
-    from liberopro_platform.pipeline import _ShardCallbacks
+    from liberopro_platform.pipeline import StoringCallbacks
+    from liberopro_platform.pipeline.shard_end import after_shard
     from liberopro_platform.sandbox.base import ShardOutcome
 
     sid = make_submission(pipeline)
@@ -517,16 +541,16 @@ def test_an_evaluator_stream_that_died_leaves_its_episode_missing_for_the_next_a
     with pipeline.sessions() as s:
         s.get(Shard, shard_id).attempts = 1
         s.commit()
-    cb = _ShardCallbacks(pipeline, shard_id, sid)
+    cb = StoringCallbacks(pipeline, shard_id, sid)
     cb.on_record(record("i1", 0))
-    crashed = record("i1", 1, "worker_crashed") | {"detail": "the worker process running this episode died twice"}
+    crashed = record("i1", 1, "worker_crashed", "the worker process running this episode died twice")
     cb.on_record(crashed)
     with pipeline.sessions() as s:
         stored = s.scalars(select(Episode.episode_index).where(Episode.submission_id == sid)).all()
         events = [e.message for e in s.get(Submission, sid).events]
     assert stored == [0]
     assert any(m.startswith("[admin] episode i1#1 not stored: worker_crashed") for m in events), events
-    pipeline._after_shard(shard_id, ShardOutcome("completed", "", "", ""))
+    after_shard(pipeline, shard_id, ShardOutcome("completed", "", "", ""))
     with pipeline.sessions() as s:
         shard = s.get(Shard, shard_id)
         assert shard.state == "queued" and "1 of 2 episodes stored" in shard.last_error

@@ -221,7 +221,8 @@ def assert_isolated(probe: Probe, me: Side, other: Side) -> None:
 def test_two_live_sandboxes_cannot_reach_each_other(docker_client, platform_images, platform_settings, neighbour_image):
     from liberopro_platform.sandbox import firewall
     from liberopro_platform.sandbox.base import PolicySource
-    from liberopro_platform.sandbox.docker_backend import LABEL_WORKER, DockerBackend
+    from liberopro_platform.sandbox.docker.labels import LABEL_WORKER
+    from liberopro_platform.sandbox.docker_backend import DockerBackend
 
     t0 = time.monotonic()
     token = secrets.token_hex(3)

@@ -191,6 +191,14 @@ class EpisodeRecord(BaseModel):
         d = self.model_dump(exclude={"latency", "episode_id", "wall_s", "loop_s", "renders", "video", "actions"})
         return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in d.items()))
 
+    def with_cause(self, reason: TerminationReason, cause: str) -> EpisodeRecord:
+        """This record charged to ``reason`` for ``cause``, which the evaluator could not see (the
+        platform saw the policy's process or container die during the episode): a copy whose
+        ``detail`` is ``cause``, then what the evaluator saw, ``"CAUSE; the evaluator saw
+        REASON: DETAIL"``, so the original reason stays readable."""
+        saw = f"{self.termination_reason}: {self.detail or ''}".strip()
+        return self.model_copy(update={"termination_reason": reason, "detail": f"{cause}; the evaluator saw {saw}"})
+
     @property
     def diagnostic_label(self) -> str:
         parts = [

@@ -4,6 +4,9 @@
   reads; the platform writes it).
 * :class:`CheckSpec`: the time limits of the validation check (``python -m liberopro.shard check``
   reads it as its JSON argument).
+* :func:`shard_streams` (with :func:`shard_streams_reason`): how many simulator streams a shard
+  runs against one policy, the one rule for the platform (which sets ``ShardSpec.streams``) and
+  the shard runner (which caps it again by the policy's live ``/metadata``).
 * :data:`MARK`, :func:`event_line`, :func:`parse_event`: the runner's stdout protocol, one
   ``LIBEROPRO-EVENT {json}`` line per :data:`liberopro.schema.results.Event` (the union itself,
   keyed on ``type``, lives in :mod:`liberopro.schema.results`; ``docs/results.md``).
@@ -61,7 +64,7 @@ class ShardSpec(BaseModel):
     policy that is down before an episode), ``render_size`` (camera pixels, square; None: from
     the policy's metadata, :func:`liberopro.evaluation.auto_render_size`), ``streams`` (simulator
     processes run at once against the one policy, capped by what it declares it serves at once
-    and by the episodes: :func:`liberopro.shard.shard_streams`). Unknown keys are refused
+    and by the episodes: :func:`shard_streams`). Unknown keys are refused
     (``extra="forbid"``).
     """
 
@@ -91,3 +94,32 @@ class CheckSpec(BaseModel):
     health_timeout_s: float = 120.0
     request_timeout_s: float = 30.0
     act_limit_s: float = 10.0
+
+
+# ------------------------------------------------------------------------------ shard scheduling
+def declared_concurrency(max_concurrent_episodes: int | None) -> int:
+    """Episodes a policy serves at once by its ``/metadata``: its ``max_concurrent_episodes``
+    (spec 1.1), 1 when it declares none (every spec-1.0 policy)."""
+    return int(max_concurrent_episodes) if max_concurrent_episodes else 1
+
+
+def _served_at_once(protocol: str, max_concurrent_episodes: int | None) -> int:
+    # openpi and OpenVLA servers count as 1: their wire carries no episode, so concurrent streams
+    # would only queue behind each other (serialised, docs/platform.md).
+    return declared_concurrency(max_concurrent_episodes) if protocol == "liberopro" else 1
+
+
+def shard_streams(requested: int, protocol: str, max_concurrent_episodes: int | None, episodes: int) -> int:
+    """Simulator streams of one shard: ``requested`` (the platform's ``evaluator_streams``, or what
+    the engine fits; in the shard runner ``ShardSpec.streams``), at most what the policy serves at
+    once (for the ``liberopro`` protocol its declared ``max_concurrent_episodes``,
+    :func:`declared_concurrency`; openpi and OpenVLA servers 1: their wire has no episode) and at
+    most ``episodes``; at least 1."""
+    return max(1, min(int(requested), _served_at_once(protocol, max_concurrent_episodes), int(episodes)))
+
+
+def shard_streams_reason(requested: int, protocol: str, max_concurrent_episodes: int | None, episodes: int) -> str:
+    """One line saying why :func:`shard_streams` chose its number (the shard runner logs it)."""
+    n = shard_streams(requested, protocol, max_concurrent_episodes, episodes)
+    serves = _served_at_once(protocol, max_concurrent_episodes)
+    return f"{n} stream(s): {requested} asked, the policy serves {serves} at once, {episodes} episode(s)"

@@ -12,6 +12,7 @@ of any size costs the server one read of the headers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from fastapi import HTTPException
 from starlette.datastructures import Headers
@@ -95,6 +96,6 @@ class BodyLimitMiddleware:
             await _reply(scope, receive, send, 413, exc.detail)
 
 
-async def _reply(scope: Scope, receive: Receive, send: Send, status: int, detail: dict) -> None:
+async def _reply(scope: Scope, receive: Receive, send: Send, status: int, detail: Any) -> None:
     # Connection: close, since the unread rest of the body cannot be skipped on a kept-alive connection.
     await JSONResponse({"detail": detail}, status_code=status, headers={"Connection": "close"})(scope, receive, send)

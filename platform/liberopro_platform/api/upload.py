@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 from fastapi import HTTPException, Request
@@ -21,6 +22,9 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 
 from liberopro_platform.api.limits import BodyTooLarge
 from liberopro_platform.api.schemas import text_problem
+
+if TYPE_CHECKING:
+    from python_multipart.multipart import MultipartCallbacks
 
 NOTE_MAX_CHARS = 2000
 TAR_FIX = "create it with `docker save IMAGE -o policy.tar` and send it as the multipart field 'file'"
@@ -84,7 +88,7 @@ class _Parts:
         self.note = bytearray()
         self.file_done = False
 
-    def callbacks(self) -> dict:
+    def callbacks(self) -> MultipartCallbacks:
         return {
             "on_part_begin": self.part_begin,
             "on_header_field": self.header_field_data,

@@ -33,7 +33,7 @@ import posixpath
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 MAX_JSON_BYTES = 16 * 2**20
 MAX_MEMBERS = 20_000
@@ -120,7 +120,7 @@ def _add_bytes(out: tarfile.TarFile, name: str, data: bytes) -> None:
 class _HashingReader(io.RawIOBase):
     """Reads ``size`` bytes of ``src``, hashing them and checking the first bytes' magic."""
 
-    def __init__(self, src: BinaryIO, hash_it: bool) -> None:
+    def __init__(self, src: IO[bytes], hash_it: bool) -> None:
         self.src = src
         self.sha = hashlib.sha256() if hash_it else None
         self.head = b""
@@ -142,12 +142,7 @@ def sanitize_archive(src: str | Path, dst: str | Path) -> SanitizedArchive:
     """Copy the ``docker save`` archive ``src`` to ``dst`` without any image name (see the
     module docstring for every check). Raises :class:`ArchiveRejected` with the reason; ``dst``
     is then incomplete and the caller removes it."""
-    seen: dict[str, str] = {}  # name -> "file" | "dir" | "link"
-    links: dict[str, str] = {}  # link name -> resolved target
-    hashes: dict[str, str] = {}
-    manifest: dict | None = None
-    dropped: list[str] = []
-    members = 0
+    copy = _Copy()
     size_in = Path(src).stat().st_size
     try:
         with (
@@ -155,57 +150,7 @@ def sanitize_archive(src: str | Path, dst: str | Path) -> SanitizedArchive:
             tarfile.open(dst, mode="w", format=tarfile.PAX_FORMAT) as out,
         ):
             for m in tar:
-                members += 1
-                if members > MAX_MEMBERS:
-                    raise ArchiveRejected(f"the archive has more than {MAX_MEMBERS} members")
-                name = _clean_name(m.name)
-                if name in seen:
-                    raise ArchiveRejected(f"member {name!r} appears twice")
-                if m.isdir():
-                    seen[name] = "dir"
-                    info = tarfile.TarInfo(name)
-                    info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
-                    out.addfile(info)
-                    continue
-                if m.issym():
-                    target = m.linkname
-                    if not target or target.startswith("/") or "\x00" in target:
-                        raise ArchiveRejected(f"symlink {name!r} points outside the archive ({target[:80]!r})")
-                    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
-                    if resolved.startswith("..") or resolved.startswith("/"):
-                        raise ArchiveRejected(f"symlink {name!r} points outside the archive ({target[:80]!r})")
-                    seen[name], links[name] = "link", resolved
-                    info = tarfile.TarInfo(name)
-                    info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, 0
-                    out.addfile(info)
-                    continue
-                if not m.isreg():
-                    kind = "hard link" if m.islnk() else "device, fifo or special file"
-                    raise ArchiveRejected(f"member {name!r} is a {kind}; `docker save` writes none")
-                if m.issparse():
-                    raise ArchiveRejected(f"member {name!r} is a sparse file; `docker save` writes none")
-                seen[name] = "file"
-                if name == "manifest.json":
-                    manifest, dropped = _clean_manifest(_read_json(tar, m, "manifest.json"))
-                    _add_bytes(out, name, json.dumps([manifest]).encode())
-                    continue
-                if name == "repositories":
-                    continue  # legacy tags: dropped
-                if name == "index.json":
-                    _add_bytes(out, name, json.dumps(_clean_index(_read_json(tar, m, "index.json"))).encode())
-                    continue
-                reader = _HashingReader(tar.extractfile(m), hash_it=m.size <= MAX_JSON_BYTES)  # type: ignore[arg-type]
-                info = tarfile.TarInfo(name)
-                info.size, info.mode, info.mtime = m.size, 0o644, 0
-                out.addfile(info, io.BufferedReader(reader, _CHUNK))
-                for magic, kind in _COMPRESSION_MAGIC.items():
-                    if reader.head.startswith(magic):
-                        raise ArchiveRejected(
-                            f"member {name!r} is {kind}-compressed; upload the archive exactly as "
-                            "`docker save` writes it (uncompressed layers)"
-                        )
-                if reader.sha is not None:
-                    hashes[name] = reader.sha.hexdigest()
+                copy.member(tar, out, m)
     except tarfile.TarError as exc:
         raise ArchiveRejected(f"the archive is not a valid tar ({exc})") from None
     except EOFError:
@@ -214,27 +159,107 @@ def sanitize_archive(src: str | Path, dst: str | Path) -> SanitizedArchive:
         if exc.errno is not None:
             raise  # the platform's own disk, not the archive
         raise ArchiveRejected(f"the archive is truncated ({exc})") from None
-    if manifest is None:
-        raise ArchiveRejected("the archive has no manifest.json (not written by `docker save`?)")
+    return copy.result(Path(dst), size_in)
 
-    def regular(name: str, what: str) -> str:
+
+class _Copy:
+    """The state of one archive's copy: the members seen so far and what they are, where its
+    symlinks point, the hashes of its small files, its manifest and the names it carried."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, str] = {}  # name -> "file" | "dir" | "link"
+        self.links: dict[str, str] = {}  # link name -> resolved target
+        self.hashes: dict[str, str] = {}
+        self.manifest: dict | None = None
+        self.dropped: list[str] = []
+        self.members = 0
+
+    def member(self, tar: tarfile.TarFile, out: tarfile.TarFile, m: tarfile.TarInfo) -> None:
+        """Check member ``m`` of ``tar`` and copy it to ``out`` (without names, owners or times)."""
+        self.members += 1
+        if self.members > MAX_MEMBERS:
+            raise ArchiveRejected(f"the archive has more than {MAX_MEMBERS} members")
+        name = _clean_name(m.name)
+        if name in self.seen:
+            raise ArchiveRejected(f"member {name!r} appears twice")
+        if m.isdir():
+            self.seen[name] = "dir"
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+            out.addfile(info)
+            return
+        if m.issym():
+            self._symlink(out, name, m.linkname)
+            return
+        if not m.isreg():
+            kind = "hard link" if m.islnk() else "device, fifo or special file"
+            raise ArchiveRejected(f"member {name!r} is a {kind}; `docker save` writes none")
+        if m.issparse():
+            raise ArchiveRejected(f"member {name!r} is a sparse file; `docker save` writes none")
+        self.seen[name] = "file"
+        self._file(tar, out, m, name)
+
+    def _symlink(self, out: tarfile.TarFile, name: str, target: str) -> None:
+        if not target or target.startswith("/") or "\x00" in target:
+            raise ArchiveRejected(f"symlink {name!r} points outside the archive ({target[:80]!r})")
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+        if resolved.startswith("..") or resolved.startswith("/"):
+            raise ArchiveRejected(f"symlink {name!r} points outside the archive ({target[:80]!r})")
+        self.seen[name], self.links[name] = "link", resolved
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, 0
+        out.addfile(info)
+
+    def _file(self, tar: tarfile.TarFile, out: tarfile.TarFile, m: tarfile.TarInfo, name: str) -> None:
+        if name == "manifest.json":
+            self.manifest, self.dropped = _clean_manifest(_read_json(tar, m, "manifest.json"))
+            _add_bytes(out, name, json.dumps([self.manifest]).encode())
+            return
+        if name == "repositories":
+            return  # legacy tags: dropped
+        if name == "index.json":
+            _add_bytes(out, name, json.dumps(_clean_index(_read_json(tar, m, "index.json"))).encode())
+            return
+        data = tar.extractfile(m)
+        if data is None:  # never for a regular file
+            raise ArchiveRejected(f"member {name!r} cannot be read")
+        reader = _HashingReader(data, hash_it=m.size <= MAX_JSON_BYTES)
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime = m.size, 0o644, 0
+        out.addfile(info, io.BufferedReader(reader, _CHUNK))
+        for magic, kind in _COMPRESSION_MAGIC.items():
+            if reader.head.startswith(magic):
+                raise ArchiveRejected(
+                    f"member {name!r} is {kind}-compressed; upload the archive exactly as "
+                    "`docker save` writes it (uncompressed layers)"
+                )
+        if reader.sha is not None:
+            self.hashes[name] = reader.sha.hexdigest()
+
+    def _regular(self, name: str, what: str) -> str:
+        """The regular file ``name`` is, following symlinks (at most 8 hops)."""
         hops = 0
-        while seen.get(name) == "link" and hops < 8:
-            name, hops = links[name], hops + 1
-        if seen.get(name) != "file":
+        while self.seen.get(name) == "link" and hops < 8:
+            name, hops = self.links[name], hops + 1
+        if self.seen.get(name) != "file":
             raise ArchiveRejected(f"{what} {name!r} is not a file of the archive")
         return name
 
-    for link, target in links.items():
-        regular(target, f"the target of symlink {link!r}")
-    config = regular(manifest["Config"], "the image config")
-    if config not in hashes:
-        raise ArchiveRejected(f"the image config is larger than {MAX_JSON_BYTES} bytes")
-    layers = [regular(x, "layer") for x in manifest["Layers"]]
-    _check_layers(Path(dst), set(layers))
-    return SanitizedArchive(
-        image_id=f"sha256:{hashes[config]}", dropped_tags=dropped, layers=len(layers), bytes_in=size_in
-    )
+    def result(self, dst: Path, size_in: int) -> SanitizedArchive:
+        """Check what the whole archive holds (a manifest, links to its files, a small config,
+        layers that are tars without sparse files) and describe the copy at ``dst``."""
+        if self.manifest is None:
+            raise ArchiveRejected("the archive has no manifest.json (not written by `docker save`?)")
+        for link, target in self.links.items():
+            self._regular(target, f"the target of symlink {link!r}")
+        config = self._regular(self.manifest["Config"], "the image config")
+        if config not in self.hashes:
+            raise ArchiveRejected(f"the image config is larger than {MAX_JSON_BYTES} bytes")
+        layers = [self._regular(x, "layer") for x in self.manifest["Layers"]]
+        _check_layers(dst, set(layers))
+        return SanitizedArchive(
+            image_id=f"sha256:{self.hashes[config]}", dropped_tags=self.dropped, layers=len(layers), bytes_in=size_in
+        )
 
 
 class _Slice(io.RawIOBase):

@@ -13,25 +13,32 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from liberopro.schema.reasons import TerminationReason
-from liberopro.schema.results import DoneEvent, EpisodeEvent, ErrorEvent, Event, HelloEvent, MetadataEvent
+from liberopro.schema.results import (
+    DoneEvent,
+    EpisodeEvent,
+    EpisodeRecord,
+    ErrorEvent,
+    Event,
+    HelloEvent,
+    MetadataEvent,
+)
 from liberopro.schema.shard import ShardSpec
 
 #: Termination reasons the platform adds to the evaluator's (it sees the policy container die),
 #: from the one vocabulary (:mod:`liberopro.schema.reasons`).
-POLICY_OUT_OF_MEMORY = TerminationReason.policy_out_of_memory.value
-POLICY_CRASHED = TerminationReason.policy_crashed.value
+POLICY_OUT_OF_MEMORY = TerminationReason.policy_out_of_memory
+POLICY_CRASHED = TerminationReason.policy_crashed
 
 #: Evaluator reasons that mean "the policy did not answer properly": the platform checks whether
 #: the policy process died during such an episode and then names the real cause.
-POLICY_TRANSPORT_FAILURES = tuple(
-    r.value
-    for r in (
+POLICY_TRANSPORT_FAILURES = frozenset(
+    {
         TerminationReason.policy_connect_error,
         TerminationReason.policy_http_error,
         TerminationReason.policy_timeout,
         TerminationReason.policy_bad_response,
         TerminationReason.policy_episode_timeout,
-    )
+    }
 )
 
 
@@ -101,6 +108,32 @@ class ShardOutcome:
     policy_log: str = ""
 
 
+#: How a submitter reproduces a validation failure on their machine, with the sandbox's restrictions.
+LOCAL_RUN_HINT = (
+    "reproduce it locally: `docker run --rm -p 8000:8000 --read-only --tmpfs /tmp "
+    "--user 65534:65534 --cap-drop ALL --security-opt no-new-privileges IMAGE`, then "
+    "`liberopro check-policy http://127.0.0.1:8000`"
+)
+
+
+def validation_outcome(report: dict[str, Any], policy_log: str) -> ValidationOutcome:
+    """Turn a conformance report into what the submitter reads (both backends)."""
+    if report.get("ok"):
+        return ValidationOutcome(ok=True, report=report, metadata=report.get("metadata"), policy_log=policy_log)
+    failed = [c for c in report.get("checks", []) if not c.get("ok")]
+    failure = (
+        "the policy failed the conformance check: "
+        + "; ".join(f"{c['name']}: {c.get('detail') or 'failed'}" for c in failed)
+        if failed
+        else "the conformance check ran no check"
+    )
+    hints = [c["hint"] for c in failed if c.get("hint")]
+    fix = (hints[0] + "; " if hints else "") + LOCAL_RUN_HINT
+    return ValidationOutcome(
+        ok=False, report=report, failure=failure, fix=fix, metadata=report.get("metadata"), policy_log=policy_log
+    )
+
+
 def policy_error_outcome(
     reason: str, detail: str, cause: str = "", internal: str = "", policy_log: str = ""
 ) -> ShardOutcome:
@@ -124,8 +157,8 @@ class ShardCallbacks(Protocol):
     def on_metadata(self, metadata: dict[str, Any]) -> None:
         """The policy's ``/metadata``."""
 
-    def on_record(self, record: dict[str, Any]) -> None:
-        """One finished episode (an EpisodeRecord as a dict)."""
+    def on_record(self, record: EpisodeRecord) -> None:
+        """One finished episode, its cause named (:data:`NameCause`)."""
 
     def heartbeat(self) -> None:
         """Called at least every ``heartbeat_interval_s`` while the shard runs."""
@@ -134,13 +167,18 @@ class ShardCallbacks(Protocol):
         """True when the shard must stop now (the submission was cancelled)."""
 
 
+#: What a backend knows of an episode that the evaluator cannot: given a record, the record to
+#: store (the same one, or :meth:`EpisodeRecord.with_cause` when the policy died during it).
+NameCause = Callable[[EpisodeRecord], EpisodeRecord]
+
+
 def dispatch_event(
-    event: Event, callbacks: ShardCallbacks, name_cause: Callable[[dict[str, Any]], None] | None = None
+    event: Event, callbacks: ShardCallbacks, name_cause: NameCause | None = None
 ) -> DoneEvent | ErrorEvent | None:
     """Hand one event of a shard to ``callbacks`` (the one place backends consume the evaluator's
     events, :data:`liberopro.schema.results.Event`): ``hello`` to ``on_hello`` (versions),
-    ``metadata`` to ``on_metadata``, ``episode`` to ``on_record`` as a dict, after
-    ``name_cause`` (which may rewrite the record's ``termination_reason`` and ``detail`` when the
+    ``metadata`` to ``on_metadata``, ``episode`` to ``on_record`` as the typed record, after
+    ``name_cause`` (which may charge it to ``policy_crashed`` or ``policy_out_of_memory`` when the
     policy died during the episode). Returns the event that ends the shard (``done``, ``error``),
     else None; a ``conformance`` event (validation's, not a shard's) is ignored."""
     if isinstance(event, HelloEvent):
@@ -148,9 +186,7 @@ def dispatch_event(
     elif isinstance(event, MetadataEvent):
         callbacks.on_metadata(event.metadata)
     elif isinstance(event, EpisodeEvent):
-        record = event.record.model_dump(mode="json")
-        if name_cause is not None:
-            name_cause(record)
+        record = event.record if name_cause is None else name_cause(event.record)
         callbacks.on_record(record)
     elif isinstance(event, (DoneEvent, ErrorEvent)):
         return event
@@ -159,6 +195,7 @@ def dispatch_event(
 
 class SandboxBackend(Protocol):
     """Validates policies and runs shards. Implementations: :class:`~.docker_backend.DockerBackend`
+    (its parts in :mod:`.docker`)
     and :class:`~.local_backend.LocalBackend`."""
 
     name: str

@@ -12,10 +12,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from liberopro.policy_connection import PolicyConnection
-from liberopro.schema.results import Event
+from liberopro.schema.results import EpisodeRecord, Event
 from liberopro.schema.shard import CheckSpec, ShardSpec
 from liberopro.shard import ShardStopped, check, run_shard
 
@@ -27,12 +26,13 @@ from liberopro_platform.sandbox.base import (
     PolicySource,
     ShardCallbacks,
     ShardOutcome,
+    ShardStatus,
     ValidationOutcome,
     dispatch_event,
     policy_error_outcome,
     truncate_log,
+    validation_outcome,
 )
-from liberopro_platform.sandbox.docker_backend import _validation_outcome
 
 log = logging.getLogger("liberopro_platform.sandbox.local")
 
@@ -80,8 +80,7 @@ class LocalBackend:
         beater.start()
         try:
             from liberopro.policy_process import PolicyProcess
-
-            from submission_spec import PolicyError
+            from submission_spec.client import PolicyError
         except BaseException:
             stop.set()
             raise
@@ -107,14 +106,14 @@ class LocalBackend:
             )
         finally:
             stop.set()
-        return _validation_outcome(report, truncate_log(_read(log_path), s.log_max_bytes))
+        return validation_outcome(report, truncate_log(_read(log_path), s.log_max_bytes))
 
     def run_shard(
         self, source: PolicySource, spec: ShardSpec, callbacks: ShardCallbacks, time_limit_s: float
     ) -> ShardOutcome:
         """Run the shard in this process against the command's server (started by the shard
         runner once the shard's instances were checked, restarted up to ``policy_restarts`` times)."""
-        from submission_spec import PolicyError
+        from submission_spec.client import PolicyError
 
         s = self.settings
         log_path = self.logs / f"{spec.submission_id}-shard{spec.shard_index}.log"
@@ -135,17 +134,13 @@ class LocalBackend:
 
         opened: dict[str, PolicyConnection] = {}
 
-        def name_cause(record: dict[str, Any]) -> None:
+        def name_cause(record: EpisodeRecord) -> EpisodeRecord:
             policy = opened.get("policy")
-            if policy is None:
-                return
-            if record.get("termination_reason") in POLICY_TRANSPORT_FAILURES and not policy.running():
-                code = policy.exit_code()
-                record["detail"] = (
-                    f"the policy process exited with code {code} during the episode; "
-                    f"the evaluator saw {record['termination_reason']}: {record.get('detail')}"
-                )
-                record["termination_reason"] = POLICY_CRASHED
+            if policy is None or record.termination_reason not in POLICY_TRANSPORT_FAILURES or policy.running():
+                return record
+            return record.with_cause(
+                POLICY_CRASHED, f"the policy process exited with code {policy.exit_code()} during the episode"
+            )
 
         def emit(event: Event) -> None:
             dispatch_event(event, callbacks, name_cause)
@@ -165,7 +160,7 @@ class LocalBackend:
             )
             return ShardOutcome("completed", policy_log=truncate_log(_read(log_path), s.log_max_bytes))
         except ShardStopped:
-            status = "timed_out" if flags["timed_out"] else "stopped"
+            status: ShardStatus = "timed_out" if flags["timed_out"] else "stopped"
             message = (
                 f"the shard did not finish within its time limit ({time_limit_s:.0f} s)"
                 if status == "timed_out"

@@ -146,7 +146,7 @@ def submit(body: SubmitRequest, request: Request, session: SessionDep, user: Cur
             team_id=user.team_id, user_id=user.id, source="command", policy_command=body.command, note=body.note
         )
     else:
-        ref = body.image.strip()
+        ref = (body.image or "").strip()  # not None: exactly one of image and command is given
         refusal = reference_refusal(session, user.team_id, user.team.name, ref, settings.allowed_registries)
         if refusal is not None:
             raise _error(refusal.status, refusal.error, refusal.message)
@@ -303,7 +303,7 @@ def _hidden_view(request: Request, session: Session, sub: Submission) -> tuple[S
     if checked is not None and checked >= tick:  # read within this tick: what the tick showed (even if
         return stored["view"], dt.datetime.fromisoformat(stored["since"])  # the state moved since)
     view = _live_view(request, session, sub, with_events=True, admin=False)
-    since = stored.get("since") if stored.get("view") == view else tick.isoformat()
+    since: str = stored["since"] if stored.get("view") == view else tick.isoformat()
     sub.hidden_view = {"view": view, "since": since, "checked": tick.isoformat()}
     return view, dt.datetime.fromisoformat(since)
 
