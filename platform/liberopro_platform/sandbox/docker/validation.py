@@ -67,7 +67,9 @@ def validate(b: DockerBackend, source: PolicySource, on_heartbeat: Callable[[], 
         if end.early:
             checker.stop(timeout=2)
         report = _report(checker)
-    return _outcome(s, end, report, policy_log, checker)
+        # Read while the checker exists (the sandbox removes it on the way out).
+        checker_err = logs(checker, stdout=False, tail=30)[-2000:] if report is None else ""
+    return _outcome(s, end, report, policy_log, checker_err)
 
 
 def _wait(s: Settings, checker: Any, policy: Any, on_heartbeat: Callable[[], bool | None]) -> _End:
@@ -101,7 +103,9 @@ def _report(checker: Any) -> dict[str, Any] | None:
     return report
 
 
-def _outcome(s: Settings, end: _End, report: dict[str, Any] | None, policy_log: str, checker: Any) -> ValidationOutcome:
+def _outcome(
+    s: Settings, end: _End, report: dict[str, Any] | None, policy_log: str, checker_err: str
+) -> ValidationOutcome:
     if end.cancelled:
         return ValidationOutcome(ok=False, policy_log=policy_log, failure="cancelled", fix="")
     if end.died is not None:
@@ -122,6 +126,6 @@ def _outcome(s: Settings, end: _End, report: dict[str, Any] | None, policy_log: 
         )
     if report is None:
         raise SandboxError(
-            "the conformance checker produced no report: " + logs(checker, stdout=False, tail=30)[-2000:]
+            "the conformance checker produced no report: " + (checker_err or "(it printed nothing on stderr)")
         )
     return validation_outcome(report, policy_log)
