@@ -3,7 +3,7 @@
 Modules: :mod:`.public` (what of a result is public, as typed models), :mod:`.ranking` (sorting
 and the tie rule), :mod:`.comparison`, :mod:`.store` (reading published results, cached),
 :mod:`.charts` (matplotlib SVG), :mod:`.catalog` (the methodology's data, from the evaluator's light catalog),
-:mod:`.palette` (colours and contrast), :mod:`.routes` (the FastAPI router), :mod:`.app` (a
+:mod:`.palette` (colours and contrast), :mod:`.routes` (the FastAPI router, one module per page family; :mod:`.deps` what they share, :mod:`.templating` the Jinja2 setup), :mod:`.app` (a
 standalone app) and ``python -m liberopro_leaderboard serve``.
 
 The platform mounts the router: ``app.include_router(make_router())``.

@@ -23,6 +23,6 @@ def create_app(database_url: str, settings: LeaderboardSettings | None = None) -
     )
     app.state.sessions = make_sessionmaker(make_engine(database_url))
     router = make_router(settings)
-    app.state.leaderboard = router.site  # type: ignore[attr-defined]
+    app.state.leaderboard = router.site
     app.include_router(router)
     return app

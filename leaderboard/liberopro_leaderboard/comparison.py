@@ -84,7 +84,7 @@ def _pair(key: str, label: str, kind: str, a: Rate | None, b: Rate | None, case:
         b=b,
         difference=d["value"],
         difference_ci95=tuple(ci) if ci else None,
-        excludes_zero=bool(ci) and (ci[0] > 0 or ci[1] < 0),
+        excludes_zero=ci is not None and (ci[0] > 0 or ci[1] < 0),
         separated=both and separated(a, b),  # type: ignore[arg-type]
     )
 

@@ -53,14 +53,16 @@ def separated(a: Rate, b: Rate) -> bool:
 def interval_ranks(rates: list[Rate]) -> list[int]:
     """Rank of each rate under the tie rule (:data:`TIE_RULE`)."""
     ranks = []
-    with_value = [r for r in rates if r.value is not None]
+    # a rate with a value always has an interval (its ci95, or the point itself)
+    with_value = [i for r in rates if r.value is not None and (i := r.interval) is not None]
     last = 1 + len(with_value)
     for r in rates:
-        if r.value is None:
+        interval = r.interval
+        if r.value is None or interval is None:
             ranks.append(last)
             continue
-        high = r.interval[1]  # type: ignore[index]
-        ranks.append(1 + sum(1 for o in with_value if o.interval[0] > high))  # type: ignore[index]
+        high = interval[1]
+        ranks.append(1 + sum(1 for o in with_value if o[0] > high))
     return ranks
 
 
@@ -134,10 +136,10 @@ def rank_table(results: list[PublicResult], sort: str = DEFAULT_SORT, order: str
     rows.sort(key=lambda row: row.submission_id)
     rows.sort(key=lambda row: row.published_at)
     if sort in COLUMN_BY_KEY:
-        present = [row for row in rows if row.metrics[sort].value is not None]
+        present = [(value, row) for row in rows if (value := row.metrics[sort].value) is not None]
         absent = [row for row in rows if row.metrics[sort].value is None]
-        present.sort(key=lambda row: row.metrics[sort].value, reverse=order == "desc")
-        rows = present + absent  # no value: last in either order
+        present.sort(key=lambda pair: pair[0], reverse=order == "desc")
+        rows = [row for _, row in present] + absent  # no value: last in either order
     else:
         text = {
             "team": lambda row: row.team.casefold(),

@@ -19,7 +19,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -253,135 +253,152 @@ def format_result(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _fail(message: str) -> NoReturn:
+    """Print ``error: message`` to stderr and exit with code 2."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _client() -> PlatformClient:
+    try:
+        url, token = load_client_config()
+    except PlatformError as exc:
+        _fail(str(exc))
+    return PlatformClient(url, token)
+
+
+def _show(st: dict[str, Any]) -> None:
+    for line in format_status(st):
+        typer.echo(line)
+
+
+def _watch(c: PlatformClient, sid: str, interval: float) -> dict[str, Any]:
+    """Print each new state of submission ``sid`` (polled every ``interval`` seconds) until it is final."""
+    last = None
+    while True:
+        st = c.request("GET", f"/submissions/{sid}")
+        line = (st["state"], st["message"])
+        if line != last:
+            typer.echo(f"[{time.strftime('%H:%M:%S')}] {st['state']}: {st['message']}")
+            last = line
+        if st["state"] in FINAL:
+            return st
+        time.sleep(interval)
+
+
+def _upload(c: PlatformClient, plan: SubmitPlan, image: str, note: str) -> dict[str, Any]:
+    """Export ``plan.image`` with the local Docker engine (docker save) and upload the archive."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "policy.tar"
+        try:
+            size = _save_image(plan.image, path)
+        except Exception as exc:  # noqa: BLE001
+            _fail(f"could not export {image} with the local Docker engine: {exc}")
+        typer.echo(f"sending the archive ({size / 2**20:.0f} MiB)...", err=True)
+        with path.open("rb") as fh:
+            return c.request(
+                "POST",
+                "/submissions/upload",
+                files={"file": ("policy.tar", fh)},
+                data={"note": note},
+                timeout=3600,
+            )
+
+
+def submit(
+    image: str = typer.Argument(
+        ...,
+        help="A local image (name:tag or sha256:<id>), or repo@sha256:<digest> of a registry the platform pulls from.",
+    ),
+    upload: bool = typer.Option(
+        False,
+        "--upload",
+        help="Always send the image itself (docker save), even when your team uploaded it before.",
+    ),
+    note: str = typer.Option("", help="A note stored with the submission."),
+    wait: bool = typer.Option(
+        False, "--wait", help="Follow the submission until it is final; the exit code is 1 unless it was published."
+    ),
+) -> None:
+    """Submit a policy image. A local image is uploaded (docker save) unless your team uploaded
+    the same image id before (then it goes by id); a digest of a registry the platform pulls
+    from goes by digest."""
+    c = _client()
+    try:
+        plan = plan_submit(c, image, upload)
+        typer.echo(plan.why, err=True)
+        if plan.kind == "upload":
+            created = _upload(c, plan, image, note)
+        else:
+            created = c.request("POST", "/submissions", json={"image": plan.image, "note": note})
+    except PlatformError as exc:
+        _fail(str(exc))
+    typer.echo(f"submitted: {created['id']} ({created['state']}; {created['queue_position']} ahead)")
+    typer.echo(f"follow it with: liberopro status {created['id']}")
+    if wait:
+        try:
+            final = _watch(c, created["id"], 5.0)
+        except PlatformError as exc:
+            _fail(str(exc))
+        _show(final)
+        if final["state"] != "published":  # scripts can tell a failed submission from a published one
+            raise typer.Exit(1)
+
+
+def _list_submissions(c: PlatformClient) -> None:
+    for st in c.request("GET", "/submissions"):
+        p = st["progress"]
+        typer.echo(
+            f"{st['id']}  {st['state']:<11} {p['episodes_done']}/{p['episodes_total']}  "
+            f"{st['created_at'][:16]}  {st['message'][:80]}"
+        )
+
+
+def status(
+    submission_id: str | None = typer.Argument(None, help="Submission id (omit to list your team's)."),
+    logs: bool = typer.Option(
+        False,
+        "--logs",
+        help="Also print the policy container's output during "
+        "validation (its output on the hidden instances is not shown).",
+    ),
+    watch_: bool = typer.Option(False, "--watch", help="Follow until the submission is final."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Show a submission: stage, queue position, progress, what failed and how to fix it."""
+    import json
+
+    c = _client()
+    try:
+        if submission_id is None:
+            _list_submissions(c)
+            return
+        st = _watch(c, submission_id, 5.0) if watch_ else c.request("GET", f"/submissions/{submission_id}")
+        if json_out:
+            typer.echo(json.dumps(st, indent=2))
+        else:
+            _show(st)
+            if st.get("result"):
+                for line in format_result(st["result"]):
+                    typer.echo(line)
+        if logs:
+            typer.echo("--- policy output ---")
+            sys.stdout.write(c.request("GET", f"/submissions/{submission_id}/logs"))
+    except PlatformError as exc:
+        _fail(str(exc))
+
+
+def cancel(submission_id: str = typer.Argument(..., help="Submission id.")) -> None:
+    """Cancel a submission; its running sandboxes are stopped and removed."""
+    c = _client()
+    try:
+        _show(c.request("POST", f"/submissions/{submission_id}/cancel"))
+    except PlatformError as exc:
+        _fail(str(exc))
+
+
 def register(app: typer.Typer) -> None:
     """Add ``submit``, ``status`` and ``cancel`` to the ``liberopro`` CLI."""
-
-    def fail(message: str) -> None:
-        typer.echo(f"error: {message}", err=True)
-        raise typer.Exit(2)
-
-    def client() -> PlatformClient:
-        try:
-            url, token = load_client_config()
-        except PlatformError as exc:
-            fail(str(exc))
-        return PlatformClient(url, token)
-
-    def show(st: dict[str, Any]) -> None:
-        for line in format_status(st):
-            typer.echo(line)
-
-    def watch(c: PlatformClient, sid: str, interval: float) -> dict[str, Any]:
-        last = None
-        while True:
-            st = c.request("GET", f"/submissions/{sid}")
-            line = (st["state"], st["message"])
-            if line != last:
-                typer.echo(f"[{time.strftime('%H:%M:%S')}] {st['state']}: {st['message']}")
-                last = line
-            if st["state"] in FINAL:
-                return st
-            time.sleep(interval)
-
-    @app.command("submit")
-    def submit(
-        image: str = typer.Argument(
-            ...,
-            help="A local image (name:tag or sha256:<id>), or repo@sha256:<digest> of a "
-            "registry the platform pulls from.",
-        ),
-        upload: bool = typer.Option(
-            False,
-            "--upload",
-            help="Always send the image itself (docker save), even when your team uploaded it before.",
-        ),
-        note: str = typer.Option("", help="A note stored with the submission."),
-        wait: bool = typer.Option(
-            False, "--wait", help="Follow the submission until it is final; the exit code is 1 unless it was published."
-        ),
-    ) -> None:
-        """Submit a policy image. A local image is uploaded (docker save) unless your team uploaded
-        the same image id before (then it goes by id); a digest of a registry the platform pulls
-        from goes by digest."""
-        c = client()
-        try:
-            plan = plan_submit(c, image, upload)
-            typer.echo(plan.why, err=True)
-            if plan.kind == "upload":
-                with tempfile.TemporaryDirectory() as tmp:
-                    path = Path(tmp) / "policy.tar"
-                    try:
-                        size = _save_image(plan.image, path)
-                    except Exception as exc:  # noqa: BLE001
-                        fail(f"could not export {image} with the local Docker engine: {exc}")
-                    typer.echo(f"sending the archive ({size / 2**20:.0f} MiB)...", err=True)
-                    with path.open("rb") as fh:
-                        created = c.request(
-                            "POST",
-                            "/submissions/upload",
-                            files={"file": ("policy.tar", fh)},
-                            data={"note": note},
-                            timeout=3600,
-                        )
-            else:
-                created = c.request("POST", "/submissions", json={"image": plan.image, "note": note})
-        except PlatformError as exc:
-            fail(str(exc))
-        typer.echo(f"submitted: {created['id']} ({created['state']}; {created['queue_position']} ahead)")
-        typer.echo(f"follow it with: liberopro status {created['id']}")
-        if wait:
-            try:
-                final = watch(c, created["id"], 5.0)
-            except PlatformError as exc:
-                fail(str(exc))
-            show(final)
-            if final["state"] != "published":  # scripts can tell a failed submission from a published one
-                raise typer.Exit(1)
-
-    @app.command("status")
-    def status(
-        submission_id: str | None = typer.Argument(None, help="Submission id (omit to list your team's)."),
-        logs: bool = typer.Option(
-            False,
-            "--logs",
-            help="Also print the policy container's output during "
-            "validation (its output on the hidden instances is not shown).",
-        ),
-        watch_: bool = typer.Option(False, "--watch", help="Follow until the submission is final."),
-        json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    ) -> None:
-        """Show a submission: stage, queue position, progress, what failed and how to fix it."""
-        import json
-
-        c = client()
-        try:
-            if submission_id is None:
-                for st in c.request("GET", "/submissions"):
-                    p = st["progress"]
-                    typer.echo(
-                        f"{st['id']}  {st['state']:<11} {p['episodes_done']}/{p['episodes_total']}  "
-                        f"{st['created_at'][:16]}  {st['message'][:80]}"
-                    )
-                return
-            st = watch(c, submission_id, 5.0) if watch_ else c.request("GET", f"/submissions/{submission_id}")
-            if json_out:
-                typer.echo(json.dumps(st, indent=2))
-            else:
-                show(st)
-                if st.get("result"):
-                    for line in format_result(st["result"]):
-                        typer.echo(line)
-            if logs:
-                typer.echo("--- policy output ---")
-                sys.stdout.write(c.request("GET", f"/submissions/{submission_id}/logs"))
-        except PlatformError as exc:
-            fail(str(exc))
-
-    @app.command("cancel")
-    def cancel(submission_id: str = typer.Argument(..., help="Submission id.")) -> None:
-        """Cancel a submission; its running sandboxes are stopped and removed."""
-        c = client()
-        try:
-            show(c.request("POST", f"/submissions/{submission_id}/cancel"))
-        except PlatformError as exc:
-            fail(str(exc))
+    app.command("submit")(submit)
+    app.command("status")(status)
+    app.command("cancel")(cancel)

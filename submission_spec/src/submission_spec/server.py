@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
@@ -150,6 +151,68 @@ class _Batcher:
                 fut.set_result((chunk, infer_ms))
 
 
+async def _decode(request: Request, model: type) -> tuple[Any, Response | None, codec.Encoding]:
+    """``(message, None, encoding)`` of the request's body as ``model``; ``(None, error, encoding)``
+    with a 415 (unknown Content-Type) or 422 (a body that does not fit) answer otherwise."""
+    try:
+        enc = codec.encoding_of(request.headers.get("content-type"))
+    except codec.UnsupportedMediaType as exc:
+        return None, _error(415, "unsupported_media_type", str(exc), "json"), "json"
+    body = await request.body()
+    try:
+        return codec.decode(body, model, enc), None, enc
+    except (ValidationError, ValueError) as exc:
+        return None, _error(422, "invalid_body", str(exc)[:2000], enc), enc
+
+
+class _Episodes:
+    """The episodes a policy serves: the active ones, oldest first (at most ``capacity``, the
+    policy's ``concurrent_episodes``), and the ones a reset pushed out (the last 1024, with the
+    episode whose reset did). Every call into the policy holds ``lock``."""
+
+    def __init__(self, pol: Policy, lock: threading.Lock) -> None:
+        self.pol = pol
+        self.lock = lock
+        self.capacity = pol.metadata.concurrent_episodes
+        self.active: OrderedDict[str, None] = OrderedDict()
+        self.replaced: OrderedDict[str, str] = OrderedDict()
+
+    def reset(self, episode_id: str, instruction: str) -> None:
+        """Reset the policy for ``episode_id`` and make it the newest active episode."""
+        with self.lock:
+            self.pol.reset(episode_id, instruction)
+            self.active.pop(episode_id, None)
+            self.active[episode_id] = None
+            while len(self.active) > self.capacity:
+                gone, _ = self.active.popitem(last=False)
+                self.replaced[gone] = episode_id
+                while len(self.replaced) > 1024:
+                    self.replaced.popitem(last=False)
+
+    def refusal(self, episode_id: str) -> str | None:
+        """Why ``/act`` of ``episode_id`` is refused (never reset, or replaced); None when it is active."""
+        if episode_id in self.active:
+            return None
+        if episode_id in self.replaced:
+            return (
+                f"episode {episode_id!r} is no longer active: a /reset of episode {self.replaced[episode_id]!r} "
+                f"replaced it (this policy serves {self.capacity} episode(s) at a time: max_concurrent_episodes)"
+            )
+        return f"POST /reset episode {episode_id!r} first"
+
+    def act(self, obs: Observation) -> tuple[np.ndarray, float]:
+        """The policy's action chunk for ``obs`` and its inference time in milliseconds."""
+        with self.lock:
+            t0 = time.perf_counter()
+            chunk = as_action_chunk(self.pol.act(obs))
+            return chunk, (time.perf_counter() - t0) * 1e3
+
+
+def _policy_failed(what: str, exc: Exception, enc: codec.Encoding) -> Response:
+    log.exception("policy %s failed", what)
+    return _error(500, f"policy_{what}_failed", f"{exc!r}\n{traceback.format_exc()}"[:4000], enc)
+
+
 def create_app(
     policy: Policy | Callable[[Observation], np.ndarray],
     metadata: PolicyMetadata | None = None,
@@ -165,10 +228,7 @@ def create_app(
     """
     pol = as_policy(policy, metadata)
     lock = threading.Lock()
-    capacity = pol.metadata.concurrent_episodes
-    #: Active episodes, oldest first (at most ``capacity``), and the ones a reset pushed out.
-    active: OrderedDict[str, None] = OrderedDict()
-    replaced: OrderedDict[str, str] = OrderedDict()
+    episodes = _Episodes(pol, lock)
     batcher = _Batcher(pol, batch, lock) if batch is not None else None
     app = FastAPI(
         title="LIBERO-Pro2.0 policy server",
@@ -177,17 +237,6 @@ def create_app(
         "and a policy. POST bodies are JSON or msgpack, chosen by Content-Type; answers use the "
         "request's encoding.",
     )
-
-    async def _decode(request: Request, model):
-        try:
-            enc = codec.encoding_of(request.headers.get("content-type"))
-        except codec.UnsupportedMediaType as exc:
-            return None, _error(415, "unsupported_media_type", str(exc), "json"), "json"
-        body = await request.body()
-        try:
-            return codec.decode(body, model, enc), None, enc
-        except (ValidationError, ValueError) as exc:
-            return None, _error(422, "invalid_body", str(exc)[:2000], enc), enc
 
     @app.get("/health", response_model=Health, summary="Liveness: 200 once the policy can act")
     def health() -> Health:
@@ -208,23 +257,10 @@ def create_app(
         msg, err, enc = await _decode(request, ResetRequest)
         if err is not None:
             return err
-
-        def run() -> None:
-            with lock:
-                pol.reset(msg.episode_id, msg.instruction)
-                active.pop(msg.episode_id, None)
-                active[msg.episode_id] = None
-                while len(active) > capacity:
-                    gone, _ = active.popitem(last=False)
-                    replaced[gone] = msg.episode_id
-                    while len(replaced) > 1024:
-                        replaced.popitem(last=False)
-
         try:
-            await run_in_threadpool(run)
+            await run_in_threadpool(episodes.reset, msg.episode_id, msg.instruction)
         except Exception as exc:  # the policy's own failure, reported to the evaluator
-            log.exception("policy reset failed")
-            return _error(500, "policy_reset_failed", f"{exc!r}\n{traceback.format_exc()}"[:4000], enc)
+            return _policy_failed("reset", exc, enc)
         body = codec.encode(ResetResponse(), enc)
         return Response(body, media_type=codec.media_type(enc))
 
@@ -239,31 +275,17 @@ def create_app(
         msg, err, enc = await _decode(request, ObservationMessage)
         if err is not None:
             return err
-        if msg.episode_id not in active:
-            if msg.episode_id in replaced:
-                detail = (
-                    f"episode {msg.episode_id!r} is no longer active: a /reset of episode {replaced[msg.episode_id]!r} "
-                    f"replaced it (this policy serves {capacity} episode(s) at a time: max_concurrent_episodes)"
-                )
-            else:
-                detail = f"POST /reset episode {msg.episode_id!r} first"
-            return _error(409, "unknown_episode", detail, enc)
+        refusal = episodes.refusal(msg.episode_id)
+        if refusal is not None:
+            return _error(409, "unknown_episode", refusal, enc)
         obs = Observation.from_message(msg)
-
-        def run():
-            with lock:
-                t0 = time.perf_counter()
-                chunk = as_action_chunk(pol.act(obs))
-                return chunk, (time.perf_counter() - t0) * 1e3
-
         try:
             if batcher is not None:
                 chunk, infer_ms = await asyncio.wrap_future(batcher.submit(obs))
             else:
-                chunk, infer_ms = await run_in_threadpool(run)
+                chunk, infer_ms = await run_in_threadpool(episodes.act, obs)
         except Exception as exc:
-            log.exception("policy act failed")
-            return _error(500, "policy_act_failed", f"{exc!r}\n{traceback.format_exc()}"[:4000], enc)
+            return _policy_failed("act", exc, enc)
         resp = ActResponse(
             episode_id=msg.episode_id,
             step=msg.step,

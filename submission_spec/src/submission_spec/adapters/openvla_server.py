@@ -52,25 +52,34 @@ from submission_spec.policy import Observation, Policy, as_action_chunk, as_poli
 log = logging.getLogger("submission_spec.openvla_server")
 
 
-def create_openvla_app(
-    policy: Policy | Callable[[Observation], np.ndarray], metadata: PolicyMetadata | None = None
-) -> FastAPI:
-    """The FastAPI app (serve it with uvicorn)."""
-    pol = as_policy(policy, metadata)
-    lock = threading.Lock()
-    state: dict[str, Any] = {"episode_id": None, "instruction": None, "requests": 0, "reset": False}
-    app = FastAPI(title="OpenVLA-style policy server (LIBERO-Pro2.0 SDK)")
+def _images(meta: PolicyMetadata, payload: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The metadata's cameras from ``payload``: agentview from ``full_image`` or ``image``, the wrist
+    from ``wrist_image``; each an (H, W, 3) uint8 array (ValueError otherwise)."""
+    images: dict[str, np.ndarray] = {}
+    for cam in meta.cameras:
+        keys = ("full_image", "image") if cam.name == "agentview" else ("wrist_image",)
+        img = next((payload[k] for k in keys if k in payload), None)
+        if not isinstance(img, np.ndarray) or img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
+            raise ValueError(f"payload key {'/'.join(keys)} ({cam.name}) must be an (H, W, 3) uint8 image")
+        images[cam.name] = img
+    return images
 
-    def observation(payload: dict[str, Any]) -> tuple[Observation, bool]:
-        """Map a payload to an Observation, deciding the episode (call under ``lock``)."""
-        meta = pol.metadata
-        images: dict[str, np.ndarray] = {}
-        for cam in meta.cameras:
-            keys = ("full_image", "image") if cam.name == "agentview" else ("wrist_image",)
-            img = next((payload[k] for k in keys if k in payload), None)
-            if not isinstance(img, np.ndarray) or img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
-                raise ValueError(f"payload key {'/'.join(keys)} ({cam.name}) must be an (H, W, 3) uint8 image")
-            images[cam.name] = img
+
+class _Session:
+    """The one episode an OpenVLA-style server knows: its id, instruction, the requests since its
+    reset and whether the policy was reset for it (module docstring, "Episodes"). Every call into
+    the policy holds ``lock``."""
+
+    def __init__(self, pol: Policy) -> None:
+        self.pol = pol
+        self.lock = threading.Lock()
+        self.state: dict[str, Any] = {"episode_id": None, "instruction": None, "requests": 0, "reset": False}
+
+    def observation(self, payload: dict[str, Any]) -> tuple[Observation, bool]:
+        """Map a payload to an Observation, deciding the episode (call under ``lock``); the flag:
+        the payload carries the LIBERO-Pro2.0 episode key (the answer echoes it)."""
+        meta, state = self.pol.metadata, self.state
+        images = _images(meta, payload)
         proprio = split_state(np.asarray(payload["state"]), list(meta.state_fields)) if meta.state_fields else {}
         instruction = payload.get("instruction")
         if not isinstance(instruction, str):
@@ -88,17 +97,39 @@ def create_openvla_app(
             episode_id=episode_id, step=step, instruction=instruction, images=images, proprio=proprio
         ), echo
 
-    def handle(payload: dict[str, Any]) -> tuple[Observation, bool, np.ndarray, float]:
-        with lock:
-            obs, echo = observation(payload)
-            if not state["reset"]:
-                pol.reset(obs.episode_id, obs.instruction)
-                state["reset"] = True
-            state["instruction"] = obs.instruction
+    def handle(self, payload: dict[str, Any]) -> tuple[Observation, bool, np.ndarray, float]:
+        """The observation, the echo flag, the policy's action chunk and its inference time (ms)."""
+        with self.lock:
+            obs, echo = self.observation(payload)
+            if not self.state["reset"]:
+                self.pol.reset(obs.episode_id, obs.instruction)
+                self.state["reset"] = True
+            self.state["instruction"] = obs.instruction
             t0 = time.perf_counter()
-            chunk = as_action_chunk(pol.act(obs))
-            state["requests"] += 1
+            chunk = as_action_chunk(self.pol.act(obs))
+            self.state["requests"] += 1
             return obs, echo, chunk, (time.perf_counter() - t0) * 1e3
+
+
+def _answer(obs: Observation, echo: bool, chunk: np.ndarray, infer_ms: float) -> Any:
+    """What ``/act`` answers (before json-numpy): the echoing map, a bare 7-vector or T 7-vectors."""
+    if echo:
+        return {
+            "actions": chunk,
+            EPISODE_KEY: obs.episode_id,
+            STEP_KEY: obs.step,
+            "server_timing": {"infer_ms": round(infer_ms, 3)},
+        }
+    return chunk[0] if len(chunk) == 1 else list(chunk)
+
+
+def create_openvla_app(
+    policy: Policy | Callable[[Observation], np.ndarray], metadata: PolicyMetadata | None = None
+) -> FastAPI:
+    """The FastAPI app (serve it with uvicorn)."""
+    pol = as_policy(policy, metadata)
+    session = _Session(pol)
+    app = FastAPI(title="OpenVLA-style policy server (LIBERO-Pro2.0 SDK)")
 
     @app.get("/health")
     def health() -> dict:
@@ -117,17 +148,8 @@ def create_openvla_app(
                 payload = json_numpy.loads(payload["encoded"])
             if not isinstance(payload, dict):
                 raise TypeError("payload must be a JSON object")
-            obs, echo, chunk, infer_ms = await run_in_threadpool(handle, payload)
-            if echo:
-                answer: Any = {
-                    "actions": chunk,
-                    EPISODE_KEY: obs.episode_id,
-                    STEP_KEY: obs.step,
-                    "server_timing": {"infer_ms": round(infer_ms, 3)},
-                }
-            else:
-                answer = chunk[0] if len(chunk) == 1 else list(chunk)
-            text = json_numpy.dumps(answer)
+            obs, echo, chunk, infer_ms = await run_in_threadpool(session.handle, payload)
+            text = json_numpy.dumps(_answer(obs, echo, chunk, infer_ms))
             if double:
                 text = json.dumps(text)
             return Response(text, media_type="application/json")
