@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from liberopro.workers import THREAD_ENV
 
@@ -167,6 +168,77 @@ def _cpu_children() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _run_mode(mode: str, plans: list, out: Path, meta: Any, settings: Any, image_size: int, replan: int, workers: int):
+    """Run ``plans`` in ``mode`` (on-demand, eager, workers), the hashing policy writing what it
+    saw under ``out``: the records and ``(CPU s, wall s)`` (CPU: this process and its children)."""
+    from liberopro.local_policy import LocalPolicyClient
+    from liberopro.runner import EpisodeRunner
+    from liberopro.workers import PolicyAccess, run_workers
+
+    got: list = []
+    c0, k0, w0 = time.process_time(), _cpu_children(), time.perf_counter()
+    if mode == "workers":
+        access = PolicyAccess(local_policy=functools.partial(make_hashing_policy, str(out), image_size, replan))
+        run_workers(plans, workers, access, meta, settings, got.append)
+    else:
+        client = LocalPolicyClient(HashingPolicy(str(out), image_size, replan))
+        EpisodeRunner(client, meta, settings).run(plans, got.append)
+    return got, (time.process_time() - c0 + _cpu_children() - k0, time.perf_counter() - w0)
+
+
+def _problems(recs: list, obs: list[list[dict]]) -> list[str]:
+    """What differs between the modes' records and observations of one instance (empty: identical)."""
+    problems = []
+    if any(r is None for r in recs):
+        problems.append("missing record in " + ", ".join(m for m, r in zip(MODES, recs, strict=True) if r is None))
+    else:
+        for m, r in zip(MODES[1:], recs[1:], strict=True):
+            if r.outcome_key() != recs[0].outcome_key():
+                diff = [k for (k, v), (_, w) in zip(r.outcome_key(), recs[0].outcome_key(), strict=True) if v != w]
+                problems.append(f"record {m} vs on-demand: {', '.join(diff)}")
+        if not recs[0].valid or recs[0].termination_reason not in ("horizon", "success"):
+            problems.append(f"episode ended {recs[0].termination_reason}: {recs[0].detail}")
+    for m, o in zip(MODES[1:], obs[1:], strict=True):
+        if o != obs[0]:
+            problems.append(f"observations {m} vs on-demand: {_first_difference(obs[0], o)}")
+    if not obs[0]:
+        problems.append("no observation recorded")
+    return problems
+
+
+def _compare(plans: list, records: dict[str, dict], seen: dict[str, dict[str, list[dict]]]) -> tuple[bool, dict]:
+    """Print one row per episode (renders per mode, identical or not, what differs); return
+    whether any differs and the renders per mode."""
+    print(
+        f"\n{'task':<17} {'case':<8} {'steps':>5} {'obs':>4}  "
+        + "  ".join(f"{m + ' renders':>17}" for m in MODES)
+        + "  identical"
+    )
+    differs = False
+    totals = {m: 0 for m in MODES}
+    for plan in plans:
+        iid = plan.instance.instance_id
+        recs = [records[m].get(iid) for m in MODES]
+        obs = [seen[m].get(iid, []) for m in MODES]
+        problems = _problems(recs, obs)
+        differs = differs or bool(problems)
+        renders = []
+        for m, r in zip(MODES, recs, strict=True):
+            n = (r.renders or {}) if r is not None else {}
+            totals[m] += sum(n.values())
+            renders.append("/".join(str(n.get(c, 0)) for c in CAMERAS))
+        steps = recs[0].steps if recs[0] is not None else 0
+        task = f"{plan.instance.suite}:{plan.instance.task_index}"
+        print(
+            f"{task:<17} {plan.instance.case:<8} {steps:>5} {len(obs[0]):>4}  "
+            + "  ".join(f"{x:>17}" for x in renders)
+            + f"  {'no' if problems else 'yes'}"
+        )
+        for p in problems:
+            print(f"    ! {p}")
+    return differs, totals
+
+
 def main(
     tasks: str = typer.Option(
         "libero_goal:1,libero_spatial:0,libero_10:0", help="Tasks, SUITE:INDEX, comma-separated."
@@ -179,11 +251,9 @@ def main(
 ) -> None:
     """Run the episodes on demand, eagerly and in worker processes; print the comparison; exit 1
     when a record or a delivered observation differs."""
-    from liberopro.local_policy import LocalPolicyClient
     from liberopro.results import EpisodeRecord
-    from liberopro.runner import EpisodeRunner, RunSettings
+    from liberopro.runner import RunSettings
     from liberopro.stack import check_stack
-    from liberopro.workers import PolicyAccess, run_workers
 
     versions = check_stack()
     plans, lines = plans_for([t.strip() for t in tasks.split(",") if t.strip()], max_steps)
@@ -204,63 +274,14 @@ def main(
             out = Path(tmp) / mode
             out.mkdir()
             settings = RunSettings(render_size=render_size, max_steps=max_steps, on_demand_render=mode != "eager")
-            got: list[EpisodeRecord] = []
-            c0, k0, w0 = time.process_time(), _cpu_children(), time.perf_counter()
-            if mode == "workers":
-                access = PolicyAccess(local_policy=functools.partial(make_hashing_policy, str(out), image_size, replan))
-                run_workers(plans, workers, access, meta, settings, got.append)
-            else:
-                client = LocalPolicyClient(HashingPolicy(str(out), image_size, replan))
-                EpisodeRunner(client, meta, settings).run(plans, got.append)
-            cost[mode] = (time.process_time() - c0 + _cpu_children() - k0, time.perf_counter() - w0)
+            got, cost[mode] = _run_mode(mode, plans, out, meta, settings, image_size, replan, workers)
             for rec in got:
                 records[mode][rec.instance_id] = rec
                 path = out / f"{rec.episode_id}.json"
                 seen[mode][rec.instance_id] = json.loads(path.read_text()) if path.exists() else []
             print(f"{mode}: {len(got)} episodes, {cost[mode][1]:.1f} s wall, {cost[mode][0]:.1f} s CPU", flush=True)
 
-    print(
-        f"\n{'task':<17} {'case':<8} {'steps':>5} {'obs':>4}  "
-        + "  ".join(f"{m + ' renders':>17}" for m in MODES)
-        + "  identical"
-    )
-    differs = False
-    totals = {m: 0 for m in MODES}
-    for plan in plans:
-        iid = plan.instance.instance_id
-        recs = [records[m].get(iid) for m in MODES]
-        obs = [seen[m].get(iid, []) for m in MODES]
-        problems = []
-        if any(r is None for r in recs):
-            problems.append("missing record in " + ", ".join(m for m, r in zip(MODES, recs, strict=True) if r is None))
-        else:
-            for m, r in zip(MODES[1:], recs[1:], strict=True):
-                if r.outcome_key() != recs[0].outcome_key():
-                    diff = [k for (k, v), (_, w) in zip(r.outcome_key(), recs[0].outcome_key(), strict=True) if v != w]
-                    problems.append(f"record {m} vs on-demand: {', '.join(diff)}")
-            if not recs[0].valid or recs[0].termination_reason not in ("horizon", "success"):
-                problems.append(f"episode ended {recs[0].termination_reason}: {recs[0].detail}")
-        for m, o in zip(MODES[1:], obs[1:], strict=True):
-            if o != obs[0]:
-                problems.append(f"observations {m} vs on-demand: {_first_difference(obs[0], o)}")
-        if not obs[0]:
-            problems.append("no observation recorded")
-        differs = differs or bool(problems)
-        renders = []
-        for m, r in zip(MODES, recs, strict=True):
-            n = (r.renders or {}) if r is not None else {}
-            totals[m] += sum(n.values())
-            renders.append("/".join(str(n.get(c, 0)) for c in CAMERAS))
-        steps = recs[0].steps if recs[0] is not None else 0
-        task = f"{plan.instance.suite}:{plan.instance.task_index}"
-        print(
-            f"{task:<17} {plan.instance.case:<8} {steps:>5} {len(obs[0]):>4}  "
-            + "  ".join(f"{x:>17}" for x in renders)
-            + f"  {'no' if problems else 'yes'}"
-        )
-        for p in problems:
-            print(f"    ! {p}")
-
+    differs, totals = _compare(plans, records, seen)
     lazy, eager = totals["on-demand"], totals["eager"]
     print(
         f"\nrenders (both cameras, all episodes): on-demand {lazy}, eager {eager} "

@@ -182,40 +182,10 @@ def _study_steps() -> tuple[int, int]:
     return episodes, steps
 
 
-def main(
-    steps: int = typer.Option(40, help="Policy steps per measured episode."),
-    rounds: int = typer.Option(3, help="Counted rounds; the modes alternate within each."),
-    render_size: int = typer.Option(256, help="Render resolution of the two cameras (px)."),
-    child: bool = typer.Option(False, "--child", hidden=True),
-) -> None:
-    """Per-step CPU and wall time of raw LIBERO and the evaluator's loop, the scaling over this
-    machine's cores, and the projected wall time of the study's evaluation."""
-    if child:
-        _child(steps, render_size)
-        return
-    from liberopro.policy_process import PolicyProcess
-    from liberopro.stack import check_stack
-    from submission_spec.transports import make_client
-
-    versions = check_stack()
-    from liberopro.workers import available_cpus
-
-    cores = available_cpus()[0]  # affinity and the cgroup quota, as `evaluate --workers` counts them
-    scenes: dict = {}
-    stack = contextlib.ExitStack()  # the policy server is stopped whatever happens
-    server = stack.enter_context(
-        PolicyProcess(f"{sys.executable} -m submission_spec.examples zero", log_path=Path("/tmp/bench-policy.log"))
-    )
-    http = stack.enter_context(make_client(server.url, "liberopro"))
-    modes: dict[str, object] = {
-        "physics": _Raw((), steps, render_size),
-        "raw+cameras": _Raw(("agentview", "wrist"), steps, render_size),
-        "loop K=1": _Loop(1, steps, render_size, True, scenes),
-        "loop K=5": _Loop(5, steps, render_size, True, scenes),
-        "loop K=8": _Loop(8, steps, render_size, True, scenes),
-        "loop K=5 eager": _Loop(5, steps, render_size, False, scenes),
-        "loop K=1 http": _Loop(1, steps, render_size, True, scenes, client=http),
-    }
+def _measure(modes: dict[str, object], rounds: int, cores: int, steps: int, render_size: int):
+    """``rounds`` counted rounds after a warm-up, the modes alternating in order within each, and
+    one and ``cores`` child processes: per mode its figures per round, per process count its
+    children's figures per round, and the load average before and after each round."""
     got: dict[str, list[tuple[float, float, float, float, int]]] = {m: [] for m in modes}
     par: dict[int, list[list[dict]]] = {1: [], cores: []}
     loads = []
@@ -231,13 +201,45 @@ def main(
                 par[n].append(_children(n, steps, render_size))
         loads.append((load0, os.getloadavg()[0]))
         print(f"round {r}{' (warm-up)' if r == 0 else ''}: load average {load0:.2f} -> {loads[-1][1]:.2f}", flush=True)
-    stack.close()
-    for scene in scenes.values():
-        scene.close()
-    for mode in modes.values():
-        if isinstance(mode, _Raw):
-            mode.close()
+    return got, par, loads
 
+
+def _report_study(
+    got: dict, per_step: dict[str, tuple[float, float]], one: list[dict], one_cpu: float, cores: int, scaling: float
+) -> None:
+    """Print the projected cost of the study's evaluation from the per-step figures."""
+    med = statistics.median
+    episodes, study_steps = _study_steps()
+    setup_cpu = med(c["setup_cpu"] for c in one)
+    cpu_s = study_steps * one_cpu + episodes * setup_cpu  # one single-thread process alone
+    eager_setup = med(f[2] for f in got["loop K=5 eager"])
+    eager_cpu_s = study_steps * per_step["loop K=5 eager"][0] + episodes * eager_setup
+    print(
+        f"\nstudy evaluation (failing policy, K=5): {episodes} episodes, {study_steps / 1e6:.2f} M control steps, "
+        f"{cpu_s / 3600:.1f} CPU-hours single-thread ({1e3 * one_cpu:.1f} ms/step + {setup_cpu:.1f} s set-up per episode)"
+    )
+    for label, n in ((f"this machine ({cores} cores)", cores), ("a 16-core node", 16)):
+        print(
+            f"  projected wall on {label}: {cpu_s / (n * scaling) / 3600:.1f} h ({n} processes, scaling {scaling:.2f})"
+        )
+    print(
+        f"  before issue 12 (eager loop, one process): {eager_cpu_s / 3600:.1f} CPU-hours "
+        f"({1e3 * per_step['loop K=5 eager'][0]:.1f} ms/step + {eager_setup:.1f} s set-up per episode), "
+        f"{eager_cpu_s / cpu_s:.1f}x the CPU of the loop above"
+    )
+
+
+def _report(
+    got: dict,
+    par: dict[int, list[list[dict]]],
+    loads: list,
+    cores: int,
+    steps: int,
+    rounds: int,
+    render_size: int,
+    versions: dict,
+) -> None:
+    """Print the per-step table, the scaling over the cores and the study's projection."""
     med = statistics.median
     print(
         f"\nstack: mujoco {versions['mujoco']}, robosuite {versions['robosuite']}, MUJOCO_GL={versions['mujoco_gl']}; "
@@ -273,25 +275,51 @@ def main(
     )
     lazy, eager = per_step["loop K=5"][0], per_step["loop K=5 eager"][0]
     print(f"K=5: on-demand loop CPU per step = {lazy / eager:.2f} of the eager loop's ({eager / lazy:.2f}x less)")
+    _report_study(got, per_step, one, one_cpu, cores, scaling)
 
-    episodes, study_steps = _study_steps()
-    setup_cpu = med(c["setup_cpu"] for c in one)
-    cpu_s = study_steps * one_cpu + episodes * setup_cpu  # one single-thread process alone
-    eager_setup = med(f[2] for f in got["loop K=5 eager"])
-    eager_cpu_s = study_steps * per_step["loop K=5 eager"][0] + episodes * eager_setup
-    print(
-        f"\nstudy evaluation (failing policy, K=5): {episodes} episodes, {study_steps / 1e6:.2f} M control steps, "
-        f"{cpu_s / 3600:.1f} CPU-hours single-thread ({1e3 * one_cpu:.1f} ms/step + {setup_cpu:.1f} s set-up per episode)"
+
+def main(
+    steps: int = typer.Option(40, help="Policy steps per measured episode."),
+    rounds: int = typer.Option(3, help="Counted rounds; the modes alternate within each."),
+    render_size: int = typer.Option(256, help="Render resolution of the two cameras (px)."),
+    child: bool = typer.Option(False, "--child", hidden=True),
+) -> None:
+    """Per-step CPU and wall time of raw LIBERO and the evaluator's loop, the scaling over this
+    machine's cores, and the projected wall time of the study's evaluation."""
+    if child:
+        _child(steps, render_size)
+        return
+    from liberopro.policy_process import PolicyProcess
+    from liberopro.stack import check_stack
+    from submission_spec.transports import make_client
+
+    versions = check_stack()
+    from liberopro.workers import available_cpus
+
+    cores = available_cpus()[0]  # affinity and the cgroup quota, as `evaluate --workers` counts them
+    scenes: dict = {}
+    stack = contextlib.ExitStack()  # the policy server is stopped whatever happens
+    server = stack.enter_context(
+        PolicyProcess(f"{sys.executable} -m submission_spec.examples zero", log_path=Path("/tmp/bench-policy.log"))
     )
-    for label, n in ((f"this machine ({cores} cores)", cores), ("a 16-core node", 16)):
-        print(
-            f"  projected wall on {label}: {cpu_s / (n * scaling) / 3600:.1f} h ({n} processes, scaling {scaling:.2f})"
-        )
-    print(
-        f"  before issue 12 (eager loop, one process): {eager_cpu_s / 3600:.1f} CPU-hours "
-        f"({1e3 * per_step['loop K=5 eager'][0]:.1f} ms/step + {eager_setup:.1f} s set-up per episode), "
-        f"{eager_cpu_s / cpu_s:.1f}x the CPU of the loop above"
-    )
+    http = stack.enter_context(make_client(server.url, "liberopro"))
+    modes: dict[str, object] = {
+        "physics": _Raw((), steps, render_size),
+        "raw+cameras": _Raw(("agentview", "wrist"), steps, render_size),
+        "loop K=1": _Loop(1, steps, render_size, True, scenes),
+        "loop K=5": _Loop(5, steps, render_size, True, scenes),
+        "loop K=8": _Loop(8, steps, render_size, True, scenes),
+        "loop K=5 eager": _Loop(5, steps, render_size, False, scenes),
+        "loop K=1 http": _Loop(1, steps, render_size, True, scenes, client=http),
+    }
+    got, par, loads = _measure(modes, rounds, cores, steps, render_size)
+    stack.close()
+    for scene in scenes.values():
+        scene.close()
+    for mode in modes.values():
+        if isinstance(mode, _Raw):
+            mode.close()
+    _report(got, par, loads, cores, steps, rounds, render_size, versions)
 
 
 if __name__ == "__main__":
