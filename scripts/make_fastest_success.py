@@ -13,12 +13,13 @@ run's log (one ``suite:index {json}`` line per task) without the simulator.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import typer
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "evaluator" / "liberopro" / "data" / "fastest_success.json"
@@ -112,31 +113,31 @@ def table(rows: dict[str, dict], commit: str, init_states: list[int]) -> dict:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--init-states", default="0,1", help="comma-separated init state indices (default 0,1)")
-    ap.add_argument("--from-log", type=Path, help="rebuild from a previous run's log instead of measuring")
-    ap.add_argument("--commit", help="the commit measured (default: HEAD)")
-    ap.add_argument("--out", type=Path, default=OUT)
-    a = ap.parse_args()
-    inits = [int(x) for x in a.init_states.split(",")]
+def main(
+    init_states: str = typer.Option("0,1", help="comma-separated init state indices"),
+    from_log: Path | None = typer.Option(None, help="rebuild from a previous run's log instead of measuring"),
+    commit: str | None = typer.Option(None, help="the commit measured (default: HEAD)"),
+    out: Path = typer.Option(OUT, help="where to write the table"),
+) -> None:
+    """Measure the oracle's fastest success per task (or rebuild it from a log) and write the table."""
+    inits = [int(x) for x in init_states.split(",")]
     commit = (
-        a.commit
+        commit
         or subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
         ).stdout.strip()
     )
-    if a.from_log:
+    if from_log:
         rows = {}
-        for line in a.from_log.read_text().splitlines():
+        for line in from_log.read_text().splitlines():
             key, _, body = line.partition(" ")
             if key.startswith("libero"):
                 rows[key] = json.loads(body)
     else:
         rows = measure(inits, sys.stderr)
-    a.out.write_text(json.dumps(table(rows, commit, inits), indent=1) + "\n")
-    print(f"wrote {a.out}")
+    out.write_text(json.dumps(table(rows, commit, inits), indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
-    main()
+    typer.run(main)

@@ -12,16 +12,22 @@ Each case's instance is the seed-0 draw (``make_instance(ref, case, 0)``, attemp
 from __future__ import annotations
 
 import json
-import sys
 import time
 
+import typer
 from liberopro.instances import EpisodePlan, make_instance, parse_cases
 from liberopro.oracle_policy import oracle_runner
 from liberopro.runner import RunSettings
 from liberopro.tasks import parse_task_list
 
 
-def main(tasks: str, cases: str, episodes: int, max_steps: int) -> None:
+def main(
+    tasks: str = typer.Argument(..., help="Tasks, SUITE:INDEX, comma-separated."),
+    cases: str = typer.Argument(..., help="Cases, comma-separated (nominal, S19, S19+D18, ...)."),
+    episodes: int = typer.Argument(..., help="Episodes per case (episode e: init state e, env seed e)."),
+    max_steps: int = typer.Argument(..., help="Policy steps per episode."),
+) -> None:
+    """Run the oracle on each (task, case) and print one JSON line each."""
     runner = oracle_runner(RunSettings(max_steps=max_steps))
     try:
         for ref in parse_task_list(tasks):
@@ -52,4 +58,4 @@ def main(tasks: str, cases: str, episodes: int, max_steps: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    typer.run(main)

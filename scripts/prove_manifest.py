@@ -16,19 +16,21 @@ Used to measure the proof's added generation time (``docs/instances.md``, "Solva
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
+import typer
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("manifest", type=Path)
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--init-states", default=None, help="e.g. 0,1 (default: as generation derives them)")
-    args = ap.parse_args()
+
+def main(
+    manifest: Path = typer.Argument(..., help="A manifest generated with --no-proof."),
+    out: Path = typer.Option(
+        ..., "--out", help="Where to write the proved manifest (and OUT.report.json, OUT.timing.json)."
+    ),
+    init_states: str | None = typer.Option(None, help="e.g. 0,1 (default: as generation derives them)"),
+) -> None:
+    """Add the solvability proof to MANIFEST, write the proved manifest to OUT and time the proof."""
 
     from liberopro.generation import (
         DroppedPair,
@@ -41,9 +43,9 @@ def main() -> int:
     from liberopro.schema.manifest import make_header, write_manifest
     from liberopro.sim import SceneVariant
 
-    src = check_manifest(args.manifest)
+    src = check_manifest(manifest)
     h = src.header
-    given = [int(x) for x in args.init_states.split(",")] if args.init_states else None
+    given = [int(x) for x in init_states.split(",")] if init_states else None
     states = proof_init_states(h.split, h.episodes_per_instance, given)
     kept, dropped, timing = [], [], []
     by_task: dict[str, list] = {}
@@ -79,9 +81,9 @@ def main() -> int:
         h.split, 0, kept, episodes=h.episodes_per_instance, dropped=h.dropped + len(dropped), stack=h.stack
     )
     header = header.model_copy(update={"seed_sha256": h.seed_sha256})
-    write_manifest(args.out, header, kept)
+    write_manifest(out, header, kept)
     rep = report(header, dropped, len(src.instances) + h.dropped, kept)
-    src_report = args.manifest.with_name(args.manifest.name + ".report.json")
+    src_report = manifest.with_name(manifest.name + ".report.json")
     if src_report.exists():  # keep the generation's own drops (applicability, validation)
         before = json.loads(src_report.read_text())
         rep["dropped_pairs"] = before["dropped_pairs"] + rep["dropped_pairs"]
@@ -97,12 +99,11 @@ def main() -> int:
         for key in ("reference_instances", "difference_vs_reference", "tasks", "cases"):
             rep[key] = before.get(key, rep.get(key))
     rep["validated"] = rep["proved"] = True
-    args.out.with_name(args.out.name + ".report.json").write_text(json.dumps(rep, indent=2) + "\n")
-    args.out.with_name(args.out.name + ".timing.json").write_text(
+    out.with_name(out.name + ".report.json").write_text(json.dumps(rep, indent=2) + "\n")
+    out.with_name(out.name + ".timing.json").write_text(
         json.dumps({"init_states": states, "instances": timing}, indent=1) + "\n"
     )
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    typer.run(main)

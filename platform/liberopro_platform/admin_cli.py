@@ -183,9 +183,9 @@ def sweep_sandboxes(worker_name: str | None = typer.Option(None, "--worker")) ->
 @app.command("firewall")
 def firewall_cmd() -> None:
     """Install the host rule that stops sandboxed policies from reaching host services."""
-    from liberopro_platform.sandbox.firewall import main
+    from liberopro_platform.sandbox.firewall import run
 
-    raise typer.Exit(main())
+    raise typer.Exit(run())
 
 
 @app.command("stuck")

@@ -113,15 +113,12 @@ def _in_host_namespace() -> bool:
         return False
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m liberopro_platform.sandbox.firewall [--check]``: install the rule (compose's
-    one-shot ``sandbox-firewall`` service runs this in the host's network namespace); ``--check``
-    installs nothing and exits 0 when every IPv4 rule is present, 3 when one is missing (what a
-    worker with ``external`` asks the engine to run there)."""
-    import sys
-
-    args = sys.argv[1:] if argv is None else argv
-    if args == ["--check"]:
+def run(check: bool = False) -> int:
+    """Install the rule (compose's one-shot ``sandbox-firewall`` service runs this in the host's
+    network namespace) and return the exit code: 0 installed or already present, 1 when it could
+    not be installed. ``check``: install nothing; 0 when every IPv4 rule is present, 3 when one is
+    missing (what a worker with ``external`` asks the engine to run there)."""
+    if check:
         present = rule_present("iptables")
         print("sandbox firewall rules " + ("present" if present else "missing"))
         return 0 if present else 3
@@ -135,5 +132,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def main(argv: list[str] | None = None) -> None:
+    """``python -m liberopro_platform.sandbox.firewall [--check]``: :func:`run` with the command
+    line ``argv`` (default: ``sys.argv``); exits with its code."""
+    import typer
+
+    def firewall(
+        check: bool = typer.Option(
+            False, "--check", help="Install nothing; exit 0 when the rules are present, 3 if not."
+        ),
+    ) -> None:
+        raise typer.Exit(run(check))
+
+    app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+    app.command(help="Install the host rule that stops sandboxed policies from reaching host services.")(firewall)
+    app(args=argv, prog_name="python -m liberopro_platform.sandbox.firewall")
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -7,7 +7,6 @@ shows these lines to a submitter whose image fails validation.
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -209,16 +208,21 @@ def _check_concurrency(url: str, meta: PolicyMetadata, request_timeout: float) -
     return Check(name, True, f"{n} episodes reset, then 3 rounds of /act from {n} threads at once, all answered")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m submission_spec.conformance URL", file=sys.stderr)
-        return 2
-    report = check_policy(args[0])
-    print("\n".join(report.lines()))
-    print("CONFORMS" if report.ok else "DOES NOT CONFORM")
-    return 0 if report.ok else 1
+def main(argv: list[str] | None = None) -> None:
+    """``python -m submission_spec.conformance URL``: print the report of :func:`check_policy`;
+    exit code 0 when the server conforms, 1 when it does not, 2 for a usage error."""
+    import typer
+
+    def check(url: str = typer.Argument(..., help="The policy server's URL, e.g. http://127.0.0.1:8000.")) -> None:
+        report = check_policy(url)
+        print("\n".join(report.lines()))
+        print("CONFORMS" if report.ok else "DOES NOT CONFORM")
+        raise typer.Exit(0 if report.ok else 1)
+
+    app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+    app.command(help="Check that a running server speaks submission spec v1.")(check)
+    app(args=argv, prog_name="python -m submission_spec.conformance")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -7,7 +7,6 @@ They exercise the whole evaluation path without a model. Serve one with
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -69,12 +68,22 @@ EXAMPLES: dict[str, Callable[[], Policy]] = {"zero": ZeroPolicy, "random": Rando
 
 
 def main(argv: list[str] | None = None) -> None:
-    from submission_spec.server import serve
+    """``python -m submission_spec.examples {zero,random}``: serve that example policy
+    (:func:`submission_spec.server.serve`; port from ``PORT``). Exit code 2 for another name."""
+    import typer
 
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or args[0] not in EXAMPLES:
-        raise SystemExit(f"usage: python -m submission_spec.examples {{{','.join(EXAMPLES)}}}")
-    serve(EXAMPLES[args[0]]())
+    def serve_example(
+        name: str = typer.Argument(..., metavar="NAME", help=f"The example policy to serve: {', '.join(EXAMPLES)}."),
+    ) -> None:
+        from submission_spec.server import serve
+
+        if name not in EXAMPLES:
+            raise typer.BadParameter(f"{name!r} is not one of: {', '.join(EXAMPLES)}", param_hint="NAME")
+        serve(EXAMPLES[name]())
+
+    app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+    app.command(help="Serve an example policy (port from $PORT, default 8000).")(serve_example)
+    app(args=argv, prog_name="python -m submission_spec.examples")
 
 
 if __name__ == "__main__":

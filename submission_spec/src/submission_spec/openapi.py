@@ -7,7 +7,6 @@ when the committed file differs from what the models generate.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +39,19 @@ def render() -> str:
     return json.dumps(build_openapi(), indent=2, sort_keys=False) + "\n"
 
 
+def main(argv: list[str] | None = None) -> None:
+    """``python -m submission_spec.openapi [OUT]``: write :func:`render` to ``OUT`` (default: the
+    committed ``submission_spec/openapi.json``)."""
+    import typer
+
+    def write(out: Path = typer.Argument(OPENAPI_PATH, help="Where to write the document.")) -> None:
+        out.write_text(render())
+        print(f"wrote {out}")
+
+    app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+    app.command(help="Write the OpenAPI document of spec v1.")(write)
+    app(args=argv, prog_name="python -m submission_spec.openapi")
+
+
 if __name__ == "__main__":
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else OPENAPI_PATH
-    out.write_text(render())
-    print(f"wrote {out}")
+    main()

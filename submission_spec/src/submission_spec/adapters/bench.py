@@ -9,12 +9,12 @@ Not a test: figures depend on the machine.
 
 from __future__ import annotations
 
-import argparse
 import socket
 import threading
 import time
 
 import numpy as np
+import typer
 
 from submission_spec.conformance import synthetic_observation
 from submission_spec.models import CameraSpec, PolicyMetadata
@@ -79,23 +79,28 @@ def _measure(client, n: int) -> tuple[np.ndarray, list[float]]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark with the command line ``argv`` (default: ``sys.argv``)."""
+    app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+    app.command(help=__doc__.splitlines()[0])(_bench)
+    app(args=argv, prog_name="python -m submission_spec.adapters.bench")
+
+
+def _bench(n: int = typer.Option(300, "-n", help="requests per protocol")) -> None:
+    """Measure ``n`` requests per protocol and print the table."""
     from submission_spec.adapters.openpi_server import OpenPIPolicyServer
     from submission_spec.adapters.openvla_server import create_openvla_app
     from submission_spec.server import create_app
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-n", type=int, default=300, help="requests per protocol")
-    args = ap.parse_args(argv)
     policy = _Chunk()
     rows = []
     for enc in ("msgpack", "json"):
         with _Uvicorn(create_app(policy)) as url, make_client(url, "liberopro", encoding=enc) as c:
-            rows.append((f"liberopro ({enc})", *_measure(c, args.n)))
+            rows.append((f"liberopro ({enc})", *_measure(c, n)))
     with OpenPIPolicyServer(policy, port=0) as srv, make_client(srv.url, "openpi") as c:
-        rows.append(("openpi (websocket, msgpack-numpy)", *_measure(c, args.n)))
+        rows.append(("openpi (websocket, msgpack-numpy)", *_measure(c, n)))
     with _Uvicorn(create_openvla_app(policy)) as url, make_client(url, "openvla", variant="oft") as c:
-        rows.append(("openvla (REST, json-numpy)", *_measure(c, args.n)))
-    print(f"loopback round trip, {args.n} requests, 2 x 224x224x3 uint8 + state(8) -> (10, 7)")
+        rows.append(("openvla (REST, json-numpy)", *_measure(c, n)))
+    print(f"loopback round trip, {n} requests, 2 x 224x224x3 uint8 + state(8) -> (10, 7)")
     print(f"{'protocol':36s} {'median ms':>10s} {'p95 ms':>8s} {'mean ms':>8s} {'server ms':>10s}")
     for name, lat, server in rows:
         print(
