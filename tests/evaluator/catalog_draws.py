@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
+
+import typer
 
 PINNED = Path(__file__).resolve().parents[1] / "data" / "catalog_draws.json"
 SEED, ATTEMPTS = 0, (0, 1)
@@ -23,11 +24,12 @@ SEED, ATTEMPTS = 0, (0, 1)
 def digests() -> dict[str, str]:
     """Shift id -> SHA-256 of its draws over the 40 tasks and :data:`ATTEMPTS` (reads the BDDL
     files through LIBERO's parser; builds no scene)."""
+    from liberopro.catalog import SPECS
     from liberopro.instances import make_instance
     from liberopro.tasks import all_task_refs
 
     out = {}
-    for sid in [f"S{i:02d}" for i in range(1, 23)] + [f"D{i:02d}" for i in range(1, 21)]:
+    for sid in SPECS:  # every shift of the catalog (the JSON is written with sorted keys)
         h = hashlib.sha256()
         for attempt in ATTEMPTS:
             for ref in all_task_refs():
@@ -38,8 +40,14 @@ def digests() -> dict[str, str]:
     return out
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] != ["--record"]:
-        sys.exit(__doc__)
+def main(record: bool = typer.Option(False, "--record", help=f"Write the digests to {PINNED.name}.")) -> None:
+    """Record the pinned draws (``--record``; without it, print this help and exit 1)."""
+    if not record:
+        typer.echo(__doc__)
+        raise typer.Exit(1)
     PINNED.write_text(json.dumps(digests(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {PINNED}")
+
+
+if __name__ == "__main__":
+    typer.run(main)

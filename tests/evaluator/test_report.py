@@ -334,6 +334,7 @@ def test_cli_report(runs, tmp_path):
 
 
 def test_study_presets():
+    from liberopro.catalog import SPECS
     from liberopro.compositions import conflict
     from liberopro.instances import parse_cases
     from liberopro.study import PresetError, compositions, parse_replan_steps, preset_cases
@@ -360,7 +361,8 @@ def test_study_presets():
     assert cases[0] == [] and cases.count(["S01"]) == 1 and ["S01", "D01"] in cases and ["D07", "D15", "D19"] in cases
     constituents = {i for c in cases if len(c) > 1 for i in c}
     assert all([i] in cases for i in constituents), "every constituent runs as a single shift too"
-    assert len(parse_cases("@all")) == 43 and len(preset_cases("runtime")) == 21
+    runtime = [sid for sid, spec in SPECS.items() if spec.kind == "runtime"]
+    assert len(parse_cases("@all")) == 1 + len(SPECS) and preset_cases("runtime") == ["nominal", *runtime]
     with pytest.raises(PresetError, match="unknown preset @nope"):
         parse_cases("@nope")
     assert parse_replan_steps("@sweep") == [1, 2, 5, 10] and parse_replan_steps(None) == [None]
