@@ -75,7 +75,8 @@ def apply_look(scene, geoms: Sequence[int], look: Look) -> dict:
     mat_rgba = scene.model_field("mat_rgba")
     mats = sorted({int(matid[g]) for g in geoms if matid[g] >= 0})
     own = {int(mat_texid[k]) for k in mats}
-    chosen, texid = None, -1
+    chosen: str | None = None
+    texid = -1
     for name in look.textures:
         if name == "none":
             chosen = name

@@ -15,6 +15,7 @@ Units: metres, degrees; world frame (z up; the robot stands at -x facing +x).
 from __future__ import annotations
 
 import math
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import mujoco
@@ -112,7 +113,9 @@ def ray(scene, start: np.ndarray, direction: np.ndarray, exclude: int = -1) -> t
     return float(dist), int(gid[0])
 
 
-def surface_below(scene, xy: np.ndarray, top_z: float = 3.0, ignore: set[int] = frozenset()) -> tuple[float, int]:
+def surface_below(
+    scene, xy: np.ndarray, top_z: float = 3.0, ignore: AbstractSet[int] = frozenset()
+) -> tuple[float, int]:
     """(height, root body) of the first surface straight below ``xy`` from ``top_z``, ignoring
     geoms of the root bodies in ``ignore``. (nan, -1) when nothing is below."""
     skip = set(ignore)
@@ -170,7 +173,7 @@ def check_spot(
     level_z: float,
     clearance: float = 0.01,
     support: int | None = None,
-    ignore: set[int] = frozenset(),
+    ignore: AbstractSet[int] = frozenset(),
     exhaustive: bool = False,
     below_tol: float = SURFACE_TOL_M,
 ) -> SpotCheck:

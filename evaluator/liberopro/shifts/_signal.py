@@ -41,8 +41,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import cv2
 import numpy as np
@@ -51,7 +51,7 @@ import numpy as np
 # stated as fractions of it) are declared in the catalog.
 from liberopro.catalog.execution import ACTION_HIGH, ACTION_LOW, ACTION_RANGE  # noqa: F401
 from liberopro.frames import map_images
-from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
+from liberopro.shifts.base import RP, EpisodeContext, RuntimeShift, ShiftInvalid
 
 if TYPE_CHECKING:
     from liberopro.sim import RawFrame
@@ -156,12 +156,12 @@ class NoiseLevel:
                 if est_r is not None:
                     self.received.setdefault(cam, []).append(est_r)
 
-    def check(self, shift_id: str) -> dict:
+    def check(self, shift_id: str) -> dict[str, dict[str, Any]]:
         """Measured level per camera (at render resolution: ``median_sigma``, ``min_sigma``,
         ``max_sigma``; as the policy receives it, where known: ``received_median_sigma`` and
         ``received_size`` [height, width]); raises :class:`ShiftInvalid` when a camera's median
         at render resolution is off (the post-condition is on the noise as added)."""
-        out = {}
+        out: dict[str, dict[str, Any]] = {}
         for cam in sorted(set(self.values) | set(self.unmeasured)):
             vals = self.values.get(cam, [])
             out[cam] = {
@@ -332,20 +332,26 @@ class DelayLine:
 
 
 # --------------------------------------------------------------------------- windows
-class WindowShift(RuntimeShift):
+class _Windowed(Protocol):
+    """The parameters of a window shift (each declares ``duration_steps`` in its own place)."""
+
+    duration_steps: int
+
+
+class WindowShift(RuntimeShift[RP]):
     """A runtime shift that acts during a window of ``params.duration_steps`` steps from the step
     it fired (see the module docstring for the window rule). Subclasses call :meth:`active` in
     their hooks, :meth:`mark` at each step they acted, and implement :meth:`measure` (the
     post-condition over the realised window)."""
 
-    def __init__(self, params) -> None:
+    def __init__(self, params: RP | Mapping[str, Any]) -> None:
         super().__init__(params)
         self.window: tuple[int, int] | None = None
         self.active_steps: list[int] = []
         self.last_step = -1
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
-        self.window = (step, step + int(self.params.duration_steps))
+        self.window = (step, step + int(cast(_Windowed, self.params).duration_steps))
         self.applied = {"window_steps": list(self.window)}
         self.on_fire(ctx, step)
 

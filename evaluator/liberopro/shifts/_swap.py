@@ -104,7 +104,8 @@ def unit_footprint(members: Iterable[str]) -> float | None:
     """Footprint of a unit from :data:`FOOTPRINT_M` (its widest member); None if a member's
     category is not in the table."""
     sizes = [FOOTPRINT_M.get(category(m)) for m in members]
-    return None if any(v is None for v in sizes) else max(sizes)
+    known = [v for v in sizes if v is not None]
+    return max(known) if len(known) == len(sizes) else None
 
 
 def swap_partners(ref: TaskRef, sem: TaskSemantics) -> list[str]:
@@ -113,56 +114,69 @@ def swap_partners(ref: TaskRef, sem: TaskSemantics) -> list[str]:
     return swap_candidates(ref, sem)[0]
 
 
+@dataclass(frozen=True)
+class _Stacks:
+    """What rests on what in a task's BDDL initial state (:func:`_bddl`): ``objects`` and
+    ``fixtures`` by name, ``rests`` object -> the region it starts on."""
+
+    objects: list[str]
+    fixtures: list[str]
+    rests: dict[str, str]
+
+    def below(self, o: str) -> str | None:
+        """The object or fixture ``o`` starts on (None: not stated, or no known owner)."""
+        region = self.rests.get(o)
+        return owner_of(region, self.objects + self.fixtures) if region else None
+
+    def chain(self, o: str) -> list[str]:
+        """``o`` and the movable objects under it, top to bottom."""
+        out = [o]
+        while (b := self.below(out[-1])) is not None and b in self.objects and b not in out:
+            out.append(b)
+        return out
+
+    def base(self, o: str) -> str | None:
+        """The table, or the region of another fixture, the bottom of ``o``'s chain starts on."""
+        bottom = self.chain(o)[-1]
+        owner = self.below(bottom)
+        if owner is None:
+            return None
+        return owner if is_table(owner) else self.rests[bottom]
+
+    def unit(self, o: str) -> set[str]:
+        """``o``'s chain and every object resting (transitively) on a member."""
+        members = set(self.chain(o))
+        changed = True
+        while changed:
+            changed = False
+            for x in self.objects:
+                if x not in members and self.below(x) in members:
+                    members.add(x)
+                    changed = True
+        return members
+
+
 def swap_candidates(ref: TaskRef, sem: TaskSemantics) -> tuple[list[str], dict[str, str]]:
     """(partners, rejected object -> reason) from the BDDL initial state and the footprint
     table (module docstring). The realisation re-checks everything in the simulator."""
     if not sem.target_is_movable:
         return [], {}
-    objects, fixtures, rests = _bddl(ref)
-    names = objects + fixtures
-
-    def below(o: str) -> str | None:
-        region = rests.get(o)
-        return owner_of(region, names) if region else None
-
-    def chain(o: str) -> list[str]:
-        out = [o]
-        while below(out[-1]) in objects and below(out[-1]) not in out:
-            out.append(below(out[-1]))
-        return out
-
-    def base(o: str) -> str | None:
-        bottom = chain(o)[-1]
-        owner = below(bottom)
-        if owner is None:
-            return None
-        return owner if is_table(owner) else rests[bottom]
-
-    def unit(o: str) -> set[str]:
-        members = set(chain(o))
-        changed = True
-        while changed:
-            changed = False
-            for x in objects:
-                if x not in members and below(x) in members:
-                    members.add(x)
-                    changed = True
-        return members
-
-    target_unit = unit(sem.target)
-    target_base = base(sem.target)
+    stacks = _Stacks(*_bddl(ref))
+    target_unit = stacks.unit(sem.target)
+    target_base = stacks.base(sem.target)
     if target_base is None:
         return [], {}
     t_size = unit_footprint(target_unit)
-    out, rejected = [], {}
-    for o in objects:
-        if o in target_unit or below(o) in objects or base(o) != target_base:
+    out: list[str] = []
+    rejected: dict[str, str] = {}
+    for o in stacks.objects:
+        if o in target_unit or stacks.below(o) in stacks.objects or stacks.base(o) != target_base:
             continue
         if category(o) == category(sem.target) or o == sem.receiver:
             continue
-        if sem.receiver in unit(o) or sem.target in unit(o):
+        if sem.receiver in stacks.unit(o) or sem.target in stacks.unit(o):
             continue
-        p_size = unit_footprint(unit(o))
+        p_size = unit_footprint(stacks.unit(o))
         if t_size and p_size and max(t_size, p_size) / min(t_size, p_size) > MAX_FOOTPRINT_RATIO:
             rejected[o] = f"footprint {p_size:.3f} m vs the target's {t_size:.3f} m"
             continue
@@ -221,7 +235,7 @@ def movable_unit(scene, name: str) -> list[str]:
     chain = [name]
     while True:
         other = scene.entity_name(below[chain[-1]]) if below[chain[-1]] > 0 else None
-        if other in objects and other not in chain:
+        if other is not None and other in objects and other not in chain:
             chain.append(other)
         else:
             break

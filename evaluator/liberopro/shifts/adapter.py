@@ -133,7 +133,8 @@ class ShiftStack:
         """Every runtime shift has fired and finished acting by ``step``
         (:meth:`~liberopro.shifts.base.RuntimeShift.done_after`); False without runtime shifts."""
         ends = [s.done_after() for s in self.shifts if isinstance(s, RuntimeShift)]
-        return bool(ends) and None not in ends and step >= max(ends)  # type: ignore[type-var]
+        done = [e for e in ends if e is not None]
+        return bool(ends) and len(done) == len(ends) and step >= max(done)
 
     def end(self) -> None:
         """After the last step: every shift finishes its measurements (``on_episode_end``)."""

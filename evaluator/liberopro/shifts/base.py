@@ -35,9 +35,9 @@ Every shift records what it applied (``self.applied``), with measured values.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 
 import numpy as np
 
@@ -112,9 +112,16 @@ def stable_seed(*parts: object) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-class Shift:
+#: A shift's parameters model (``Shift[GainParams]``: ``self.params`` is a ``GainParams``).
+P = TypeVar("P", bound=ShiftParams)
+#: A runtime shift's parameters model.
+RP = TypeVar("RP", bound=RuntimeParams)
+
+
+class Shift(Generic[P]):
     """Base of every shift. A subclass names its catalog entry (``spec = SPECS["S01"]``, a
-    :class:`~liberopro.catalog.ShiftSpec`) and overrides hooks; its metadata comes from the spec.
+    :class:`~liberopro.catalog.ShiftSpec`) and its parameters model (``class ActuationGain(
+    Shift[GainParams])``), and overrides hooks; its metadata comes from the spec.
 
     Class attributes (set from ``spec``):
         id: ``S01``...``S22``, ``D01``...``D20``.
@@ -149,10 +156,11 @@ class Shift:
             spec.triggers,
         )
 
-    def __init__(self, params: ShiftParams) -> None:
-        if not isinstance(params, self.Params):
-            params = self.Params.model_validate(params)
-        self.params = params
+    def __init__(self, params: P | Mapping[str, Any]) -> None:
+        """``params``: the shift's ``Params`` model, or a mapping validated against it
+        (``pydantic.ValidationError`` names a bad field)."""
+        # spec.Params is the class's P (the catalog's entry point names a class declaring both)
+        self.params: P = cast(P, params if isinstance(params, self.Params) else self.Params.model_validate(params))
         self.applied: dict[str, Any] = {}
 
     # ----------------------------------------------------------------- catalog side
@@ -221,12 +229,12 @@ class Shift:
         }
 
 
-class RuntimeShift(Shift):
+class RuntimeShift(Shift[RP]):
     """A shift fired during the episode by a phase of the task (or its fallback step)."""
 
     kind: ClassVar[ShiftKind] = "runtime"
 
-    def __init__(self, params: ShiftParams) -> None:
+    def __init__(self, params: RP | Mapping[str, Any]) -> None:
         super().__init__(params)
         self.fired_at: int | None = None
         self.fired_by: Literal["phase", "fallback"] | None = None
@@ -241,7 +249,7 @@ class RuntimeShift(Shift):
 
     @property
     def trigger(self) -> str:
-        return self.params.trigger  # type: ignore[attr-defined]
+        return self.params.trigger
 
     def should_fire(self, step: int, reached: dict[Phase, int]) -> Literal["phase", "fallback"] | None:
         """Why the shift fires at ``step`` (None: not yet, or already fired)."""
@@ -249,7 +257,7 @@ class RuntimeShift(Shift):
             return None
         if self.trigger in reached:
             return "phase"
-        if step >= self.params.fallback_step:  # type: ignore[attr-defined]
+        if step >= self.params.fallback_step:
             return "fallback"
         return None
 
@@ -272,14 +280,15 @@ class RuntimeShift(Shift):
         last deferral's reasons. Any other :class:`ShiftInvalid` from :meth:`fire` propagates."""
         if self.fired_at is not None:
             return None
-        if self._due_by is None:
+        why, due_at = self._due_by, self.due_at  # set together, when the shift came due
+        if why is None or due_at is None:
             why = self.should_fire(step, reached)
             if why is None:
                 return None
-            self.due_at, self._due_by = step, why
-        why = self._due_by
+            due_at = self.due_at = step
+            self._due_by = why
         self.fired_at, self.fired_by = step, why
-        self.delay_steps = step - self.due_at
+        self.delay_steps = step - due_at
         try:
             self.fire(ctx, step)
         except ShiftDeferred as exc:
@@ -288,7 +297,7 @@ class RuntimeShift(Shift):
             self.deferrals += 1
             if self.deferred_reason is None:
                 self.deferred_reason = exc.reason
-            if step - self.due_at >= MAX_DELAY_STEPS:
+            if step - due_at >= MAX_DELAY_STEPS:
                 raise ShiftInvalid(
                     self.id,
                     f"could not act within {MAX_DELAY_STEPS} steps of coming due at step {self.due_at} "

@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.condition import RuntimeObjectPoseParams
 from liberopro.shifts._placement import Blocked, entity_pose, relocate
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftDeferred, ShiftInvalid
 
 
-class RuntimeObjectPose(RuntimeShift):
+class RuntimeObjectPose(RuntimeShift[RuntimeObjectPoseParams]):
     spec = SPECS["D01"]
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:

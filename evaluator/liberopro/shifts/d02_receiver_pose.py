@@ -19,10 +19,13 @@ the fallback step of the per-task rule (:mod:`liberopro.catalog.fallbacks`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from liberopro.catalog import SPECS
 from liberopro.catalog.condition import RECEIVER_ROBOT_CLEARANCE_M as CLEARANCE_M
+from liberopro.catalog.condition import RuntimeReceiverPoseParams
 from liberopro.shifts._placement import entity_pose
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 from liberopro.shifts.s02_receiver_pose import move_receiver, receiver_entity, site_positions
@@ -30,7 +33,7 @@ from liberopro.shifts.s02_receiver_pose import move_receiver, receiver_entity, s
 #: Least distance (m) kept between the moved receiver and the robot or the carried target.
 
 
-class RuntimeReceiverPose(RuntimeShift):
+class RuntimeReceiverPose(RuntimeShift[RuntimeReceiverPoseParams]):
     spec = SPECS["D02"]
 
     @classmethod
@@ -48,7 +51,7 @@ class RuntimeReceiverPose(RuntimeShift):
         before = np.array(reloc.start[reloc.entity])
         after = entity_pose(scene, reloc.entity)[0]
         target_after = entity_pose(scene, sem.target)[0]
-        measured = {
+        measured: dict[str, Any] = {
             "moved_m": round(float(np.linalg.norm(after[:2] - before[:2])), 4),
             "height_change_m": round(float(after[2] - before[2]), 4),
             "target_moved_m": round(float(np.linalg.norm(target_after - target_before)), 5),

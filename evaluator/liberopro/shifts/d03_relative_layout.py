@@ -22,6 +22,7 @@ import numpy as np
 
 from liberopro.catalog import SPECS
 from liberopro.catalog.condition import SWAP_ROBOT_CLEARANCE_M as CLEARANCE_M
+from liberopro.catalog.condition import RuntimeRelativeLayoutParams
 from liberopro.shifts._placement import Blocked
 from liberopro.shifts._swap import swap
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftDeferred, ShiftInvalid
@@ -30,7 +31,7 @@ from liberopro.shifts.s03_relative_layout import no_partner_reason
 #: Least distance (m) kept between the swapped objects and the robot.
 
 
-class RuntimeRelativeLayout(RuntimeShift):
+class RuntimeRelativeLayout(RuntimeShift[RuntimeRelativeLayoutParams]):
     spec = SPECS["D03"]
 
     @classmethod

@@ -37,10 +37,12 @@ blocks the push: libero_goal 5), nor to articulated goals.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.condition import ObstructionParams
 from liberopro.shifts._props import (
     RAY_STEP_M,
     PropShape,
@@ -72,7 +74,7 @@ UNEVEN_M = 0.04
 _DRAWER_REGIONS = ("_top_region", "_middle_region", "_bottom_region")
 
 
-def region_rect(scene, sem) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, int]:
+def region_rect(scene, sem) -> tuple[np.ndarray, np.ndarray, float, float, int]:
     """The goal region as (centre xy, half extents (2,), yaw deg, top z, owner root body)."""
     region = sem.receiver_region
     if region in scene.inner.object_sites_dict:
@@ -87,7 +89,7 @@ def region_rect(scene, sem) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, 
     return (lo[:2] + hi[:2]) / 2, (hi[:2] - lo[:2]) / 2, 0.0, float(hi[2]), scene.root_body(sem.receiver)
 
 
-class PlacementObstruction(RuntimeShift):
+class PlacementObstruction(RuntimeShift[ObstructionParams]):
     spec = SPECS["D04"]
 
     @classmethod
@@ -162,7 +164,7 @@ class PlacementObstruction(RuntimeShift):
                 continue
             scene.refresh()
             covered = side * side / area
-            post = {
+            post: dict[str, Any] = {
                 "covered_fraction": round(covered, 4),
                 "free_area_m2": round(area - side * side, 5),
                 "target_footprint_m2": round(target_area, 5),

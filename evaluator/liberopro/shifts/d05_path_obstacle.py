@@ -24,10 +24,12 @@ thickness 3-5 cm. Applicability: as S05 (tasks with a goal region).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.condition import RuntimePathObstacleParams
 from liberopro.phases import PhaseTracker
 from liberopro.shifts._placement import Blocked
 from liberopro.shifts._props import (
@@ -68,7 +70,7 @@ def carried(ctx: EpisodeContext) -> set[str]:
     return ctx.phases.touched_now() if isinstance(ctx.phases, PhaseTracker) else set()
 
 
-class RuntimePathObstacle(RuntimeShift):
+class RuntimePathObstacle(RuntimeShift[RuntimePathObstacleParams]):
     spec = SPECS["D05"]
 
     @classmethod
@@ -82,6 +84,8 @@ class RuntimePathObstacle(RuntimeShift):
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         scene, p = ctx.scene, self.params
         a, b = target_xy(scene, ctx.sem), goal_xy(scene, ctx.sem)
+        if b is None:  # applicable() refuses tasks without a receiver
+            raise ShiftInvalid(self.id, "the task has no goal region")
         half = (p.thickness_m / 2, p.width_m / 2, p.height_m / 2)
         t_lo, t_hi = entity_aabb(scene, [ctx.sem.target])
         eef = scene.eef_pos()
@@ -129,7 +133,7 @@ class RuntimePathObstacle(RuntimeShift):
         level, _ = ground_level(scene)
         along = (b - a) / max(np.linalg.norm(b - a), 1e-9)
         top = float(pos[2] + used[2])
-        post = {
+        post: dict[str, Any] = {
             "off_path_m": round(segment_distance(pos[:2], a, b), 4),
             "bottom_above_surface_m": round(float(pos[2] - used[2] - level), 4),
             "height_m": round(top - level, 4),

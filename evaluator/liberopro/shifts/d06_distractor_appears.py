@@ -23,6 +23,7 @@ Defaults: trigger approach; the fallback step of the per-task rule (:mod:`libero
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.environment import RuntimeLookalikeParams
 from liberopro.shifts._objects import lookalike_instruction
 from liberopro.shifts._placement import Blocked
 from liberopro.shifts._props import object_positions, place_beside, prop_record, robot_clearance, target_stack
@@ -41,7 +42,7 @@ PROP = "liberopro_prop_d06_lookalike"
 ROBOT_CLEARANCE_M = 0.02
 
 
-class DistractorAppears(RuntimeShift):
+class DistractorAppears(RuntimeShift[RuntimeLookalikeParams]):
     spec = SPECS["D06"]
 
     @classmethod

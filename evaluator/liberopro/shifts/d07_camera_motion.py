@@ -20,11 +20,12 @@ approach or transport (even odds); the fallback step of the per-task rule (:mod:
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.environment import CameraMotionParams
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 from liberopro.shifts.s15_camera_calibration import CAMERA, move_camera, unit
 
 
-class CameraMotion(RuntimeShift):
+class CameraMotion(RuntimeShift[CameraMotionParams]):
     spec = SPECS["D07"]
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:

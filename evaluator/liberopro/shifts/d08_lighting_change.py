@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from liberopro.catalog import SPECS
-from liberopro.catalog.environment import MIN_DARKENING
+from liberopro.catalog.environment import MIN_DARKENING, LightingChangeParams
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
 LIGHT_FIELDS = (
@@ -44,7 +44,7 @@ LIGHT_FIELDS = (
 MEASURE_PX = 128
 
 
-class LightingChange(RuntimeShift):
+class LightingChange(RuntimeShift[LightingChangeParams]):
     spec = SPECS["D08"]
 
     def __init__(self, params) -> None:

@@ -20,6 +20,7 @@ Applies to every task.
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.environment import RuntimeOcclusionParams
 from liberopro.shifts._placement import Blocked
 from liberopro.shifts._props import prop_record
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftDeferred, ShiftInvalid
@@ -33,7 +34,7 @@ from liberopro.shifts.s09_occlusion import (
 PROP = "liberopro_prop_d09_occluder"
 
 
-class OccluderAppears(RuntimeShift):
+class OccluderAppears(RuntimeShift[RuntimeOcclusionParams]):
     spec = SPECS["D09"]
 
     @classmethod

@@ -5,10 +5,11 @@ what the policy sees stops. The step index and instruction stay current."""
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.observation import FreezeParams
 from liberopro.shifts.base import EpisodeContext, RuntimeShift
 
 
-class ObservationFreeze(RuntimeShift):
+class ObservationFreeze(RuntimeShift[FreezeParams]):
     spec = SPECS["D10"]
 
     def __init__(self, params) -> None:

@@ -23,11 +23,12 @@ import dataclasses
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.observation import DropoutParams
 from liberopro.shifts._signal import WindowShift
 from liberopro.shifts.base import EpisodeContext, ShiftInvalid
 
 
-class CameraDropout(WindowShift):
+class CameraDropout(WindowShift[DropoutParams]):
     spec = SPECS["D11"]
 
     def __init__(self, params) -> None:

@@ -27,6 +27,7 @@ from collections import Counter, deque
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.observation import ObsLatencyParams
 from liberopro.shifts._signal import WindowShift
 from liberopro.shifts.base import EpisodeContext, ShiftInvalid
 
@@ -40,7 +41,7 @@ def frames_equal(a, b) -> bool:
     )
 
 
-class ObservationLatency(WindowShift):
+class ObservationLatency(WindowShift[ObsLatencyParams]):
     spec = SPECS["D12"]
 
     def __init__(self, params) -> None:

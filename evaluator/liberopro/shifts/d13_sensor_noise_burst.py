@@ -18,11 +18,12 @@ delivered untouched.
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.observation import NoiseBurstParams
 from liberopro.shifts._signal import NoiseLevel, WindowShift
 from liberopro.shifts.base import EpisodeContext
 
 
-class SensorNoiseBurst(WindowShift):
+class SensorNoiseBurst(WindowShift[NoiseBurstParams]):
     spec = SPECS["D13"]
 
     def __init__(self, params) -> None:

@@ -20,12 +20,13 @@ the command given ``delay_steps`` commands before.
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.execution import DelayBurstParams
 from liberopro.shifts._signal import GRIPPER, DelayLine, WindowShift
 from liberopro.shifts.base import EpisodeContext
 from liberopro.shifts.s19_action_latency import DelayCheck
 
 
-class ActionDelayBurst(WindowShift):
+class ActionDelayBurst(WindowShift[DelayBurstParams]):
     spec = SPECS["D14"]
 
     def __init__(self, params) -> None:

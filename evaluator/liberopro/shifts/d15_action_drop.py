@@ -22,11 +22,12 @@ from __future__ import annotations
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.execution import DropParams
 from liberopro.shifts._signal import ARM, GRIPPER, WindowShift, hold_action
 from liberopro.shifts.base import EpisodeContext, ShiftInvalid
 
 
-class ActionDrop(WindowShift):
+class ActionDrop(WindowShift[DropParams]):
     spec = SPECS["D15"]
 
     def __init__(self, params) -> None:

@@ -16,12 +16,13 @@ errors + 5% of the stated one; gripper exactly as commanded.
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.execution import ActionNoiseBurstParams
 from liberopro.shifts._signal import WindowShift, add_action_noise
 from liberopro.shifts.base import EpisodeContext
 from liberopro.shifts.s20_action_noise import NoiseCheck
 
 
-class ActionNoiseBurst(WindowShift):
+class ActionNoiseBurst(WindowShift[ActionNoiseBurstParams]):
     spec = SPECS["D16"]
 
     def __init__(self, params) -> None:

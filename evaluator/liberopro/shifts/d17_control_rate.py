@@ -27,11 +27,12 @@ from collections import Counter
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.execution import ControlRateParams
 from liberopro.shifts._signal import WindowShift
 from liberopro.shifts.base import EpisodeContext, ShiftInvalid
 
 
-class ControlRateChange(WindowShift):
+class ControlRateChange(WindowShift[ControlRateParams]):
     spec = SPECS["D17"]
 
     def __init__(self, params) -> None:

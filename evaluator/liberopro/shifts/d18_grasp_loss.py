@@ -44,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.robot import GraspLossParams
 from liberopro.phases import PhaseTracker
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
@@ -53,7 +54,7 @@ BACKOFF_M = 0.04
 BACKOFF_ACTION = 0.3
 
 
-class GraspLoss(RuntimeShift):
+class GraspLoss(RuntimeShift[GraspLossParams]):
     spec = SPECS["D18"]
 
     def __init__(self, params) -> None:
@@ -94,13 +95,13 @@ class GraspLoss(RuntimeShift):
         }
 
     def override(self, ctx: EpisodeContext, step: int) -> np.ndarray | None:
-        if self._start is None or self._done:
+        if self._start is None or self._done or self._tracker is None:  # the tracker is set at fire
             return None
         k = step - self._start  # steps of the window already executed
         if k >= self.params.open_steps:
             still = sorted(set(self._held) & self._tracker.touched_now())
             if not still or k >= self.params.open_steps + self.params.release_timeout_steps:
-                self._finish(ctx, k, still)
+                self._finish(ctx, self._tracker, self._start, k, still)
                 return None
         action = np.zeros(7)
         action[6] = -1.0
@@ -115,21 +116,32 @@ class GraspLoss(RuntimeShift):
         return action
 
     def on_episode_end(self, ctx: EpisodeContext) -> None:
-        if self._start is not None and not self._done:  # the episode ended inside the window
+        if self._start is not None and self._tracker is not None and not self._done:  # ended inside the window
             self.applied["truncated"] = True
             still = sorted(set(self._held) & self._tracker.touched_now())
-            self._finish(ctx, None, still, raise_invalid=False)
+            self._finish(ctx, self._tracker, self._start, None, still, raise_invalid=False)
 
-    def _finish(self, ctx: EpisodeContext, k: int | None, still: list[str], raise_invalid: bool = True) -> None:
+    def _finish(
+        self,
+        ctx: EpisodeContext,
+        tracker: PhaseTracker,
+        start: int,
+        k: int | None,
+        still: list[str],
+        raise_invalid: bool = True,
+    ) -> None:
+        """Record the window (fired at ``start``, ``k`` steps open; None: cut by the episode's
+        end) and what the gripper still touches (``still``); raise :class:`ShiftInvalid` when
+        something is still held and ``raise_invalid``."""
         self._done = True
         drops = {}
         for n in self._held:
             if self._is_part(n):
                 continue
-            drops[n] = round(float(ctx.scene.body_pos(self._tracker.actor(n).body)[2]) - self._z0[n], 4)
+            drops[n] = round(float(ctx.scene.body_pos(tracker.actor(n).body)[2]) - self._z0[n], 4)
         self.applied.update(
             {
-                "window_steps": [self._start, self._start + k] if k is not None else [self._start, None],
+                "window_steps": [start, start + k] if k is not None else [start, None],
                 "open_steps_realised": k,
                 "opening_at_release_m": round(self._opening(ctx), 4),
                 "post_condition": {"in_gripper_after": still, "released": not still, "dropped_m": drops},

@@ -12,18 +12,19 @@ import math
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.robot import DisplacementParams
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
 #: OSC_POSE position scale: an action of 1.0 asks for 0.05 m per step (robosuite osc_pose.json).
 OSC_POS_SCALE_M = 0.05
 
 
-class RobotDisplacement(RuntimeShift):
+class RobotDisplacement(RuntimeShift[DisplacementParams]):
     spec = SPECS["D19"]
 
     def __init__(self, params) -> None:
         super().__init__(params)
-        self._start = None
+        self._start: np.ndarray | None = None
         self._done = False
         self._steps = 0
 

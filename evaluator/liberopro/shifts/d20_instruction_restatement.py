@@ -25,12 +25,13 @@ runtime shift).
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.language import RestatementParams
 from liberopro.paraphrases import paraphrases_for
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 from liberopro.tasks import task_info
 
 
-class InstructionRestatement(RuntimeShift):
+class InstructionRestatement(RuntimeShift[RestatementParams]):
     spec = SPECS["D20"]
 
     def __init__(self, params) -> None:

@@ -8,11 +8,12 @@ whose drawer is to be opened, the stove to be turned on) moves as a fixture."""
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.condition import ObjectPoseParams
 from liberopro.shifts._placement import check_rests, relocate
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 
-class ObjectPose(Shift):
+class ObjectPose(Shift[ObjectPoseParams]):
     spec = SPECS["S01"]
 
     def on_settled(self, ctx: EpisodeContext) -> bool:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.condition import ReceiverPoseParams
 from liberopro.semantics import TaskSemantics
 from liberopro.shifts._placement import Blocked, check_rests, displaced, is_table, relocate, site_world
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftDeferred, ShiftInvalid
@@ -56,10 +57,11 @@ def receiver_entity(sem: TaskSemantics) -> tuple[str, tuple[str, ...]] | str:
     if sem.receiver is None:
         return "the task has no receiver (its goal is an articulation: open, close, turn on)"
     if is_table(sem.receiver):
-        anchor = TABLE_REGION_ANCHORS.get(sem.receiver_region or "")
-        if anchor is None:
-            return f"the goal region {sem.receiver_region} belongs to the table and names no fixture"
-        return anchor, (sem.receiver_region,)
+        region = sem.receiver_region
+        anchor = TABLE_REGION_ANCHORS.get(region or "")
+        if anchor is None or region is None:
+            return f"the goal region {region} belongs to the table and names no fixture"
+        return anchor, (region,)
     return sem.receiver, ()
 
 
@@ -110,7 +112,7 @@ def site_positions(ctx: EpisodeContext) -> dict[str, np.ndarray]:
     return {n: site_world(ctx.scene, model.site_name2id(n))[0] for n in found[1]}
 
 
-class ReceiverPose(Shift):
+class ReceiverPose(Shift[ReceiverPoseParams]):
     spec = SPECS["S02"]
 
     @classmethod

@@ -24,6 +24,7 @@ wine bottle for the bowl; :data:`~liberopro.shifts._swap.FOOTPRINT_M`).
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.condition import RelativeLayoutParams
 from liberopro.shifts._swap import MAX_FOOTPRINT_RATIO, check_swapped, swap, swap_candidates
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
@@ -44,7 +45,7 @@ def no_partner_reason(ref, sem) -> str | None:
     )
 
 
-class RelativeLayout(Shift):
+class RelativeLayout(Shift[RelativeLayoutParams]):
     spec = SPECS["S03"]
 
     @classmethod

@@ -19,11 +19,12 @@ Applicability: a movable target (pick and place or push); not a target inside a 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from liberopro.catalog import SPECS
-from liberopro.catalog.condition import SIDES
+from liberopro.catalog.condition import SIDES, ApproachParams
 from liberopro.shifts._props import (
     PropShape,
     check_spot_swept,
@@ -67,7 +68,7 @@ def side_direction(scene, centre_xy: np.ndarray, side: str) -> np.ndarray:
     return {"near": near, "far": -near, "left": left, "right": -left}[side]
 
 
-class ApproachConstraint(Shift):
+class ApproachConstraint(Shift[ApproachParams]):
     spec = SPECS["S04"]
 
     @classmethod
@@ -88,7 +89,7 @@ class ApproachConstraint(Shift):
         centre = stack.centre_xy
         roots = {scene.root_body(n) for n in stack.names}
         order = [p.side] + [s for s in SIDES if s != p.side]
-        reasons = []
+        reasons: list[str] = []
         for side in order:
             u = side_direction(scene, centre, side)
             perp = np.array([-u[1], u[0]])
@@ -158,7 +159,7 @@ class ApproachConstraint(Shift):
                     blocked_above.append(scene.entity_name(scene.entity_of_geom(gid)))
         touching = prop_contacts(scene, [PROP])
         moved = moved_objects(scene, self._before)
-        post = {
+        post: dict[str, Any] = {
             "gap_m": round(gap, 4),
             "bottom_above_surface_m": round(float(lo[2] - surface), 4),
             "top_minus_target_top_m": round(float(hi[2] - stack.hi[2]), 4),

@@ -22,10 +22,13 @@ between a target and a goal).
 from __future__ import annotations
 
 import math
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.condition import PathObstacleParams
 from liberopro.shifts._props import (
     PropShape,
     check_spot,
@@ -99,7 +102,7 @@ def place_on_path(
     fractions: list[float],
     half: tuple[float, float, float],
     clearance: float,
-    ignore: set[int] = frozenset(),
+    ignore: AbstractSet[int] = frozenset(),
     moving: frozenset[str] = frozenset(),
 ) -> tuple[np.ndarray, float, tuple, list[str]]:
     """Stand the obstacle ``prop`` on segment ``a`` -> ``b`` at the first free fraction, with the
@@ -112,7 +115,7 @@ def place_on_path(
     along = (b - a) / max(np.linalg.norm(b - a), 1e-9)
     yaw = math.degrees(math.atan2(along[1], along[0]))
     level, _ = ground_level(scene)
-    reasons = []
+    reasons: list[str] = []
     blocked_by_moving = False
     sizes = [
         (t / 2, w / 2)
@@ -135,7 +138,7 @@ def place_on_path(
     raise (Blocked if blocked_by_moving else ValueError)("no free spot on the path: " + "; ".join(reasons))
 
 
-class PathObstacle(Shift):
+class PathObstacle(Shift[PathObstacleParams]):
     spec = SPECS["S05"]
 
     @classmethod
@@ -152,6 +155,8 @@ class PathObstacle(Shift):
         scene, p = ctx.scene, self.params
         a = target_stack(scene, ctx.sem).centre_xy
         b = goal_xy(scene, ctx.sem)
+        if b is None:  # applicable() refuses tasks without a receiver
+            raise ShiftInvalid(self.id, "the task has no goal region")
         half = (p.thickness_m / 2, p.width_m / 2, p.height_m / 2)
         fractions = [f for f in (p.fraction + d for d in FRACTIONS) if 0.25 <= f <= 0.75]
         try:
@@ -177,7 +182,7 @@ class PathObstacle(Shift):
         level, _ = ground_level(scene)
         bottom = pos[2] - self._half[2]
         top = pos[2] + self._half[2]
-        post = {
+        post: dict[str, Any] = {
             "off_path_m": round(segment_distance(pos[:2], self._a, self._b), 4),
             "bottom_above_surface_m": round(float(bottom - level), 4),
             "height_m": round(float(top - level), 4),

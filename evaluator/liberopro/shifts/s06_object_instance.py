@@ -28,6 +28,7 @@ import numpy as np
 
 from liberopro import variants
 from liberopro.catalog import SPECS
+from liberopro.catalog.environment import InstanceParams
 from liberopro.shifts._objects import CATALOGUE, SIZE_M, instance_instruction, instances, natural_quat, scene_types
 from liberopro.shifts._placement import PENETRATION_TOL_M, is_ground, quat_mul
 from liberopro.shifts._props import LIFT_M, body_geoms, geoms_aabb, surface_below
@@ -52,7 +53,7 @@ def _tilt_deg(q0: np.ndarray, q1: np.ndarray) -> float:
     return math.degrees(math.acos(max(-1.0, min(1.0, c))))
 
 
-class ObjectInstance(Shift):
+class ObjectInstance(Shift[InstanceParams]):
     spec = SPECS["S06"]
 
     @classmethod

@@ -20,10 +20,12 @@ Applicability: every task (the pool always holds at least two categories absent 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.environment import ClutterParams
 from liberopro.shifts._objects import clutter_pool
 from liberopro.shifts._placement import REACH_M, workspace_box
 from liberopro.shifts._props import (
@@ -53,7 +55,7 @@ def prop_name(i: int) -> str:
     return f"liberopro_prop_s07_clutter{i}"
 
 
-class Clutter(Shift):
+class Clutter(Shift[ClutterParams]):
     spec = SPECS["S07"]
 
     @classmethod
@@ -107,7 +109,7 @@ class Clutter(Shift):
         scene, p = ctx.scene, self.params
         level, _ = ground_level(scene)
         names = [prop_name(i) for i in range(len(p.objects))]
-        per = []
+        per: list[dict[str, Any]] = []
         for name in names:
             rec = prop_record(scene, name)
             shape = self._shapes[name]
@@ -120,7 +122,7 @@ class Clutter(Shift):
                     "path_distance_m": round(distance_to_path(centre, self._path) - math.hypot(*shape.half_xy), 4),
                 }
             )
-        post = {
+        post: dict[str, Any] = {
             "objects": per,
             "touching": prop_contacts(scene, names),
             "objects_moved_m": moved_objects(scene, self._before),

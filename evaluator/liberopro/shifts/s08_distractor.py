@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.environment import LookalikeParams
 from liberopro.shifts._objects import CATALOGUE, lookalike_instruction, lookalikes, scene_types
 from liberopro.shifts._props import (
     footprint_gap,
@@ -105,7 +106,7 @@ def check_lookalike_post(shift_id: str, post: dict, gap: float) -> None:
         raise ShiftInvalid(shift_id, f"look-alike touches {post['touching']} / moved {post['objects_moved_m']}")
 
 
-class Distractor(Shift):
+class Distractor(Shift[LookalikeParams]):
     spec = SPECS["S08"]
 
     @classmethod

@@ -27,6 +27,7 @@ import mujoco
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.environment import OcclusionParams
 from liberopro.shifts._placement import Blocked
 from liberopro.shifts._props import (
     entity_aabb,
@@ -184,7 +185,7 @@ def check_occluder_post(shift_id: str, post: dict, fraction: float) -> None:
         )
 
 
-class Occlusion(Shift):
+class Occlusion(Shift[OcclusionParams]):
     spec = SPECS["S09"]
 
     @classmethod

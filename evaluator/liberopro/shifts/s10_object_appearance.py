@@ -22,7 +22,7 @@ Applicability: every task.
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
-from liberopro.catalog.environment import MIN_TARGET_CHANGE
+from liberopro.catalog.environment import MIN_TARGET_CHANGE, ObjectAppearanceParams
 from liberopro.shifts._appearance import (
     Renders,
     apply_look,
@@ -35,7 +35,7 @@ from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 #: Least mean change of the target's pixels in the third-person view (grey levels, 0-255).
 
 
-class ObjectAppearance(Shift):
+class ObjectAppearance(Shift[ObjectAppearanceParams]):
     spec = SPECS["S10"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:

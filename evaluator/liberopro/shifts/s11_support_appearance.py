@@ -20,7 +20,7 @@ Applicability: every task.
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
-from liberopro.catalog.environment import MIN_SUPPORT_CHANGE, MIN_SUPPORT_SHARE
+from liberopro.catalog.environment import MIN_SUPPORT_CHANGE, MIN_SUPPORT_SHARE, SupportAppearanceParams
 from liberopro.shifts._appearance import (
     Renders,
     apply_look,
@@ -42,7 +42,7 @@ def support_geoms(scene, target: str) -> tuple[int, list[int]]:
     return root, visual_geoms(scene, {root})
 
 
-class SupportAppearance(Shift):
+class SupportAppearance(Shift[SupportAppearanceParams]):
     spec = SPECS["S11"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.environment import LightingParams
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 #: Smallest mean absolute change of the third-person image (grey levels, 0-255) that counts as
@@ -30,7 +31,7 @@ def _rotate_dir(v: np.ndarray, azimuth_deg: float, tilt_deg: float) -> np.ndarra
     return out / np.linalg.norm(out)
 
 
-class Lighting(Shift):
+class Lighting(Shift[LightingParams]):
     spec = SPECS["S12"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:

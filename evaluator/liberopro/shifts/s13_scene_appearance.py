@@ -23,7 +23,7 @@ from __future__ import annotations
 import mujoco
 
 from liberopro.catalog import SPECS
-from liberopro.catalog.environment import MIN_SCENE_CHANGE, MIN_SCENE_SHARE
+from liberopro.catalog.environment import MIN_SCENE_CHANGE, MIN_SCENE_SHARE, SceneAppearanceParams
 from liberopro.shifts._appearance import (
     Renders,
     apply_look,
@@ -51,7 +51,7 @@ def scene_surfaces(scene, target: str) -> dict[str, list[int]]:
     return out
 
 
-class SceneAppearance(Shift):
+class SceneAppearance(Shift[SceneAppearanceParams]):
     spec = SPECS["S13"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:

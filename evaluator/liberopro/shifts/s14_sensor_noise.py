@@ -27,11 +27,12 @@ resolution: what the definition's 5-25 grey levels state.
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.observation import SensorNoiseParams
 from liberopro.shifts._signal import NoiseLevel
 from liberopro.shifts.base import EpisodeContext, Shift
 
 
-class SensorNoise(Shift):
+class SensorNoise(Shift[SensorNoiseParams]):
     spec = SPECS["S14"]
 
     def __init__(self, params) -> None:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.observation import CameraParams
 from liberopro.shifts._placement import quat_mul
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
@@ -69,7 +70,7 @@ def move_camera(ctx: EpisodeContext, camera: str, shift: np.ndarray, turn_deg: f
     return measured
 
 
-class CameraCalibration(Shift):
+class CameraCalibration(Shift[CameraParams]):
     spec = SPECS["S15"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:

@@ -33,6 +33,7 @@ counts the images degraded):
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -59,15 +60,19 @@ MIN_CLEAN_HF = 1.0
 
 
 def degrade(img: np.ndarray, p: DegradationParams) -> np.ndarray:
-    """One image degraded as ``p`` states (blur sigma scaled to the image's width)."""
-    if p.mode == "jpeg":
-        return jpeg(img, p.jpeg_quality)
-    if p.mode == "downsample":
-        return down_up(img, p.downsample_factor)
-    return gaussian_blur(img, p.blur_sigma_px * img.shape[1] / REFERENCE_RENDER_PX)
+    """One image degraded as ``p`` states (blur sigma scaled to the image's width). ``ValueError``
+    when the mode's magnitude is None (the model refuses such parameters)."""
+    quality, factor, sigma = p.jpeg_quality, p.downsample_factor, p.blur_sigma_px
+    if p.mode == "jpeg" and quality is not None:
+        return jpeg(img, quality)
+    if p.mode == "downsample" and factor is not None:
+        return down_up(img, factor)
+    if p.mode != "blur" or sigma is None:
+        raise ValueError(f"mode {p.mode!r} needs its magnitude")
+    return gaussian_blur(img, sigma * img.shape[1] / REFERENCE_RENDER_PX)
 
 
-class ImageDegradation(Shift):
+class ImageDegradation(Shift[DegradationParams]):
     spec = SPECS["S16"]
 
     def __init__(self, params) -> None:
@@ -86,21 +91,23 @@ class ImageDegradation(Shift):
 
         return dataclasses.replace(frame, images=map_images(frame.images, degraded))
 
-    def _measure(self, out: np.ndarray, clean: np.ndarray) -> dict:
-        m = {"change": mean_abs_diff(out, clean)}
+    def _measure(self, out: np.ndarray, clean: np.ndarray) -> dict[str, float | None]:
+        change = mean_abs_diff(out, clean)
+        m: dict[str, float | None] = {"change": change}
         hf_clean = hf_energy(clean)
         m["hf_ratio"] = hf_energy(out) / hf_clean if hf_clean >= MIN_CLEAN_HF else None
-        if self.params.mode == "jpeg":
-            m["fixed_point"] = mean_abs_diff(jpeg(out, self.params.jpeg_quality), out) / max(m["change"], 1e-9)
+        quality = self.params.jpeg_quality
+        if self.params.mode == "jpeg" and quality is not None:
+            m["fixed_point"] = mean_abs_diff(jpeg(out, quality), out) / max(change, 1e-9)
             b = blockiness(clean)
             m["blockiness_ratio"] = blockiness(out) / b if b > 0 else None
         return m
 
     def on_episode_end(self, ctx: EpisodeContext) -> None:
         p = self.params
-        post = {}
+        post: dict[str, dict[str, Any]] = {}
         for cam, ms in sorted(self._measures.items()):
-            entry = {"steps": len(ms), "mean_abs_change": _median([m["change"] for m in ms])}
+            entry: dict[str, Any] = {"steps": len(ms), "mean_abs_change": _median([m["change"] for m in ms])}
             if p.mode == "jpeg":
                 entry["jpeg_fixed_point_ratio"] = _median([m["fixed_point"] for m in ms])
                 entry["blockiness_ratio"] = _median([m["blockiness_ratio"] for m in ms])

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.robot import RobotStateParams
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 JOINT_LIMIT_MARGIN_RAD = 0.05
@@ -60,7 +61,7 @@ def _describe(scene, pairs: set[tuple[int, int]]) -> list[str]:
     return sorted(set(names))
 
 
-class RobotState(Shift):
+class RobotState(Shift[RobotStateParams]):
     spec = SPECS["S17"]
 
     @staticmethod

@@ -35,6 +35,7 @@ import math
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.robot import ProprioBiasParams
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 from liberopro.shifts.s15_camera_calibration import unit
 
@@ -78,7 +79,7 @@ def rotation_between(q_true: np.ndarray, q_rep: np.ndarray) -> tuple[float, np.n
     return angle, (r[:3] / s if s > 0 else np.zeros(3))
 
 
-class ProprioceptionBias(Shift):
+class ProprioceptionBias(Shift[ProprioBiasParams]):
     spec = SPECS["S18"]
 
     def offsets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

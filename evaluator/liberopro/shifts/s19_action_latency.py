@@ -22,6 +22,7 @@ from collections import Counter
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.execution import LatencyParams
 from liberopro.shifts._signal import ARM, GRIPPER, DelayLine
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
@@ -72,7 +73,7 @@ class DelayCheck:
         return out
 
 
-class ActionLatency(Shift):
+class ActionLatency(Shift[LatencyParams]):
     spec = SPECS["S19"]
 
     def __init__(self, params) -> None:

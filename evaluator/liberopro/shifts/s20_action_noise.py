@@ -21,9 +21,12 @@ sigma (:func:`liberopro.shifts._signal.sigma_tolerance`), and the gripper exactl
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.execution import ActionNoiseParams
 from liberopro.shifts._signal import ARM, GRIPPER, add_action_noise, noise_sigma_mle, sigma_tolerance
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
@@ -40,12 +43,14 @@ class NoiseCheck:
         self.commanded.append(np.asarray(commanded, dtype=np.float64).copy())
         self.executed.append(np.asarray(executed, dtype=np.float64).copy())
 
-    def check(self, shift_id: str) -> dict:
+    def check(self, shift_id: str) -> dict[str, Any]:
         if not self.commanded:
             raise ShiftInvalid(shift_id, "no policy action was executed: no noise applied")
         c, e = np.array(self.commanded), np.array(self.executed)
         n = c[:, ARM].size
         est = noise_sigma_mle(c[:, ARM], e[:, ARM])
+        if est is None:  # not reached: commanded is not empty
+            raise ShiftInvalid(shift_id, "no arm sample to measure the noise on")
         clipped = int(np.sum(np.abs(e[:, ARM]) >= 1.0 - 1e-12))
         tol = sigma_tolerance(n)
         grip_changed = int(np.sum(c[:, GRIPPER] != e[:, GRIPPER]))
@@ -69,7 +74,7 @@ class NoiseCheck:
         return out
 
 
-class ActionNoise(Shift):
+class ActionNoise(Shift[ActionNoiseParams]):
     spec = SPECS["S20"]
 
     def __init__(self, params) -> None:

@@ -21,13 +21,14 @@ from __future__ import annotations
 import numpy as np
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.execution import GainParams
 from liberopro.shifts._signal import ACTION_HIGH, ACTION_LOW, ARM, GRIPPER
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
 
 TOL = 1e-12
 
 
-class ActuationGain(Shift):
+class ActuationGain(Shift[GainParams]):
     spec = SPECS["S21"]
 
     def __init__(self, params) -> None:

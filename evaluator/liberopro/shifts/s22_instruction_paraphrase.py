@@ -5,10 +5,11 @@ model at run time: :mod:`liberopro.paraphrases`)."""
 from __future__ import annotations
 
 from liberopro.catalog import SPECS
+from liberopro.catalog.language import ParaphraseParams
 from liberopro.shifts.base import EpisodeContext, Shift
 
 
-class InstructionParaphrase(Shift):
+class InstructionParaphrase(Shift[ParaphraseParams]):
     spec = SPECS["S22"]
 
     def on_episode_start(self, ctx: EpisodeContext) -> None:
