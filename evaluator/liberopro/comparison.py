@@ -21,29 +21,78 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from liberopro.metrics import PairKey, mean_paired_difference, paired_table, wilson
+
+if TYPE_CHECKING:
+    from liberopro.schema.results import EpisodeRecord
 
 
 class PairingError(ValueError):
     """Two runs whose episodes cannot be paired; the message says why and what to do."""
 
 
-class _Record(Protocol):  # what of an EpisodeRecord the comparison reads
-    instance_id: str
-    success: bool
-    valid: bool
-    shifts: list[dict[str, Any]]
+@dataclass(frozen=True)
+class SideRate:
+    """One policy's task-averaged success rate over the paired episodes of a row, with its
+    Wilson 95% interval at n = ``episodes`` (the pairs)."""
 
-    @property
-    def diagnostic_label(self) -> str: ...
-    @property
-    def row_key(self) -> str: ...
-    @property
-    def task_key(self) -> str: ...
-    @property
-    def pair_key(self) -> PairKey: ...
+    success_rate: float
+    ci95: tuple[float, float]
+    episodes: int
+
+
+@dataclass(frozen=True)
+class Difference:
+    """SR(A) - SR(B) with its paired bootstrap 95% interval
+    (:func:`liberopro.metrics.paired_bootstrap`): ``value`` and ``ci95`` are None without pairs;
+    ``tasks`` and ``pairs`` count what entered."""
+
+    value: float | None
+    ci95: tuple[float, float] | None
+    tasks: int
+    pairs: int
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> Difference:
+        """From :func:`liberopro.metrics.paired_bootstrap`'s dict."""
+        ci = d["ci95"]
+        return cls(value=d["value"], ci95=(ci[0], ci[1]) if ci else None, tasks=d["tasks"], pairs=d["pairs"])
+
+
+@dataclass(frozen=True)
+class MeanDifference(Difference):
+    """The mean over ``cases`` single-shift rows of SR(A) - SR(B), over the starts common to every
+    case (:func:`liberopro.metrics.mean_paired_difference`)."""
+
+    cases: int = 0
+
+
+@dataclass(frozen=True)
+class RowComparison:
+    """One row both runs ran: ``case`` (with its diagnostic conditions), ``kind`` (nominal,
+    static, runtime or mixed), ``single`` (one shift, standard conditions), each side's rate over
+    the paired episodes (None without pairs) and their ``difference``."""
+
+    case: str
+    kind: str
+    single: bool
+    a: SideRate | None
+    b: SideRate | None
+    difference: Difference
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """What :func:`compare_runs` returns: ``rows`` in case order, ``means`` (``static`` and
+    ``runtime``: None without such single-shift rows), and the rows one side did not run."""
+
+    rows: list[RowComparison]
+    means: dict[str, MeanDifference | None]
+    only_a: list[str]
+    only_b: list[str]
 
 
 def _short(h: str | None) -> str:
@@ -69,11 +118,11 @@ def check_manifests(
 
 
 def _by_row(
-    records: Iterable[_Record],
-) -> tuple[dict[str, dict[PairKey, bool]], dict[tuple[str, str], set[str]], dict[str, _Record]]:
+    records: Iterable[EpisodeRecord],
+) -> tuple[dict[str, dict[PairKey, bool]], dict[tuple[str, str], set[str]], dict[str, EpisodeRecord]]:
     outcomes: dict[str, dict[PairKey, bool]] = defaultdict(dict)
     instances: dict[tuple[str, str], set[str]] = defaultdict(set)
-    first: dict[str, _Record] = {}
+    first: dict[str, EpisodeRecord] = {}
     for r in records:
         first.setdefault(r.row_key, r)
         instances[(r.row_key, r.task_key)].add(r.instance_id)
@@ -82,12 +131,12 @@ def _by_row(
     return dict(outcomes), dict(instances), first
 
 
-def _tasks(records) -> set[str]:
+def _tasks(records: Iterable[EpisodeRecord]) -> set[str]:
     """``SUITE:INDEX`` of every task the records ran."""
     return {f"{r.suite}:{r.task_index}" for r in records}
 
 
-def _starts(records: Iterable[_Record]) -> str:
+def _starts(records: Iterable[EpisodeRecord]) -> str:
     starts = sorted({r.pair_key[1:] for r in records})
     return ", ".join(map(str, starts[:4])) + (" ..." if len(starts) > 4 else "")
 
@@ -98,15 +147,71 @@ def _row_order(row: str) -> tuple:
     return (bool(diag), len(ids), [(i[:1] != "S", int(i[1:]) if i[1:].isdigit() else 999) for i in ids], diag)
 
 
+def _check_instances(
+    a_inst: dict[tuple[str, str], set[str]], b_inst: dict[tuple[str, str], set[str]], a_label: str, b_label: str
+) -> None:
+    """Runs without a manifest: raise :class:`PairingError` where a row ran other instances on a
+    task in the two runs."""
+    for (row, task), ids in sorted(a_inst.items(), key=lambda kv: (_row_order(kv[0][0]), kv[0][1])):
+        other = b_inst.get((row, task))
+        if other is not None and other != ids:
+            raise PairingError(
+                f"cannot pair {a_label} with {b_label}: case {row} on {task} ran instance "
+                f"{', '.join(sorted(ids))} in {a_label} but {', '.join(sorted(other))} in {b_label} (other shift "
+                "parameters: a different --seed or evaluator version). Run both with the same --seed, or "
+                "both with one --manifest."
+            )
+
+
+def _compare_row(row: str, rec: EpisodeRecord, a: dict[PairKey, bool], b: dict[PairKey, bool]) -> RowComparison:
+    """One row: each side's rate over the paired episodes and the paired difference."""
+    import numpy as np
+
+    from liberopro.metrics import paired_bootstrap
+
+    kinds = {s.kind for s in rec.shifts}
+    kind = "nominal" if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
+    single = len(rec.shifts) == 1 and not rec.diagnostic_label
+    table = paired_table({"a": a, "b": b})
+    diff = Difference.of(paired_bootstrap(table, lambda r: r[..., 0] - r[..., 1]))
+    n = diff.pairs
+    sides: list[SideRate | None] = [None, None]
+    if table["tasks"]:
+        rates = np.mean([x.mean(axis=0) for x in table["tasks"].values()], axis=0)
+        for i, rate in enumerate(rates):
+            lo, hi = wilson(float(rate) * n, n)
+            sides[i] = SideRate(success_rate=round(float(rate), 6), ci95=(round(lo, 6), round(hi, 6)), episodes=n)
+    return RowComparison(case=row, kind=kind, single=single, a=sides[0], b=sides[1], difference=diff)
+
+
+def _no_pairs(
+    a_records: Sequence[EpisodeRecord], b_records: Sequence[EpisodeRecord], a_label: str, b_label: str
+) -> PairingError:
+    """The error for two runs with rows in common but no episode that pairs: no task in common,
+    or other starts."""
+    a_tasks, b_tasks = _tasks(a_records), _tasks(b_records)
+    if not a_tasks & b_tasks:
+        return PairingError(
+            f"no episode of {a_label} can pair with one of {b_label}: they ran no task in common "
+            f"({a_label}: {', '.join(sorted(a_tasks))}; {b_label}: {', '.join(sorted(b_tasks))}). "
+            "Run both on the same --tasks (and the same --episodes and --seed)."
+        )
+    return PairingError(
+        f"no episode of {a_label} starts like one of {b_label} (same task, init state and seed): "
+        f"{a_label} ran (init state, seed) {_starts(a_records)}, {b_label} {_starts(b_records)}. "
+        "Run both with the same --episodes and --seed."
+    )
+
+
 def compare_runs(
-    a_records: Sequence[_Record],
-    b_records: Sequence[_Record],
+    a_records: Sequence[EpisodeRecord],
+    b_records: Sequence[EpisodeRecord],
     *,
     a_manifests: Iterable[str | None] = (None,),
     b_manifests: Iterable[str | None] = (None,),
     a_label: str = "A",
     b_label: str = "B",
-) -> dict[str, Any]:
+) -> RunComparison:
     """Paired differences SR(A) - SR(B) per row both ran, pairing episodes on (task, init state,
     seed).
 
@@ -117,20 +222,13 @@ def compare_runs(
             without a manifest).
         a_label, b_label: names used in error messages.
 
-    Returns ``rows`` (per row: ``case``, ``kind`` (nominal/static/runtime/mixed), ``single``
-    (one shift, standard conditions), ``a`` and ``b`` (each side's task-averaged SR over the
-    paired episodes with a Wilson 95% interval at n = pairs), ``difference`` (``value``,
-    ``ci95``, ``tasks``, ``pairs`` of :func:`liberopro.metrics.paired_difference`)), ``means``
-    (``static`` and ``runtime``: mean over those single-shift rows of the difference, with its
-    paired interval, ``cases``, ``pairs``; None without such rows), ``only_a`` / ``only_b``
-    (rows one side did not run).
+    Returns a :class:`RunComparison`: per row (:class:`RowComparison`) each side's task-averaged
+    SR over the paired episodes with a Wilson 95% interval at n = pairs and the paired
+    difference (:class:`Difference`); the means over the static and over the runtime
+    single-shift rows (:class:`MeanDifference`); the rows one side did not run.
 
     Raises :class:`PairingError` (see the module docstring).
     """
-    import numpy as np
-
-    from liberopro.metrics import paired_bootstrap
-
     a_manifests, b_manifests = list(a_manifests), list(b_manifests)
     check_manifests(a_manifests, b_manifests, a_label, b_label)
     a_out, a_inst, a_first = _by_row(a_records)
@@ -139,70 +237,34 @@ def compare_runs(
     if not common:
         raise PairingError(f"{a_label} and {b_label} ran no case in common: nothing to pair")
     if None in a_manifests:  # without a manifest, the instances themselves must agree
-        for (row, task), ids in sorted(a_inst.items(), key=lambda kv: (_row_order(kv[0][0]), kv[0][1])):
-            other = b_inst.get((row, task))
-            if other is not None and other != ids:
-                raise PairingError(
-                    f"cannot pair {a_label} with {b_label}: case {row} on {task} ran instance "
-                    f"{', '.join(sorted(ids))} in {a_label} but {', '.join(sorted(other))} in {b_label} (other shift "
-                    "parameters: a different --seed or evaluator version). Run both with the same --seed, or "
-                    "both with one --manifest."
-                )
+        _check_instances(a_inst, b_inst, a_label, b_label)
     rows = []
-    singles: dict[str, dict[str, tuple[dict, dict]]] = {"static": {}, "runtime": {}}
+    singles: dict[str, dict[str, tuple[dict[PairKey, bool], dict[PairKey, bool]]]] = {"static": {}, "runtime": {}}
     for row in common:
-        rec = a_first[row]
-        kinds = {s.kind for s in rec.shifts}
-        kind = "nominal" if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
-        single = len(rec.shifts) == 1 and not rec.diagnostic_label
         a, b = a_out.get(row, {}), b_out.get(row, {})
-        table = paired_table({"a": a, "b": b})
-        diff = paired_bootstrap(table, lambda r: r[..., 0] - r[..., 1])
-        n = diff["pairs"]
-        sides = {}
-        if table["tasks"]:
-            rates = np.mean([x.mean(axis=0) for x in table["tasks"].values()], axis=0)
-            for name, rate in zip(("a", "b"), rates, strict=True):
-                lo, hi = wilson(float(rate) * n, n)
-                sides[name] = {
-                    "success_rate": round(float(rate), 6),
-                    "ci95": [round(lo, 6), round(hi, 6)],
-                    "episodes": n,
-                }
-        else:
-            sides = {"a": None, "b": None}
-        rows.append({"case": row, "kind": kind, "single": single, **sides, "difference": diff})
-        if single and n:
-            singles[kind][row] = (a, b)
-    if not any(r["difference"]["pairs"] for r in rows):
-        a_tasks, b_tasks = _tasks(a_records), _tasks(b_records)
-        if not a_tasks & b_tasks:
-            raise PairingError(
-                f"no episode of {a_label} can pair with one of {b_label}: they ran no task in common "
-                f"({a_label}: {', '.join(sorted(a_tasks))}; {b_label}: {', '.join(sorted(b_tasks))}). "
-                "Run both on the same --tasks (and the same --episodes and --seed)."
-            )
-        raise PairingError(
-            f"no episode of {a_label} starts like one of {b_label} (same task, init state and seed): "
-            f"{a_label} ran (init state, seed) {_starts(a_records)}, {b_label} {_starts(b_records)}. "
-            "Run both with the same --episodes and --seed."
-        )
-    means = {}
+        compared = _compare_row(row, a_first[row], a, b)
+        rows.append(compared)
+        if compared.single and compared.difference.pairs:
+            singles[compared.kind][row] = (a, b)
+    if not any(r.difference.pairs for r in rows):
+        raise _no_pairs(a_records, b_records, a_label, b_label)
+    means: dict[str, MeanDifference | None] = {}
     for kind, pairs in singles.items():
         if pairs:
             m = mean_paired_difference(pairs)
-            means[kind] = {
-                "value": m["value"],
-                "ci95": m["ci95"],
-                "cases": m["cases"],
-                "pairs": m["pairs"],
-                "tasks": m["tasks"],
-            }
+            ci = m["ci95"]
+            means[kind] = MeanDifference(
+                value=m["value"],
+                ci95=(ci[0], ci[1]) if ci else None,
+                tasks=m["tasks"],
+                pairs=m["pairs"],
+                cases=m["cases"],
+            )
         else:
             means[kind] = None
-    return {
-        "rows": rows,
-        "means": means,
-        "only_a": sorted(set(a_first) - set(b_first), key=_row_order),
-        "only_b": sorted(set(b_first) - set(a_first), key=_row_order),
-    }
+    return RunComparison(
+        rows=rows,
+        means=means,
+        only_a=sorted(set(a_first) - set(b_first), key=_row_order),
+        only_b=sorted(set(b_first) - set(a_first), key=_row_order),
+    )

@@ -13,6 +13,8 @@ site does not pair. ``liberopro report`` pairs local runs (:func:`liberopro.comp
 
 from __future__ import annotations
 
+from typing import Any
+
 from liberopro.metrics import interval_difference, newcombe_difference
 from liberopro.schema.public import COLUMNS, PublicResult, Rate, SubmissionMeta, shift_sort_key
 from pydantic import BaseModel, Field
@@ -64,28 +66,32 @@ class CompareResponse(BaseModel):
     note: str = Field(UNPAIRED_NOTE, description="How the differences' intervals are made (a fixed text).")
 
 
-def _difference(a: Rate, b: Rate, case: bool) -> dict:
+def _difference(a: Rate, a_value: float, b: Rate, b_value: float, case: bool) -> tuple[float | None, Any]:
+    """(a - b, its unpaired 95% interval or None) of two published rates with values."""
     if case:  # Wilson rates: Newcombe from the published rate and valid episodes
-        return newcombe_difference(a.published, b.published)
-    if a.ci95 is None or b.ci95 is None:
-        return {"value": round(a.value - b.value, 6), "ci95": None}  # type: ignore[operator]
-    return interval_difference((a.value, *a.ci95), (b.value, *b.ci95))  # type: ignore[arg-type]
+        d = newcombe_difference(a.published, b.published)
+    elif a.ci95 is None or b.ci95 is None:
+        return round(a_value - b_value, 6), None
+    else:
+        d = interval_difference((a_value, *a.ci95), (b_value, *b.ci95))
+    return d["value"], d["ci95"]
 
 
 def _pair(key: str, label: str, kind: str, a: Rate | None, b: Rate | None, case: bool) -> RateComparison:
-    both = a is not None and b is not None and a.value is not None and b.value is not None
-    d = _difference(a, b, case) if both else {"value": None, "ci95": None}  # type: ignore[arg-type]
-    ci = d["ci95"]
+    value, ci, apart = None, None, False
+    if a is not None and b is not None and a.value is not None and b.value is not None:
+        value, ci = _difference(a, a.value, b, b.value, case)
+        apart = separated(a, b)
     return RateComparison(
         key=key,
         label=label,
         kind=kind,
         a=a,
         b=b,
-        difference=d["value"],
-        difference_ci95=tuple(ci) if ci else None,
+        difference=value,
+        difference_ci95=(ci[0], ci[1]) if ci else None,
         excludes_zero=ci is not None and (ci[0] > 0 or ci[1] < 0),
-        separated=both and separated(a, b),  # type: ignore[arg-type]
+        separated=apart,
     )
 
 

@@ -20,6 +20,7 @@ from liberopro.report import ReportError, write_report
 from liberopro.report.build import fmt_diff, fmt_rate
 from liberopro.report.runs import find_runs, read_summary
 from liberopro.schema.reasons import TerminationReason
+from liberopro.schema.results import Summary
 from typer.testing import CliRunner
 
 from tests.evaluator.report_runs import RATES_A, RATES_B, header, policy_records, write_run
@@ -123,7 +124,7 @@ def test_report_of_two_policies_has_the_study_tables(runs, report):
     ):
         assert f"## {title}" in text
     tables = _html_tables(page).tables
-    a, b = read_summary(_summary(runs["a"])), read_summary(_summary(runs["b"]))
+    a, b = read_summary(Summary.load(_summary(runs["a"]))), read_summary(Summary.load(_summary(runs["b"])))
 
     # the landscape: every headline number of each policy's summary, with interval and n
     head = tables["landscape-headline"]
@@ -237,7 +238,7 @@ def test_pairing_refuses_different_manifests(runs, tmp_path):
         compare_runs(a, b, a_manifests=["1" * 64], b_manifests=["2" * 64])
     with pytest.raises(PairingError, match="different manifests"):
         compare_runs(a, b, a_manifests=["1" * 64], b_manifests=[None])
-    assert compare_runs(a, b, a_manifests=["1" * 64], b_manifests=["1" * 64])["rows"]
+    assert compare_runs(a, b, a_manifests=["1" * 64], b_manifests=["1" * 64]).rows
     # without a manifest: other instances (shift parameters) or other seeds are refused too
     other = policy_records(RATES_B, instance_suffix="-seed7")
     with pytest.raises(PairingError, match="case nominal on libero_goal:0 ran instance"):

@@ -17,12 +17,12 @@ __all__ = ["ReportError", "write_report"]
 
 def write_report(
     run_dirs: list[Path], out_dir: Path, title: str = "LIBERO-Pro2.0 report", charts: bool = True
-) -> dict[str, Path]:
+) -> dict[str, Path | None]:
     """Read the run directories (each, or every run directory below it), group them per policy
     and write ``out_dir/report.md``, ``out_dir/report.html`` and ``out_dir/figures/*.svg``
     (tables only, no figures, when ``charts`` is False: drawing them is most of the time).
 
-    Returns the written paths (``markdown``, ``html``, ``figures``). Raises :class:`ReportError`
+    Returns the written paths (``markdown``, ``html``, ``figures``: None without figures). Raises :class:`ReportError`
     for a directory that is not a run, an unreadable file, or two runs holding the same episode
     of one policy.
     """

@@ -14,9 +14,10 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from liberopro import EVALUATOR_VERSION
-from liberopro.comparison import PairingError, compare_runs
+from liberopro.comparison import Difference, PairingError, SideRate, compare_runs
 from liberopro.metrics import paired_difference
 from liberopro.report.charts import (
     Chart,
@@ -136,10 +137,18 @@ def _paired_dict(d: dict) -> PairedDifference | None:
     return PairedDifference(value=d["value"], ci95=tuple(d["ci95"]) if d.get("ci95") else None, pairs=d.get("pairs", 0))
 
 
-def _side_rate(side: dict | None) -> Rate | None:
-    if not side:
+def _side_rate(side: SideRate | None) -> Rate | None:
+    if side is None:
         return None
-    return Rate(value=side["success_rate"], ci95=tuple(side["ci95"]), episodes=side["episodes"], method="wilson")
+    return Rate(value=side.success_rate, ci95=side.ci95, episodes=side.episodes, method="wilson")
+
+
+def _difference(d: Difference) -> PairedDifference | None:
+    """A paired difference of :func:`compare_runs` as the charts and tables take it (None
+    without pairs)."""
+    if d.value is None:
+        return None
+    return PairedDifference(value=d.value, ci95=d.ci95, pairs=d.pairs)
 
 
 def _case_rate(c: CaseRow) -> CaseRate:
@@ -425,17 +434,17 @@ def _pairs_section(policies: list[Policy]) -> Section:
             )
         rows = [
             [
-                r["case"],
-                fmt_rate(_side_rate(r["a"])),
-                fmt_rate(_side_rate(r["b"])),
-                fmt_diff(_paired_dict(r["difference"])),
+                r.case,
+                fmt_rate(_side_rate(r.a)),
+                fmt_rate(_side_rate(r.b)),
+                fmt_diff(_difference(r.difference)),
             ]
-            for r in cmp["rows"]
+            for r in cmp.rows
         ]
         for kind in ("static", "runtime"):
-            m = cmp["means"][kind]
+            m = cmp.means[kind]
             if m:
-                rows.append([f"mean over {kind} single shifts", "-", "-", fmt_diff(_paired_dict(m), m["cases"])])
+                rows.append([f"mean over {kind} single shifts", "-", "-", fmt_diff(_difference(m), m.cases)])
         sec.blocks.append(
             Table(
                 f"pair-{_slug(pa.label)}-{_slug(pb.label)}-table",
@@ -444,18 +453,18 @@ def _pairs_section(policies: list[Policy]) -> Section:
                 rows,
             )
         )
-        for side, only in ((pa.label, cmp["only_a"]), (pb.label, cmp["only_b"])):
+        for side, only in ((pa.label, cmp.only_a), (pb.label, cmp.only_b)):
             if only:
                 sec.blocks.append(Text(f"Run by {side} only (not compared): {', '.join(only)}."))
-        singles = [r for r in cmp["rows"] if r["single"] or r["case"] == "nominal"]
+        singles = [r for r in cmp.rows if r.single or r.case == "nominal"]
         if singles:
             sec.blocks.append(
                 Figure(
                     f"fig-pair-{_slug(pa.label)}-{_slug(pb.label)}",
                     difference_chart(
                         f"{pa.label} minus {pb.label} per case, paired, with 95% intervals",
-                        [r["case"] for r in singles],
-                        [(f"{pa.label} - {pb.label}", [_paired_dict(r["difference"]) for r in singles])],
+                        [r.case for r in singles],
+                        [(f"{pa.label} - {pb.label}", [_difference(r.difference) for r in singles])],
                         f"SR({pa.label}) - SR({pb.label}), percentage points, paired",
                     ),
                 )
@@ -522,11 +531,12 @@ def _sweep_section(policies: list[Policy]) -> Section:
     )
     any_sweep = False
     for p in policies:
-        conds = [c for k, c in p.conditions.items() if k is not None]
-        if len(conds) < 2:
+        swept = [(k, c) for k, c in p.conditions.items() if k is not None]
+        if len(swept) < 2:
             continue
         any_sweep = True
-        values = [c.replan for c in conds]
+        values = [k for k, _ in swept]
+        conds = [c for _, c in swept]
         head = [f"K={k}" + (" (own)" if k == p.own_replan else "") for k in values]
         keys = [
             ("nominal", "nominal"),
@@ -573,7 +583,7 @@ def _sweep_section(policies: list[Policy]) -> Section:
 
 def _recovery_gains(cond: Condition) -> dict[str, dict[str, PairedDifference | None]]:
     """Per protocol and case: SR(protocol) - SR(none), paired (computed from the episodes)."""
-    rows: dict[str, dict] = defaultdict(dict)
+    rows: dict[tuple[str, str], dict[Any, bool]] = defaultdict(dict)  # (case, protocol) -> pair -> success
     for r in cond.records:
         if r.valid and r.observations == "live":
             rows[(r.case, r.recovery.get("protocol", "none"))][r.pair_key] = r.success

@@ -18,15 +18,19 @@ import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
 from liberopro.report.palette import CHART, HEATMAP_CMAP, SERIES, text_on
 from liberopro.schema.public import CATEGORIES, CaseRate, PairedDifference, Rate
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 _RENDER_LOCK = threading.Lock()
 
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",  # text stays text: selectable, searchable, small
     "svg.hashsalt": "liberopro-leaderboard",  # deterministic ids: the same chart gives the same bytes
     "font.family": "DejaVu Sans",
@@ -384,13 +388,13 @@ def heatmap_chart(
     title = f"Success rate per shift and {subject} (heatmap)"
     lines = []
     for label, rates in rows:
-        run = [(sid, r) for sid, r in rates.items() if r.value is not None and sid != "nominal"]
+        run = [(sid, r.value) for sid, r in rates.items() if r.value is not None and sid != "nominal"]
         if run:
-            worst = min(run, key=lambda x: x[1].value)
-            best = max(run, key=lambda x: x[1].value)
+            worst = min(run, key=lambda x: x[1])
+            best = max(run, key=lambda x: x[1])
             lines.append(
                 f"{label}: {len(run)} shifts run, lowest {worst[0]} {names.get(worst[0], '')} "
-                f"({pct(worst[1].value)}), highest {best[0]} {names.get(best[0], '')} ({pct(best[1].value)})."
+                f"({pct(worst[1])}), highest {best[0]} {names.get(best[0], '')} ({pct(best[1])})."
             )
     alt = (
         f"{title}: {len(rows)} {subject}s by {len(static_ids)} static and {len(runtime_ids)} runtime shifts. "

@@ -62,8 +62,9 @@ def _channel(c: float) -> float:
     return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
 
 
-def relative_luminance(colour: str | tuple[float, float, float]) -> float:
-    """WCAG relative luminance of ``#rrggbb`` or an (r, g, b) tuple in [0, 1]."""
+def relative_luminance(colour: str | tuple[float, ...]) -> float:
+    """WCAG relative luminance of ``#rrggbb`` or an (r, g, b) or (r, g, b, alpha) tuple in [0, 1]
+    (alpha ignored)."""
     if isinstance(colour, str):
         h = colour.lstrip("#")
         r, g, b = (int(h[i : i + 2], 16) / 255 for i in (0, 2, 4))
@@ -72,13 +73,13 @@ def relative_luminance(colour: str | tuple[float, float, float]) -> float:
     return 0.2126 * _channel(r) + 0.7152 * _channel(g) + 0.0722 * _channel(b)
 
 
-def contrast(a: str | tuple[float, float, float], b: str | tuple[float, float, float]) -> float:
+def contrast(a: str | tuple[float, ...], b: str | tuple[float, ...]) -> float:
     """WCAG contrast ratio between two colours (1 to 21)."""
     la, lb = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
     return (la + 0.05) / (lb + 0.05)
 
 
-def text_on(background: str | tuple[float, float, float]) -> str:
+def text_on(background: str | tuple[float, ...]) -> str:
     """Black or white text, whichever contrasts more with ``background`` (always >= 4.58:1: for
     any colour the better of pure black and white reaches sqrt(21); a softer black would not)."""
     dark, light = "#000000", "#ffffff"

@@ -154,7 +154,7 @@ def render_html(doc: Document, svgs: dict[str, bytes]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write(doc: Document, out_dir: Path) -> dict[str, Path]:
+def write(doc: Document, out_dir: Path) -> dict[str, Path | None]:
     """Render every chart once, then write ``report.md``, ``figures/*.svg`` and ``report.html``
     into ``out_dir`` (created). Returns the paths by kind (``markdown``, ``html``, ``figures``:
     None when the document has no chart, and then no ``figures/`` is made)."""

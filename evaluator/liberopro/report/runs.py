@@ -123,10 +123,12 @@ def _interval(raw: Any) -> tuple[float, float] | None:
     return None
 
 
-def _paired(value: Any, ci: Any, pairs: Any) -> PairedDifference | None:
-    if value is None:
-        return None
+def _pair(value: float, ci: Any, pairs: Any) -> PairedDifference:
     return PairedDifference(value=float(value), ci95=_interval(ci), pairs=int(pairs or 0))
+
+
+def _paired(value: float | None, ci: Any, pairs: Any) -> PairedDifference | None:
+    return None if value is None else _pair(value, ci, pairs)
 
 
 def _paired_rate(value: Any, n: int) -> Rate | None:
@@ -163,14 +165,9 @@ def summary_metrics(summary: Summary) -> dict[str, Rate]:
     return out
 
 
-def _load(summary: Summary | dict[str, Any]) -> Summary:
-    return summary if isinstance(summary, Summary) else Summary.load(summary)
-
-
-def read_summary(summary: Summary | dict[str, Any]) -> SummaryView:
-    """The report's view of a ``summary.json`` (:class:`liberopro.schema.results.Summary`, or
-    its JSON as a dict). Raises ``pydantic.ValidationError`` for a value of the wrong type."""
-    summary = _load(summary)
+def read_summary(summary: Summary) -> SummaryView:
+    """The report's view of a ``summary.json`` (:class:`liberopro.schema.results.Summary`; a
+    stored one is read with :meth:`~liberopro.schema.results.Summary.load`)."""
     head = summary.headline
     cases = [
         CaseRow(
@@ -206,9 +203,9 @@ def read_summary(summary: Summary | dict[str, Any]) -> SummaryView:
             )
         )
     lmf = head.live_minus_frozen
-    frozen = {f.case: _paired(f.gap, f.ci95, f.paired_episodes) for f in lmf.cases if f.gap is not None}
+    frozen = {f.case: _pair(f.gap, f.ci95, f.paired_episodes) for f in lmf.cases if f.gap is not None}
     recovery = {
-        p: (_paired(g.mean_gain, g.ci95, g.paired_episodes), g.cases)
+        p: (_pair(g.mean_gain, g.ci95, g.paired_episodes), g.cases)
         for p, g in head.recovery_gain.items()
         if g.mean_gain is not None
     }
@@ -217,18 +214,20 @@ def read_summary(summary: Summary | dict[str, Any]) -> SummaryView:
         metrics=summary_metrics(summary),
         cases=cases,
         compositions=comps,
-        frozen=frozen,  # type: ignore[arg-type]
+        frozen=frozen,
         frozen_mean=_paired(lmf.mean_gap, lmf.mean_gap_ci95, lmf.mean_gap_paired_episodes),
         frozen_mean_cases=len(frozen),
-        recovery=recovery,  # type: ignore[arg-type]
+        recovery=recovery,
         episodes={"total": ep.total, "valid": ep.valid, "invalid": ep.invalid, "successes": ep.successes},
         termination_reasons=dict(summary.termination_reasons),
     )
 
 
 @dataclass(frozen=True)
-class RunHeader:
-    """What a summary's header says about the run: the policy, the instances, the settings."""
+class HeaderView:
+    """What a summary's header says about the run, as the report shows it: the policy, the
+    instances, the settings (read from :class:`liberopro.schema.results.RunHeader` by
+    :func:`read_header`)."""
 
     policy_name: str
     identity_kind: str  # image, command, url, in-process or unknown
@@ -249,10 +248,9 @@ class RunHeader:
         return self.replan_override or self.own_replan
 
 
-def read_header(summary: Summary | dict[str, Any]) -> RunHeader:
-    """The run's header (:class:`liberopro.schema.results.RunHeader`, as
+def read_header(summary: Summary) -> HeaderView:
+    """The report's view of the run's header (:class:`liberopro.schema.results.RunHeader`, as
     ``liberopro.evaluation.run_evaluation`` or the platform's aggregation wrote it)."""
-    summary = _load(summary)
     policy, settings = summary.policy, summary.settings
     meta = policy.metadata or {}
     if policy.image_digest:
@@ -269,7 +267,7 @@ def read_header(summary: Summary | dict[str, Any]) -> RunHeader:
     def _int(v: Any) -> int | None:
         return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
 
-    return RunHeader(
+    return HeaderView(
         policy_name=str(meta.get("policy_name") or "unnamed policy"),
         identity_kind=kind,
         identity=ident,
@@ -292,7 +290,7 @@ class Run:
 
     path: Path
     summary: Summary
-    header: RunHeader
+    header: HeaderView
     records: list[EpisodeRecord]
 
     @property
@@ -485,7 +483,7 @@ __all__ = [
     "Policy",
     "ReportError",
     "Run",
-    "RunHeader",
+    "HeaderView",
     "SummaryView",
     "find_runs",
     "group_policies",

@@ -323,11 +323,6 @@ def wilson_rate(raw: SuccessRate | CaseSummary | None) -> Rate:
     )
 
 
-def _summary(summary: Summary | dict[str, Any] | None) -> Summary:
-    """A stored summary as the model (:meth:`Summary.load`: tolerant of older summaries)."""
-    return summary if isinstance(summary, Summary) else Summary.load(summary)
-
-
 def mean_rate(raw: MeanRate | None, members: list[CaseRate]) -> Rate:
     """A mean over cases (a headline or category column): the summary's value, cases and episodes,
     with the 95% interval computed from the published rates and valid episodes of ``members``
@@ -367,11 +362,10 @@ def _metrics(head: Any, cases: list[CaseRate]) -> dict[str, Rate]:
     return out
 
 
-def metrics_of(summary: Summary | dict[str, Any] | None) -> dict[str, Rate]:
+def metrics_of(summary: Summary) -> dict[str, Rate]:
     """The ranking columns of one summary as published (missing parts become rates with value
     None): the means' values are the summary's, their intervals come from the published cases
-    (:func:`mean_rate`)."""
-    summary = _summary(summary)
+    (:func:`mean_rate`). A stored summary is read with :meth:`Summary.load` first."""
     return _metrics(summary.headline, public_cases(summary))
 
 
@@ -383,7 +377,7 @@ def _unpaired(a: Rate | None, b: Rate | None) -> UnpairedDifference | None:
     return None if d["value"] is None else UnpairedDifference(value=d["value"], ci95=_interval(d["ci95"]))
 
 
-def public_cases(summary: Summary | dict[str, Any] | None) -> list[CaseRate]:
+def public_cases(summary: Summary) -> list[CaseRate]:
     """Every row of the summary's ``cases`` as published: its Wilson rate and counts, and its drop
     from nominal computed from the two published rates (:func:`_unpaired`)."""
     rows = [
@@ -398,7 +392,7 @@ def public_cases(summary: Summary | dict[str, Any] | None) -> list[CaseRate]:
             rate=wilson_rate(raw),
             invalid_episodes=raw.invalid_episodes,
         )
-        for raw in _summary(summary).cases
+        for raw in summary.cases
     ]
     nominal = next((c.rate for c in rows if c.case == "nominal" and c.standard), None)
     for c in rows:
@@ -467,8 +461,9 @@ def _diagnostics(cases: list[CaseRate]) -> Diagnostics:
 
 def public_result(row: Any) -> PublicResult:
     """The public content of a :class:`~liberopro_platform.models.Result` row (its ``summary``
-    read as :class:`liberopro.schema.results.Summary`)."""
-    summary = _summary(row.summary)
+    read as :class:`liberopro.schema.results.Summary` by :meth:`~liberopro.schema.results.Summary.load`,
+    tolerant of older summaries)."""
+    summary = Summary.load(row.summary)
     head, settings, episodes = summary.headline, summary.settings, summary.episodes
     meta = SubmissionMeta(
         submission_id=row.submission_id,
