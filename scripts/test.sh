@@ -43,10 +43,11 @@ fi
 # status is the first failure's.
 failed=0
 keep() { local rc=$?; [ "$failed" -ne 0 ] || failed=$rc; }
-phase "lint (ruff check)" uv run --frozen ruff check . || keep
+phase "lint (ruff check; C901 <= 15)" uv run --frozen ruff check . || keep
+phase "lint (functions <= 100 lines)" uv run --frozen python scripts/check_function_length.py || keep
 phase "format (ruff format --check)" uv run --frozen ruff format --check . || keep
 phase "layering (lint-imports)" uv run --frozen lint-imports || keep
-phase "types (mypy: spec, catalog, schema, loop)" uv run --frozen mypy || keep
+phase "types (mypy: all four members)" uv run --frozen mypy || keep
 # The lerobot tier (a dataset read by the real lerobot, in its own venv: docs/demos.md) is opt-in
 # and deselected here, not skipped.
 FAST='not sim and not services and not docker and not browser and not lerobot'
