@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from liberopro import EVALUATOR_VERSION
-from liberopro.comparison import PairingError, compare_runs
 from liberopro.metrics import paired_difference
 from liberopro.report.charts import (
     Chart,
@@ -28,6 +27,7 @@ from liberopro.report.charts import (
     sweep_chart,
 )
 from liberopro.report.runs import CaseRow, Condition, Policy, Run
+from liberopro.runs.comparison import PairingError, compare_runs
 from liberopro.schema.public import CATEGORIES, CaseRate, PairedDifference, Rate, shift_sort_key
 
 RECOVERY_PROTOCOLS = ("hold", "retry", "restore")
