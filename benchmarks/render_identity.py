@@ -5,16 +5,16 @@ comparison).
 
 The same episodes run three times:
 
-- ``on-demand``: one process, :class:`liberopro.runner.EpisodeRunner` rendering a camera only when
+- ``on-demand``: one process, :class:`liberopro.episode.runner.EpisodeRunner` rendering a camera only when
   something reads its image (``RunSettings.on_demand_render``, the default);
 - ``eager``: one process, every camera rendered at every reset, settle step and step
   (``on_demand_render=False``, the loop before issue 12);
-- ``workers``: ``--workers`` simulator processes (:func:`liberopro.workers.run_workers`, as
+- ``workers``: ``--workers`` simulator processes (:func:`liberopro.runs.workers.run_workers`, as
   ``liberopro evaluate --workers N`` runs them), on demand, each with its own instance of the policy.
 
 The episodes: 3 tasks of different suites (``--tasks``) x the cases nominal, S14 (image noise),
 D10 (observation freeze) and D12 (observation latency), one episode each (init state 0, seed 0).
-The shift parameters are a real draw (:func:`liberopro.instances.make_instance`, seed 0), except
+The shift parameters are a real draw (:func:`liberopro.instances.build.make_instance`, seed 0), except
 that a runtime shift's ``fallback_step`` is brought to at most ``max_steps // 3`` when the draw's is
 later, so that it fires inside the shortened episode. The policy asks for both cameras
 (``--image-size`` px, rendered at ``--render-size`` px) and every proprioception field; its action
@@ -23,7 +23,7 @@ per observation it receives, a sha256 of each camera image (shape, dtype and byt
 proprioception array to ``<episode_id>.json`` in a temporary folder, so that the worker processes'
 observations come back to the parent beside their records (``EpisodeRecord.episode_id``).
 
-Compared, per episode: the record's :meth:`~liberopro.results.EpisodeRecord.outcome_key` and the
+Compared, per episode: the record's :meth:`~liberopro.runs.summary.EpisodeRecord.outcome_key` and the
 sequence of (step, image hashes, proprioception hashes) the policy received, across the three
 modes. Printed: a row per (task, case) with the steps, the renders per camera in each mode
 (``EpisodeRecord.renders``: agentview/wrist) and whether everything is identical; where something
@@ -31,7 +31,7 @@ differs, the first observation that does (step, camera or field); then the total
 demand vs eager, and per mode the CPU time (``time.process_time`` of this process, plus
 ``resource.getrusage(RUSAGE_CHILDREN)`` for the worker processes) and wall time, scene builds
 included. This process runs with the workers' single-thread settings
-(:data:`liberopro.workers.THREAD_ENV`), so that the three modes' CPU times compare. Exit code 1
+(:data:`liberopro.runs.workers.THREAD_ENV`), so that the three modes' CPU times compare. Exit code 1
 when anything differs. Not a test (the suite's small versions:
 ``tests/evaluator/test_determinism.py``, the ``--workers`` test of ``tests/evaluator/test_cli.py``).
 """
@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from liberopro.workers import THREAD_ENV
+from liberopro.runs.workers import THREAD_ENV
 
 os.environ.update(THREAD_ENV)  # one thread, as in the worker processes, before numpy and MuJoCo load
 
@@ -119,16 +119,16 @@ class HashingPolicy:
 
 def make_hashing_policy(out_dir: str, image_size: int, replan: int, scene_of=None) -> HashingPolicy:
     """A :class:`HashingPolicy`; with the first three arguments bound (``functools.partial``) it is
-    the ``local_policy`` of :class:`liberopro.workers.PolicyAccess` (``scene_of`` is not read)."""
+    the ``local_policy`` of :class:`liberopro.runs.workers.PolicyAccess` (``scene_of`` is not read)."""
     return HashingPolicy(out_dir, image_size, replan)
 
 
 def plans_for(tasks: list[str], max_steps: int) -> tuple[list, list[str]]:
     """(episode plans, lines saying the parameters): one plan per task x case (init state 0, seed 0),
-    parameters drawn by :func:`liberopro.instances.make_instance` (seed 0), ``fallback_step`` brought
+    parameters drawn by :func:`liberopro.instances.build.make_instance` (seed 0), ``fallback_step`` brought
     to at most ``max_steps // 3``. Raises ``ValueError`` when a case does not apply to a task."""
-    from liberopro.instances import EpisodePlan, Instance, ShiftEntry, make_instance
-    from liberopro.tasks import TaskRef
+    from liberopro.instances.build import EpisodePlan, Instance, ShiftEntry, make_instance
+    from liberopro.sim.tasks import TaskRef
 
     plans, lines = [], []
     for text in tasks:
@@ -171,9 +171,9 @@ def _cpu_children() -> float:
 def _run_mode(mode: str, plans: list, out: Path, meta: Any, settings: Any, image_size: int, replan: int, workers: int):
     """Run ``plans`` in ``mode`` (on-demand, eager, workers), the hashing policy writing what it
     saw under ``out``: the records and ``(CPU s, wall s)`` (CPU: this process and its children)."""
-    from liberopro.local_policy import LocalPolicyClient
-    from liberopro.runner import EpisodeRunner
-    from liberopro.workers import PolicyAccess, run_workers
+    from liberopro.episode.local_policy import LocalPolicyClient
+    from liberopro.episode.runner import EpisodeRunner
+    from liberopro.runs.workers import PolicyAccess, run_workers
 
     got: list = []
     c0, k0, w0 = time.process_time(), _cpu_children(), time.perf_counter()
@@ -251,8 +251,8 @@ def main(
 ) -> None:
     """Run the episodes on demand, eagerly and in worker processes; print the comparison; exit 1
     when a record or a delivered observation differs."""
-    from liberopro.results import EpisodeRecord
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
+    from liberopro.runs.summary import EpisodeRecord
     from liberopro.stack import check_stack
 
     versions = check_stack()

@@ -48,9 +48,9 @@ def _env(renderer: str, device: int) -> dict[str, str]:
 
 def _render(tasks: int, out: Path) -> None:
     """Child: render the fixed observations with this process's renderer into ``out`` (.npz)."""
-    from liberopro.sim import LiberoScene
+    from liberopro.sim.scene import LiberoScene
+    from liberopro.sim.tasks import SUITES, TaskRef, task_info
     from liberopro.stack import check_stack
-    from liberopro.tasks import SUITES, TaskRef, task_info
 
     stack = check_stack()
     frames: dict[str, np.ndarray] = {}

@@ -7,21 +7,21 @@ runtime shift are invalid at run time, over the runtime instances of the trainin
 
 Instances: with ``--manifest``, its single runtime-shift instances (the validated draws a
 generated manifest holds: what issue 11 asks to measure), filtered by ``--shifts`` and
-``--tasks``; without it, :func:`liberopro.generation.generate` with ``validate=False``
+``--tasks``; without it, :func:`liberopro.instances.generation.generate` with ``validate=False``
 (parameter draw 0 of seed 0, as a manifest draws them before validation; a pair that does not
 apply is listed as not applicable), for the runtime shifts D01-D20 (or ``--shifts``) x the
 training tasks (or ``--tasks``, within the training split). Each instance runs one episode
 (init state 0, env seed 0) under each policy:
 
-* ``oracle``: the privileged scripted controller (:class:`liberopro.generation._ValidationPolicy`),
+* ``oracle``: the privileged scripted controller (:class:`liberopro.instances.generation._ValidationPolicy`),
   which reaches the trigger phases;
 * ``random``: the example random policy (:class:`submission_spec.examples.RandomPolicy`) in
-  this process (:class:`liberopro.local_policy.LocalPolicyClient`), which mostly reaches no phase
+  this process (:class:`liberopro.episode.local_policy.LocalPolicyClient`), which mostly reaches no phase
   and meets the fallback step.
 
 Episodes stop once their shift has acted (``RunSettings.stop_when_shifts_done``); at most
 ``fallback_step + MAX_DELAY_STEPS + 60`` steps. Cameras only for Observation shifts (agentview
-and wrist at 64 px, :func:`liberopro.generation._validation_metadata`); none otherwise.
+and wrist at 64 px, :func:`liberopro.instances.generation._validation_metadata`); none otherwise.
 
 Output (stdout and ``--out``, JSON; every episode's row also goes to ``<out>.rows.jsonl`` as it
 ends, so an interrupted run keeps what it measured): per policy and shift, ``episodes``, ``phase``, ``fallback``
@@ -57,9 +57,9 @@ EXTRA_STEPS = 60
 def _runner(name: str, shift_id: str, ref, settings, cache: dict):
     """An episode runner driving the policy ``name`` in this process, with the cameras the shift
     needs (none unless it is an Observation shift)."""
-    from liberopro.generation import _validation_metadata, _ValidationPolicy
-    from liberopro.local_policy import LocalPolicyClient
-    from liberopro.runner import EpisodeRunner
+    from liberopro.episode.local_policy import LocalPolicyClient
+    from liberopro.episode.runner import EpisodeRunner
+    from liberopro.instances.generation import _validation_metadata, _ValidationPolicy
 
     from submission_spec.examples import RandomPolicy
 
@@ -77,14 +77,14 @@ def _runner(name: str, shift_id: str, ref, settings, cache: dict):
 def _union_scenes(instances, cache: dict) -> None:
     """Build one scene per camera set for a task's instances, holding the props of all of them,
     and register it in ``cache`` under each instance's own scene key (the runner's
-    :meth:`~liberopro.runner.EpisodeRunner.scene_for` then uses it): building a LIBERO scene costs
+    :meth:`~liberopro.episode.runner.EpisodeRunner.scene_for` then uses it): building a LIBERO scene costs
     tens of seconds, stepping one episode a few. Parked props leave the task's scene as it was
     (``tests/evaluator/test_shifts_props.py`` checks it bit for bit, images and physics)."""
-    from liberopro.generation import _validation_metadata
-    from liberopro.runner import EpisodeRunner
+    from liberopro.episode.runner import EpisodeRunner
+    from liberopro.instances.generation import _validation_metadata
     from liberopro.shifts import get_shift
-    from liberopro.sim import LiberoScene, SceneVariant
-    from liberopro.tasks import task_info
+    from liberopro.sim.scene import LiberoScene, SceneVariant
+    from liberopro.sim.tasks import task_info
 
     by_cams: dict[tuple[str, ...], list[SceneVariant]] = {}
     for inst in instances:
@@ -105,8 +105,8 @@ def _union_scenes(instances, cache: dict) -> None:
 def _run_task(args: tuple) -> list[dict[str, Any]]:
     """All episodes of one task: each instance under each policy. Returns one row per episode."""
     instances, policies, rows_path, skip = args
-    from liberopro.instances import EpisodePlan
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
+    from liberopro.instances.build import EpisodePlan
     from liberopro.schema.manifest import Instance
     from liberopro.shifts.base import MAX_DELAY_STEPS
 
@@ -219,8 +219,8 @@ def main(
         help="keep the episodes already in <out>.rows.jsonl of the same instances (instance id and policy) and run the rest",
     ),
 ) -> None:
-    from liberopro.generation import generate
-    from liberopro.tasks import parse_task_list
+    from liberopro.instances.generation import generate
+    from liberopro.sim.tasks import parse_task_list
 
     shift_ids = [s.strip().upper() for s in shifts.split(",") if s.strip()]
     bad = [s for s in shift_ids if s not in RUNTIME]

@@ -4,12 +4,12 @@
 
 What it measures, per control step, on one LIBERO task (``libero_goal:8``), zero actions:
 
-- ``physics``: raw robosuite/LIBERO steps without cameras (:class:`liberopro.sim.LiberoScene`
+- ``physics``: raw robosuite/LIBERO steps without cameras (:class:`liberopro.sim.scene.LiberoScene`
   with no camera);
 - ``raw+cameras``: raw steps rendering both cameras at every step (robosuite's own eager
   sampling, the frame read every step): what a plain LIBERO loop costs, the reference of the
   ratios;
-- ``loop K=1|5|8``: the evaluator's full loop (:class:`liberopro.runner.EpisodeRunner`, on-demand
+- ``loop K=1|5|8``: the evaluator's full loop (:class:`liberopro.episode.runner.EpisodeRunner`, on-demand
   rendering, in-process zero policy asking for both cameras at 224 px, replan K), in this process;
 - ``loop K=5 eager``: the same at K=5 rendering every camera at every step (the loop before
   on-demand rendering);
@@ -84,9 +84,9 @@ class _Loop:
     ``steps`` policy steps. Set-up = reset, init state and settle steps."""
 
     def __init__(self, k: int, steps: int, render_size: int, on_demand: bool, scenes: dict, client=None) -> None:
-        from liberopro.instances import EpisodePlan, Instance
-        from liberopro.local_policy import LocalPolicyClient
-        from liberopro.runner import EpisodeRunner, RunSettings
+        from liberopro.episode.local_policy import LocalPolicyClient
+        from liberopro.episode.runner import EpisodeRunner, RunSettings
+        from liberopro.instances.build import EpisodePlan, Instance
 
         policy = _zero_policy(k)
         metadata = policy.metadata if client is None else client.metadata()
@@ -116,19 +116,19 @@ class _Loop:
 
 
 class _Raw:
-    """Raw LIBERO steps (settle action) on a :class:`liberopro.sim.LiberoScene`: no camera, or both
+    """Raw LIBERO steps (settle action) on a :class:`liberopro.sim.scene.LiberoScene`: no camera, or both
     cameras rendered eagerly and read every step."""
 
     def __init__(self, cameras: tuple[str, ...], steps: int, render_size: int) -> None:
-        from liberopro.sim import LiberoScene
-        from liberopro.tasks import TaskRef, task_info
+        from liberopro.sim.scene import LiberoScene
+        from liberopro.sim.tasks import TaskRef, task_info
 
         self.info = task_info(TaskRef(*TASK))
         self.scene = LiberoScene(self.info, cameras=cameras, render_size=render_size, on_demand=False)
         self.steps = steps
 
     def run(self) -> tuple[float, float, float, float, int]:
-        from liberopro.sim import SETTLE_ACTION
+        from liberopro.sim.scene import SETTLE_ACTION
 
         scene = self.scene
         scene.start_episode(self.info.init_states()[0], 0)
@@ -157,7 +157,7 @@ def _child(steps: int, render_size: int) -> None:
 def _children(n: int, steps: int, render_size: int) -> list[dict]:
     """``n`` child processes at once, each single-threaded (``LP_NUM_THREADS=1`` and the BLAS/OpenMP
     thread counts); their own figures (each child's loop, after its scene is built and warm)."""
-    from liberopro.workers import THREAD_ENV
+    from liberopro.runs.workers import THREAD_ENV
 
     env = {**os.environ, **THREAD_ENV}  # as `evaluate --workers` runs its processes
     cmd = [sys.executable, __file__, "--child", "--steps", str(steps), "--render-size", str(render_size)]
@@ -173,8 +173,8 @@ def _children(n: int, steps: int, render_size: int) -> list[dict]:
 
 def _study_steps() -> tuple[int, int]:
     """(episodes, control steps incl. settle) of the study's evaluation with a failing policy."""
+    from liberopro.sim.tasks import HORIZONS, SETTLE_STEPS
     from liberopro.split import split_tasks
-    from liberopro.tasks import HORIZONS, SETTLE_STEPS
 
     tasks = split_tasks("eval")
     episodes = len(tasks) * CASES * EPISODES
@@ -289,12 +289,12 @@ def main(
     if child:
         _child(steps, render_size)
         return
-    from liberopro.policy_process import PolicyProcess
+    from liberopro.episode.policy_process import PolicyProcess
     from liberopro.stack import check_stack
     from submission_spec.transports import make_client
 
     versions = check_stack()
-    from liberopro.workers import available_cpus
+    from liberopro.runs.workers import available_cpus
 
     cores = available_cpus()[0]  # affinity and the cgroup quota, as `evaluate --workers` counts them
     scenes: dict = {}

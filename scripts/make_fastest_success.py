@@ -1,5 +1,5 @@
 """Write ``evaluator/liberopro/data/fastest_success.json``: per task, the fastest success of the
-privileged scripted oracle (:mod:`liberopro.scripted`) in policy steps, and the steps at which
+privileged scripted oracle (:mod:`liberopro.oracle.scripted`) in policy steps, and the steps at which
 that run reached each task phase. The fallback rule of runtime shifts reads it
 (:mod:`liberopro.catalog.fallbacks`).
 
@@ -28,11 +28,11 @@ OUT = REPO / "evaluator" / "liberopro" / "data" / "fastest_success.json"
 def measure(init_states: list[int], log) -> dict[str, dict]:
     """Run the oracle on every task and init state; task -> {horizon, episodes: [{init,
     success_steps (None: no success within the horizon), phases}]}."""
-    from liberopro.instances import semantics_of
-    from liberopro.phases import PhaseTracker
-    from liberopro.scripted import ScriptedController
-    from liberopro.sim import LiberoScene
-    from liberopro.tasks import all_task_refs, task_info
+    from liberopro.episode.phases import PhaseTracker
+    from liberopro.instances.build import semantics_of
+    from liberopro.oracle.scripted import ScriptedController
+    from liberopro.sim.scene import LiberoScene
+    from liberopro.sim.tasks import all_task_refs, task_info
 
     rows = {}
     for ref in all_task_refs():
@@ -97,13 +97,13 @@ def table(rows: dict[str, dict], commit: str, init_states: list[int]) -> dict:
         "policy steps from the first policy step (after LIBERO's 10 settle steps), cameras off. The fallback rule of "
         "runtime shifts (evaluator/liberopro/catalog/fallbacks.py) reads it: fallback_step(task, phase) = "
         "max(10, floor(f[phase] * steps)). oracle_phase_steps: the policy step at which that run first reached each "
-        "task phase (liberopro/phases.py). Written by scripts/make_fastest_success.py.",
+        "task phase (liberopro/episode/phases.py). Written by scripts/make_fastest_success.py.",
         "source": "PROVISIONAL until the oracle of issue 11 item 1 is measured over init states 0-9: measured with "
-        f"liberopro/scripted.py at commit {commit[:12]} on init states {','.join(map(str, init_states))} of every task, "
+        f"liberopro/oracle/scripted.py at commit {commit[:12]} on init states {','.join(map(str, init_states))} of every task, "
         "the fastest success per task; where it succeeded on none, the entry is marked provisional and takes the "
         "fastest success measured on any task of the same suite (an earlier, so safer, fallback).",
         "measured_with": {
-            "controller": "liberopro.scripted.ScriptedController",
+            "controller": "liberopro.oracle.scripted.ScriptedController",
             "commit": commit,
             "init_states": init_states,
             "cameras": [],

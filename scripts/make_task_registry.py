@@ -25,7 +25,7 @@ def registry_from_libero() -> dict:
     import io
 
     from libero.libero import benchmark
-    from liberopro.tasks import HORIZONS, SUITES, TASKS_PER_SUITE
+    from liberopro.sim.tasks import HORIZONS, SUITES, TASKS_PER_SUITE
 
     tasks = []
     with contextlib.redirect_stdout(io.StringIO()):  # "[info] Applying task order ..."

@@ -1,4 +1,4 @@
-"""Measure the privileged oracle (``liberopro.oracle_policy``) through the real episode runner on
+"""Measure the privileged oracle (``liberopro.oracle.policy``) through the real episode runner on
 candidate demo cases, one JSON line per (task, case) on stdout; what chose ``liberopro demo``'s
 cases (``evaluator/liberopro/data/demo_oracle_cases.json`` holds the lines of 2026-12-02).
 
@@ -15,10 +15,10 @@ import json
 import time
 
 import typer
-from liberopro.instances import EpisodePlan, make_instance, parse_cases
-from liberopro.oracle_policy import oracle_runner
-from liberopro.runner import RunSettings
-from liberopro.tasks import parse_task_list
+from liberopro.episode.runner import RunSettings
+from liberopro.instances.build import EpisodePlan, make_instance, parse_cases
+from liberopro.oracle.policy import oracle_runner
+from liberopro.sim.tasks import parse_task_list
 
 
 def main(

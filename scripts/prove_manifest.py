@@ -1,10 +1,10 @@
 """Add the solvability proof to a manifest generated with ``--no-proof`` and time it per instance.
 
 ``uv run --frozen python scripts/prove_manifest.py manifests/train.jsonl --out proved.jsonl``
-runs :func:`liberopro.generation.prove_instance` on every instance, in file order, exactly as
+runs :func:`liberopro.instances.generation.prove_instance` on every instance, in file order, exactly as
 ``liberopro instances generate`` does after validation (the nominal oracle episode per task and
 init state is run once and shared by the task's instances), applies the drop rule
-(:func:`liberopro.generation.proof_verdict`), and writes the proved manifest, its generation
+(:func:`liberopro.instances.generation.proof_verdict`), and writes the proved manifest, its generation
 report (``OUT.report.json``, with the proof's counts, as ``instances generate`` writes it) and
 ``OUT.timing.json`` (seconds per instance and per task, wall clock). The time measured is the
 proof's alone; the one difference from a proof inside generation is that the scene of a prop or
@@ -32,7 +32,7 @@ def main(
 ) -> None:
     """Add the solvability proof to MANIFEST, write the proved manifest to OUT and time the proof."""
 
-    from liberopro.generation import (
+    from liberopro.instances.generation import (
         DroppedPair,
         _drop_variant_scenes,
         check_manifest,
@@ -41,7 +41,7 @@ def main(
         report,
     )
     from liberopro.schema.manifest import make_header, write_manifest
-    from liberopro.sim import SceneVariant
+    from liberopro.sim.scene import SceneVariant
 
     src = check_manifest(manifest)
     h = src.header

@@ -20,7 +20,7 @@ class ServerThread:
 
     def __init__(self, app) -> None:
         import uvicorn
-        from liberopro.policy_process import free_port
+        from liberopro.episode.policy_process import free_port
 
         self.port = free_port()
         self.server = uvicorn.Server(
@@ -63,7 +63,7 @@ def serve_app():
 
 @pytest.fixture(scope="session")
 def scenes():
-    """Session-wide LIBERO scene cache for :class:`liberopro.runner.EpisodeRunner`."""
+    """Session-wide LIBERO scene cache for :class:`liberopro.episode.runner.EpisodeRunner`."""
     cache: dict = {}
     yield cache
     for scene in cache.values():

@@ -74,7 +74,7 @@ def _obs(meta: PolicyMetadata, step: int = 0, episode: str = "ep1", seed: int = 
 
 
 def _free_port() -> int:
-    from liberopro.policy_process import free_port
+    from liberopro.episode.policy_process import free_port
 
     return free_port()
 

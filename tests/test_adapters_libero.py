@@ -83,7 +83,7 @@ def runs(tmp_path_factory):
 
 
 def _outcome(record: dict) -> tuple:
-    from liberopro.results import EpisodeRecord
+    from liberopro.runs.summary import EpisodeRecord
 
     return EpisodeRecord.model_validate(record).outcome_key()
 

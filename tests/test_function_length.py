@@ -26,7 +26,9 @@ def test_the_gate_measures_def_to_last_line_and_skips_tests(tmp_path):
     gate = _gate()
     body = "\n".join(f"    x{i} = {i}" for i in range(100))  # def line + 100 = 101 lines
     (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg/long.py").write_text(f"class C:\n    def m(self):\n    {body.replace(chr(10), chr(10) + '    ')}\n")
+    (tmp_path / "pkg/long.py").write_text(
+        f"class C:\n    def m(self):\n    {body.replace(chr(10), chr(10) + '    ')}\n"
+    )
     (tmp_path / "pkg/short.py").write_text("def f():\n" + "\n".join(f"    y{i} = {i}" for i in range(99)) + "\n")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests/test_long.py").write_text("def test():\n" + body + "\n")

@@ -192,9 +192,9 @@ def test_conformance_check_fails_a_trickling_server_within_its_limits():
 
 @pytest.mark.parametrize("protocol,mode", [("openpi", "frame"), ("openvla", "body")])
 def test_shard_runner_adapter_check_fails_a_trickling_server_within_its_limits(protocol, mode):
-    """The validation check the platform runs in the evaluator container (``liberopro.shard check``)."""
+    """The validation check the platform runs in the evaluator container (``liberopro.runs.shard check``)."""
+    from liberopro.runs.shard import check
     from liberopro.schema.shard import CheckSpec
-    from liberopro.shard import check
 
     with DripServer(mode) as server:
         t0 = time.monotonic()

@@ -14,7 +14,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from liberopro.config import EvalConfig, config_error
-from liberopro.demo import DEMO_SHIFTS, DEMO_TASKS, EXAMPLE_STEPS  # the main job's defaults (``liberopro demo``)
+from liberopro.runs.quickstart import (  # the main job's defaults (``liberopro demo``)
+    DEMO_SHIFTS,
+    DEMO_TASKS,
+    EXAMPLE_STEPS,
+)
 from liberopro.schema.results import CaseSummary, Summary
 
 app = typer.Typer(
@@ -197,11 +201,11 @@ def print_summary(summary: Summary, title: str | None = None) -> None:
 
 def _instances(a: EvalConfig):
     """(instances, skipped reasons, episodes per instance) from a manifest or from tasks x cases."""
-    from liberopro.generation import check_manifest, first_valid_static
-    from liberopro.instances import make_instance, parse_cases
+    from liberopro.instances.build import make_instance, parse_cases
+    from liberopro.instances.generation import check_manifest, first_valid_static
     from liberopro.schema.manifest import ManifestError
+    from liberopro.sim.tasks import parse_task_list
     from liberopro.split import tasks_in_split
-    from liberopro.tasks import parse_task_list
 
     if a.manifest is not None:
         try:
@@ -243,13 +247,13 @@ def _instances(a: EvalConfig):
 
 
 def _oracle_policy():
-    from liberopro.oracle_policy import OraclePolicy
+    from liberopro.oracle.policy import OraclePolicy
 
     return OraclePolicy
 
 
 def _diagnostics(a: EvalConfig):
-    from liberopro.instances import Diagnostic
+    from liberopro.instances.build import Diagnostic
 
     return [Diagnostic(o, r) for o in a.observation_modes for r in a.recovery_protocols]
 
@@ -280,7 +284,7 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
         TimeRemainingColumn,
     )
 
-    from liberopro.instances import plan_episodes
+    from liberopro.instances.build import plan_episodes
     from liberopro.schema.manifest import content_hash
     from submission_spec import PolicyError
 
@@ -295,8 +299,8 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
         console.print(f"[yellow]note:[/] {escape(warning)}")
     plans = plan_episodes(instances, episodes, a.seed, diagnostics)
     # The episode runner loads robosuite and MuJoCo (~1 s): only once the arguments are known good.
-    from liberopro.evaluation import run_evaluation
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
+    from liberopro.runs.evaluation import run_evaluation
     from liberopro.stack import StackError
 
     out_dir = a.out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -469,7 +473,7 @@ def evaluate(
     ),
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
-    from liberopro.study import PresetError, parse_replan_steps
+    from liberopro.instances.study import PresetError, parse_replan_steps
 
     try:
         sweep = parse_replan_steps(replan_steps)
@@ -524,9 +528,9 @@ def demo(
     """The main job on embedded defaults: the example zero policy, started as a child process and
     served over the spec, then the privileged oracle (the scripted controller, in process; it reads
     the simulator's state: a reference, never a submission), on two real tasks, nominal and the
-    shifts under which the oracle's measured success drops (:mod:`liberopro.demo`); both tables,
+    shifts under which the oracle's measured success drops (:mod:`liberopro.runs.quickstart`); both tables,
     then both side by side."""
-    from liberopro.demo import demo_plan
+    from liberopro.runs.quickstart import demo_plan
 
     if max_steps < 1:
         _fail("--max-steps must be at least 1")
@@ -557,7 +561,7 @@ def demo(
 
 def print_side_by_side(summaries: list[tuple[str, Summary]], plan: list) -> None:
     """One row per case, one success-rate column per evaluation (``summaries``: (label, summary)
-    in ``plan``'s order, :class:`liberopro.demo.DemoRun`), with each one's episodes and horizon."""
+    in ``plan``'s order, :class:`liberopro.runs.quickstart.DemoRun`), with each one's episodes and horizon."""
     table = Table(title="demo: success rate per case (mean over tasks of per-task rates)")
     table.add_column("case")
     for (label, _), run in zip(summaries, plan, strict=True):
@@ -670,13 +674,13 @@ def instances_generate(
             )
         states = sorted({int(x) for x in items})
     _require_renderer()  # before the imports below load mujoco
-    from liberopro.generation import REFERENCE, default_cases, generate, report
-    from liberopro.generation import proof_init_states as proof_states_of
-    from liberopro.instances import NOMINAL, parse_cases
+    from liberopro.instances.build import NOMINAL, parse_cases
+    from liberopro.instances.generation import REFERENCE, default_cases, generate, report
+    from liberopro.instances.generation import proof_init_states as proof_states_of
     from liberopro.schema.manifest import ManifestError, write_manifest
+    from liberopro.sim.tasks import parse_task_list
     from liberopro.split import tasks_in_split
     from liberopro.stack import StackError
-    from liberopro.tasks import parse_task_list
 
     try:
         refs = parse_task_list(tasks) if tasks else None
@@ -759,7 +763,7 @@ def instances_report_md(
     ),
 ) -> None:
     """Print a generation report as Markdown: proved counts per suite and shift against the reference."""
-    from liberopro.generation import report_markdown, runtime_validity_markdown
+    from liberopro.instances.generation import report_markdown, runtime_validity_markdown
 
     try:
         rep = json.loads(report_path.read_text())
@@ -782,8 +786,8 @@ def review(
 ) -> None:
     """Render review pages: scene before/after each static shift, frames around each runtime trigger."""
     _require_renderer()  # before the imports below load mujoco
-    from liberopro.generation import check_manifest
-    from liberopro.review import first_per_shift, render_page, review_instance
+    from liberopro.instances.generation import check_manifest
+    from liberopro.runs.review import first_per_shift, render_page, review_instance
     from liberopro.schema.manifest import ManifestError
     from liberopro.stack import StackError, check_stack
 
@@ -830,8 +834,8 @@ def oracle_cmd(
     nominal tasks, without cameras, and print per-task success."""
     import subprocess
 
-    from liberopro.oracle import run_task, select_tasks, write_results
-    from liberopro.tasks import SUITES
+    from liberopro.oracle.nominal import run_task, select_tasks, write_results
+    from liberopro.sim.tasks import SUITES
 
     try:
         refs = select_tasks(tasks)
@@ -905,8 +909,8 @@ def oracle_cmd(
 @app.command("split")
 def split_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Print the held-out split (seed 142: two evaluation tasks per suite)."""
+    from liberopro.sim.tasks import SUITES, TASKS_PER_SUITE, TaskRef, task_info
     from liberopro.split import SPLIT_SEED, held_out
-    from liberopro.tasks import SUITES, TASKS_PER_SUITE, TaskRef, task_info
 
     ho = held_out()
     if json_out:
@@ -1046,7 +1050,7 @@ def demos_collect(
     and write its successful episodes as a LeRobot dataset: what a policy received (frames after observation
     shifts, the instruction after language shifts), the commanded and the executed action (docs/demos.md)."""
     _require_renderer()  # before the imports below load mujoco
-    from liberopro.demos import DemosError, collect
+    from liberopro.runs.demonstrations import DemosError, collect
     from liberopro.schema.manifest import ManifestError
 
     def show(r: dict) -> None:

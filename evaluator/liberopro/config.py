@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 POLICY_URL_SCHEMES = ("http://", "https://", "ws://", "wss://")
 #: ``--encoding``: the body encoding of the ``liberopro`` protocol's requests and answers.
 ENCODINGS = ("msgpack", "json")
-#: ``--observations`` (``docs/definition.md``, "Diagnostic studies"; :class:`liberopro.instances.Diagnostic`).
+#: ``--observations`` (``docs/definition.md``, "Diagnostic studies"; :class:`liberopro.instances.build.Diagnostic`).
 OBSERVATION_MODES = ("live", "frozen")
-#: ``--recovery`` (``docs/definition.md``, "Diagnostic studies"; :class:`liberopro.instances.Diagnostic`).
+#: ``--recovery`` (``docs/definition.md``, "Diagnostic studies"; :class:`liberopro.instances.build.Diagnostic`).
 RECOVERY_PROTOCOLS = ("none", "hold", "retry", "restore")
 
 
@@ -54,7 +54,7 @@ class EvalConfig(BaseModel):
     )
     oracle: bool = Field(
         False,
-        description="Run the privileged oracle in process instead of a policy (liberopro.oracle_policy: the "
+        description="Run the privileged oracle in process instead of a policy (liberopro.oracle.policy: the "
         "scripted controller, which reads the simulator's state; a reference, never a submission; "
         "``liberopro demo`` uses it). Exclusive with policy and policy_cmd.",
     )
@@ -84,7 +84,7 @@ class EvalConfig(BaseModel):
     max_steps: int | None = Field(
         None,
         description="Cap on the suite's horizon, in policy steps (>= 1); None: the suite's horizon "
-        "(liberopro.tasks: spatial 220, object 280, goal 300, LIBERO-10 520).",
+        "(liberopro.sim.tasks: spatial 220, object 280, goal 300, LIBERO-10 520).",
     )
     out: Path | None = Field(
         None, description="Output directory of episodes.jsonl and summary.json; None: runs/<local timestamp>."
@@ -106,7 +106,7 @@ class EvalConfig(BaseModel):
         ge=32,
         le=1024,
         description="Square render resolution in pixels; None: 128 if the policy asks for at most 128 px, "
-        "else 256 (liberopro.evaluation.auto_render_size).",
+        "else 256 (liberopro.runs.evaluation.auto_render_size).",
     )
     request_timeout: float = Field(
         30.0, gt=0, description="Wall-clock seconds for one policy request, to the last byte of the answer."
@@ -144,7 +144,7 @@ class EvalConfig(BaseModel):
     )
     video: Literal["none", "failures", "all"] = Field(
         "none",
-        description="Episode videos (liberopro.video): none, failures (only episodes that did not succeed; "
+        description="Episode videos (liberopro.episode.video): none, failures (only episodes that did not succeed; "
         "frames kept in memory until the outcome is known) or all; OUT/videos/<episode>.mp4, named in the "
         "record's video field. Renders the agentview camera at every other step of a recorded episode, "
         "which on-demand rendering would otherwise skip.",
@@ -152,12 +152,12 @@ class EvalConfig(BaseModel):
     record_actions: bool = Field(
         False,
         description="Write each episode's executed and commanded actions to OUT/actions/<episode>.npz "
-        "(liberopro.video.load_actions), named in the record's actions field.",
+        "(liberopro.episode.video.load_actions), named in the record's actions field.",
     )
 
     workers: int | None = Field(
         None,
-        description="Simulator processes (liberopro.workers): None chooses the smallest of the CPUs available, "
+        description="Simulator processes (liberopro.runs.workers): None chooses the smallest of the CPUs available, "
         "the policy's max_concurrent_episodes (none declared: 1), the scenes that fit in memory and the tasks; "
         ">= 1 otherwise.",
     )

@@ -18,7 +18,7 @@ Rules (derived from LIBERO's BDDL goals, ``parsed_problem["goal_state"]``):
   never (one closes a door after putting something in), ``turnon``/``turnoff`` where the goal
   lists it before the first placement (LIBERO-10 task 2 "turn on the stove and put the moka pot
   on it" lists it first; task 8 last). Which joint and which handle/knob a part has is read from
-  the scene (:mod:`liberopro.phases`), not from the BDDL.
+  the scene (:mod:`liberopro.episode.phases`), not from the BDDL.
 
 LIBERO-Spatial instructions pick one of two identical black bowls by a spatial relation ("the
 black bowl next to the ramekin"); :data:`REFERRING` keeps those relations so that a shift which
@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from liberopro.tasks import TaskRef
+from liberopro.sim.tasks import TaskRef
 
 Kind = Literal["pick_place", "articulated", "push"]
 

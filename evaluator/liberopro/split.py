@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Literal
 
-from liberopro.tasks import SUITES, TASKS_PER_SUITE, TaskRef
+from liberopro.sim.tasks import SUITES, TASKS_PER_SUITE, TaskRef
 
 SPLIT_SEED = 142
 Split = Literal["train", "eval", "all"]

@@ -1,6 +1,6 @@
 """The methodology page's data, generated from the evaluator's own light modules: the shift table
 (:mod:`liberopro.catalog`), the split (:mod:`liberopro.split`), the task registry and horizons
-(:mod:`liberopro.tasks`), the metric constants and the versions. Nothing here is typed in by
+(:mod:`liberopro.sim.tasks`), the metric constants and the versions. Nothing here is typed in by
 hand, so a shift added to the catalog appears on the page without touching the site.
 
 None of these modules loads the simulator (robosuite, MuJoCo, LIBERO, OpenCV), so the page is
@@ -75,10 +75,10 @@ def build_catalog() -> Catalog:
     from liberopro import EVALUATOR_VERSION
     from liberopro.catalog import CATEGORIES, SPECS
     from liberopro.metrics import BOOTSTRAP_REPLICATES, BOOTSTRAP_SEED
-    from liberopro.results import RESULTS_SCHEMA_VERSION
+    from liberopro.runs.summary import RESULTS_SCHEMA_VERSION
+    from liberopro.sim.tasks import HORIZONS, SUITES, all_task_refs, task_info
     from liberopro.split import SPLIT_SEED, held_out
     from liberopro.stack import PINNED
-    from liberopro.tasks import HORIZONS, SUITES, all_task_refs, task_info
     from submission_spec.models import SPEC_VERSION
 
     shifts = [

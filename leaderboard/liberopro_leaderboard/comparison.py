@@ -8,7 +8,7 @@ counts, per column the MOVER interval from the two published intervals
 (:mod:`liberopro.metrics`, "Intervals from published counts"). A paired comparison (the same
 starts in both runs) would be narrower, but its interval depends on which hidden episodes each
 policy solved, and a team that controls two policies could steer that per episode: the public
-site does not pair. ``liberopro report`` pairs local runs (:func:`liberopro.comparison.compare_runs`).
+site does not pair. ``liberopro report`` pairs local runs (:func:`liberopro.runs.comparison.compare_runs`).
 """
 
 from __future__ import annotations

@@ -215,7 +215,7 @@ class Shard(Base):
 
 
 class Episode(Base):
-    """One finished episode (an :class:`liberopro.results.EpisodeRecord` as JSON), stored once
+    """One finished episode (an :class:`liberopro.runs.summary.EpisodeRecord` as JSON), stored once
     per (submission, instance, episode index) whatever the number of shard attempts."""
 
     __tablename__ = "episodes"

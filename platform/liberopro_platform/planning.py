@@ -6,7 +6,7 @@ then one instance per line. The worker reads it through the evaluator's own ligh
 version, counts and content hash verified, then every instance's shift ids, parameters and
 compositions against the light shift catalog (:func:`liberopro.catalog.shift_problems`; the
 evaluator container checks its shard again before the first episode). Episode ``e`` of an instance
-follows the evaluator's own plan (:func:`liberopro.instances.plan_episodes`: init state
+follows the evaluator's own plan (:func:`liberopro.instances.build.plan_episodes`: init state
 ``e mod 50``, seed ``seed + e``).
 """
 

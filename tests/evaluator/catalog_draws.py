@@ -25,8 +25,8 @@ def digests() -> dict[str, str]:
     """Shift id -> SHA-256 of its draws over the 40 tasks and :data:`ATTEMPTS` (reads the BDDL
     files through LIBERO's parser; builds no scene)."""
     from liberopro.catalog import SPECS
-    from liberopro.instances import make_instance
-    from liberopro.tasks import all_task_refs
+    from liberopro.instances.build import make_instance
+    from liberopro.sim.tasks import all_task_refs
 
     out = {}
     for sid in SPECS:  # every shift of the catalog (the JSON is written with sorted keys)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from liberopro.results import EpisodeRecord, summarize
+from liberopro.runs.summary import EpisodeRecord, summarize
 from liberopro.schema.results import RunHeader, run_header
 
 SHIFT = {
@@ -76,7 +76,7 @@ def header(
     replan_override: int | None = None,
     max_steps: int | None = None,
 ) -> RunHeader:
-    """What ``liberopro.evaluation.run_evaluation`` (plus the CLI's extra header) records, built
+    """What ``liberopro.runs.evaluation.run_evaluation`` (plus the CLI's extra header) records, built
     by the same :func:`~liberopro.schema.results.run_header`."""
     return run_header(
         evaluator_version="0.1.0",

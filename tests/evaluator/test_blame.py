@@ -1,4 +1,4 @@
-"""Who is charged with a fault (liberopro.blame.charge), as a pure function of what the replays
+"""Who is charged with a fault (liberopro.episode.blame.charge), as a pure function of what the replays
 saw, without the simulator; the neutral policy's action in every gripper convention; the replay
 session answers from the recorded chunks and asks no server; ``valid`` follows the reason's side.
 The same rules on real LIBERO scenes: tests/evaluator/test_blame_sim.py."""
@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from liberopro.blame import PHYSICS_UNSTABLE, Fault, PhysicsUnstable, ReplayDiverged, charge
-from liberopro.observation import neutral_action, to_libero_action
-from liberopro.runner import ReplaySession
+from liberopro.episode.blame import PHYSICS_UNSTABLE, Fault, PhysicsUnstable, ReplayDiverged, charge
+from liberopro.episode.runner import ReplaySession
 from liberopro.schema.reasons import Side, TerminationReason
-from liberopro.sim import SETTLE_ACTION, RawFrame
+from liberopro.sim.observation import neutral_action, to_libero_action
+from liberopro.sim.scene import SETTLE_ACTION, RawFrame
 
 from .policies import metadata
 
@@ -51,7 +51,7 @@ def test_a_fault_before_the_policy_acted_is_the_platforms_and_nothing_is_replaye
 
 @pytest.mark.parametrize(
     "again",
-    [None, fault(step=6), fault(step=8), fault("builtins.ValueError"), fault("liberopro.blame.ReplayDiverged")],
+    [None, fault(step=6), fault(step=8), fault("builtins.ValueError"), fault("liberopro.episode.blame.ReplayDiverged")],
     ids=["no-fault", "earlier-step", "later-step", "other-type", "diverged"],
 )
 def test_a_fault_that_does_not_recur_with_the_recorded_actions_is_transient(again):

@@ -1,8 +1,8 @@
 """Who is charged with a fault, on a real LIBERO scene (``docs/evaluator.md``, "Who is charged with an
 episode"; the rule as a pure function: tests/evaluator/test_blame.py).
 
-Evaluator faults are injected through a narrow seam, :meth:`liberopro.phases.PhaseTracker.update`
-(called after every env step of the policy loop) or :meth:`liberopro.sim.LiberoScene.start_episode`,
+Evaluator faults are injected through a narrow seam, :meth:`liberopro.episode.phases.PhaseTracker.update`
+(called after every env step of the policy loop) or :meth:`liberopro.sim.scene.LiberoScene.start_episode`,
 monkeypatched here; nothing in the production code knows about them. Replays must not ask the
 policy (the in-process policy counts its requests) nor write actions.
 
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance
-from liberopro.local_policy import LocalPolicyClient
-from liberopro.phases import PhaseTracker
-from liberopro.runner import EpisodeRunner, RunSettings
-from liberopro.sim import SETTLE_ACTION, LiberoScene
-from liberopro.video import load_actions
+from liberopro.episode.local_policy import LocalPolicyClient
+from liberopro.episode.phases import PhaseTracker
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.episode.video import load_actions
+from liberopro.instances.build import EpisodePlan, Instance
+from liberopro.sim.scene import SETTLE_ACTION, LiberoScene
 from robosuite import macros
 
 from .policies import Recorder, metadata, sweep

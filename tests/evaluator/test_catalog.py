@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from liberopro.catalog import CATEGORIES, SPECS, get_spec, make_shift
+from liberopro.catalog.compositions import RESOURCES
 from liberopro.catalog.sampling import DistinctSorted, DrawContext, TaskSubset, When, draws
 from liberopro.cli import catalog_markdown
-from liberopro.compositions import RESOURCES
 from liberopro.shifts import SHIFTS
-from liberopro.tasks import all_task_refs
+from liberopro.sim.tasks import all_task_refs
 
 from tests.evaluator.catalog_draws import PINNED, digests
 
@@ -51,7 +51,7 @@ def test_catalog_lists_every_shift_in_six_categories():
 def test_every_shift_has_typed_parameters_and_composition_resources():
     for sid, cls in SHIFTS.items():  # imports every entry point: each names the class declaring its spec
         assert cls.id == sid and cls.Params is not None and cls.spec is SPECS[sid]
-        assert sid in RESOURCES, f"{sid} has no resources in liberopro.compositions.RESOURCES"
+        assert sid in RESOURCES, f"{sid} has no resources in liberopro.catalog.compositions.RESOURCES"
         assert cls.default_params(), f"{sid} lists no default parameters"
 
 
@@ -82,13 +82,13 @@ def test_catalog_loads_no_simulator():
     """Metadata readers (the listing, the leaderboard, the platform, manifest validation) import
     the catalog in processes without robosuite, MuJoCo, LIBERO or OpenCV."""
     code = (
-        "import sys, liberopro.catalog, liberopro.catalog.listing, liberopro.compositions, liberopro.split, "
-        "liberopro.tasks, liberopro.shifts\n"
+        "import sys, liberopro.catalog, liberopro.catalog.listing, liberopro.catalog.compositions, liberopro.split, "
+        "liberopro.sim.tasks, liberopro.shifts\n"
         "import importlib.util\n"
         "if importlib.util.find_spec('liberopro.schema'): import liberopro.schema\n"
         "from liberopro.catalog import SPECS\n"
         "from liberopro.catalog.listing import markdown\n"
-        "from liberopro.tasks import all_task_refs, task_info\n"
+        "from liberopro.sim.tasks import all_task_refs, task_info\n"
         "markdown(); [task_info(r).instruction for r in all_task_refs()]\n"
         "[s.sample_params(__import__('numpy').random.default_rng(0)) for s in SPECS.values()\n"
         " if s.id in ('S01', 'S12', 'S16', 'S17', 'S21', 'D07', 'D08', 'D19')]\n"
@@ -161,7 +161,7 @@ def test_draws_are_the_pinned_ones():
 @functools.cache
 def _tasks_by_shift() -> dict[str, list]:
     """Per shift, the tasks it applies to (from ``make_instance``, the real applicability rules)."""
-    from liberopro.instances import make_instance, semantics_of
+    from liberopro.instances.build import make_instance, semantics_of
 
     out: dict[str, list] = {sid: [] for sid in SPECS}
     for ref in all_task_refs():

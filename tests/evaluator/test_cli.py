@@ -167,9 +167,9 @@ def _no_run(tmp_path: Path) -> tuple[str, Path, Path]:
 def _bad_param_manifest(path: Path) -> int:
     """A training manifest of three instances whose S12 line has a parameter out of its range
     (written through the real writer, so the header and content hash are right); its line number."""
-    from liberopro.instances import make_instance
+    from liberopro.instances.build import make_instance
     from liberopro.schema.manifest import ShiftEntry, make_header, write_manifest
-    from liberopro.tasks import TaskRef
+    from liberopro.sim.tasks import TaskRef
 
     instances = [
         make_instance(TaskRef("libero_goal", t), case, seed=0) for t, case in ((0, []), (0, ["S12"]), (1, ["S12"]))
@@ -365,8 +365,8 @@ def test_sigterm_stops_the_policy_server_and_says_so(tmp_path):
 
 def test_a_runtime_shift_whose_fallback_lies_past_max_steps_is_named_before_the_run():
     from liberopro.cli import _late_fallbacks
-    from liberopro.instances import make_instance
-    from liberopro.tasks import TaskRef
+    from liberopro.instances.build import make_instance
+    from liberopro.sim.tasks import TaskRef
 
     d10, s12 = (make_instance(TaskRef("libero_goal", 0), [sid], seed=0) for sid in ("D10", "S12"))
     step = dict(d10.shifts[0].params)["fallback_step"]
@@ -379,11 +379,11 @@ def test_a_runtime_shift_whose_fallback_lies_past_max_steps_is_named_before_the_
 
 @pytest.mark.sim  # two runs of 4 short episodes, one with two worker processes (~1.5 min on 2 shared cores)
 def test_evaluate_with_two_workers_writes_the_records_of_one(tmp_path):
-    """``--workers 2`` (liberopro.workers): the records of ``--workers 1`` apart from wall-clock fields
+    """``--workers 2`` (liberopro.runs.workers): the records of ``--workers 1`` apart from wall-clock fields
     and episode ids, written in the same order. openvla protocol: its wire has no episodes, so two
     workers may share the example server that declares no concurrency (the liberopro protocol's is
     refused: tests/evaluator/test_workers.py)."""
-    from liberopro.results import read_episodes
+    from liberopro.runs.summary import read_episodes
 
     runs = {}
     for n in (2, 1):

@@ -1,12 +1,13 @@
-"""``liberopro demo``'s plan (:mod:`liberopro.demo`, fast: no simulator) and the privileged oracle
-as a policy through the real evaluation path (:mod:`liberopro.oracle_policy`, tier: sim)."""
+"""``liberopro demo``'s plan (:mod:`liberopro.runs.quickstart`, fast: no simulator) and the privileged oracle
+as a policy through the real evaluation path (:mod:`liberopro.oracle.policy`, tier: sim)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from liberopro.demo import (
+from liberopro.oracle.nominal import load_nominal
+from liberopro.runs.quickstart import (
     DEMO_SHIFTS,
     DEMO_TASKS,
     EXAMPLE_STEPS,
@@ -15,8 +16,7 @@ from liberopro.demo import (
     load_measured,
     oracle_steps,
 )
-from liberopro.oracle import load_nominal
-from liberopro.tasks import parse_task_list
+from liberopro.sim.tasks import parse_task_list
 
 
 def _rate(entry: dict) -> float:
@@ -74,10 +74,10 @@ def test_the_demo_tasks_exist():
 
 @pytest.mark.sim  # real LIBERO episodes, camera-less (~20 s)
 def test_the_oracle_runs_through_the_evaluation_path_and_succeeds(tmp_path):
-    from liberopro.evaluation import run_evaluation
-    from liberopro.instances import make_instance, plan_episodes
-    from liberopro.oracle_policy import ORACLE_POLICY_NAME, OraclePolicy
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
+    from liberopro.instances.build import make_instance, plan_episodes
+    from liberopro.oracle.policy import ORACLE_POLICY_NAME, OraclePolicy
+    from liberopro.runs.evaluation import run_evaluation
 
     ref = parse_task_list(DEMO_TASKS)[0]
     inst = make_instance(ref, [], 0)
@@ -109,11 +109,11 @@ def test_the_example_policys_horizon_lets_each_runtime_case_fire():
 def test_the_oracle_in_two_worker_processes_gives_the_records_of_one(tmp_path):
     """Each worker builds its own OraclePolicy (in process, privileged: it reads its worker's scene);
     the records are those of one process apart from wall-clock fields and episode ids."""
-    from liberopro.evaluation import run_evaluation
-    from liberopro.instances import make_instance, plan_episodes
-    from liberopro.oracle_policy import OraclePolicy
-    from liberopro.results import read_episodes
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
+    from liberopro.instances.build import make_instance, plan_episodes
+    from liberopro.oracle.policy import OraclePolicy
+    from liberopro.runs.evaluation import run_evaluation
+    from liberopro.runs.summary import read_episodes
 
     plans = plan_episodes([make_instance(ref, [], 0) for ref in parse_task_list(DEMO_TASKS)], 2, 0)
     records, notes = {}, []

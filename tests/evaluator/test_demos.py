@@ -1,4 +1,4 @@
-"""``liberopro demos collect`` (:mod:`liberopro.demos`): a LeRobot dataset written from a real,
+"""``liberopro demos collect`` (:mod:`liberopro.runs.demonstrations`): a LeRobot dataset written from a real,
 short oracle rollout, checked with pyarrow against the committed schema
 (``evaluator/liberopro/data/lerobot_demos_schema.json``), in both layouts (v3.0 and v2.1).
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from liberopro.demos import SCHEMA_PATH, DemosError, collect
+from liberopro.runs.demonstrations import SCHEMA_PATH, DemosError, collect
 from liberopro.schema.manifest import Instance, make_header, write_manifest
-from liberopro.tasks import TaskRef
+from liberopro.sim.tasks import TaskRef
 
 STEPS = 6
 SIZE = 64
@@ -27,7 +27,7 @@ SCHEMA = json.loads(SCHEMA_PATH.read_text())
 
 
 def _manifest(path: Path, split: str = "train") -> Path:
-    from liberopro.instances import make_instance
+    from liberopro.instances.build import make_instance
 
     instances = [make_instance(TASK, [], 0), make_instance(TASK, ["S19"], 0)]
     assert all(isinstance(i, Instance) for i in instances), instances

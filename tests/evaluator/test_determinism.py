@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftEntry, make_instance, plan_episodes
-from liberopro.local_policy import LocalPolicyClient
-from liberopro.runner import EpisodeRunner, RunSettings
-from liberopro.sim import LiberoScene
-from liberopro.tasks import TaskRef, task_info
+from liberopro.episode.local_policy import LocalPolicyClient
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.instances.build import EpisodePlan, Instance, ShiftEntry, make_instance, plan_episodes
+from liberopro.sim.scene import LiberoScene
+from liberopro.sim.tasks import TaskRef, task_info
 
 from submission_spec import PolicyClient, create_app
 from submission_spec.examples import RandomPolicy
@@ -85,7 +85,7 @@ def test_soft_reset_gives_the_same_episode_as_a_hard_reset():
 
 def test_a_no_op_state_edit_leaves_the_following_observations_bit_identical():
     """Observations are sampled at the end of every control step and after every edit, never
-    by robosuite's substep timer (``liberopro.sim``): a refresh that changes nothing (as a shift
+    by robosuite's substep timer (``liberopro.sim.scene``): a refresh that changes nothing (as a shift
     whose edit turns out to be a no-op does) changes no later frame or proprioception. Under
     robosuite's timed sampling the frames after one refresh differed by ~1.24 grey levels on
     average (measured on libero_goal:8, 128 px; ``docs/libero-facts.md``)."""

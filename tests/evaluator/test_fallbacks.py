@@ -10,8 +10,8 @@ import math
 import pytest
 from liberopro.catalog import SPECS, fallbacks
 from liberopro.catalog.spec import PHASES
-from liberopro.instances import make_instance
-from liberopro.tasks import TaskRef, all_task_refs
+from liberopro.instances.build import make_instance
+from liberopro.sim.tasks import TaskRef, all_task_refs
 
 RUNTIME = [s for s in SPECS.values() if s.kind == "runtime"]
 

@@ -11,7 +11,7 @@ from typing import ClassVar, Literal
 import numpy as np
 import pytest
 from liberopro.catalog.spec import RuntimeParams, ShiftParams
-from liberopro.loop import (
+from liberopro.episode.loop import (
     ChunkedPolicy,
     FrozenObservations,
     Hold,
@@ -32,7 +32,7 @@ from liberopro.shifts.base import EpisodeContext, RuntimeShift, Shift, stable_se
 # --------------------------------------------------------------------------- fakes
 @dataclass
 class Frame:
-    """Stands for :class:`liberopro.sim.RawFrame` (the layers need ``copy`` only)."""
+    """Stands for :class:`liberopro.sim.scene.RawFrame` (the layers need ``copy`` only)."""
 
     step: int
     pixels: np.ndarray = field(default_factory=lambda: np.zeros((2, 2, 3), dtype=np.uint8))

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from liberopro.generation import check_manifest, default_cases, generate
-from liberopro.instances import Diagnostic, EpisodePlan, Instance, ShiftEntry, make_instance, parse_cases
-from liberopro.runner import EpisodeRunner, RunSettings
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.instances.build import Diagnostic, EpisodePlan, Instance, ShiftEntry, make_instance, parse_cases
+from liberopro.instances.generation import check_manifest, default_cases, generate
 from liberopro.schema.manifest import ManifestError, make_header, read_manifest, seed_commitment, write_manifest
 from liberopro.shifts import SHIFTS
-from liberopro.tasks import TaskRef
+from liberopro.sim.tasks import TaskRef
 
 from submission_spec import PolicyClient, create_app
 
@@ -219,7 +219,7 @@ def _d19() -> Instance:
 def eef_track(monkeypatch):
     """The end effector's position after every control step the scene executes (metres, world
     frame), the settle steps included: measured on the real robot, not counted by the loop."""
-    from liberopro.sim import LiberoScene
+    from liberopro.sim.scene import LiberoScene
 
     track: list[np.ndarray] = []
     step = LiberoScene.step

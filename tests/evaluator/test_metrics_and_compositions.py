@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from liberopro.compositions import conflict
+from liberopro.catalog.compositions import conflict
 from liberopro.metrics import bootstrap_mean_of_rates, success_rate, wilson
-from liberopro.results import EpisodeRecord, summarize
+from liberopro.runs.summary import EpisodeRecord, summarize
 
 SHIFT = {
     "S01": ("object pose", "Condition", "static"),

@@ -10,8 +10,8 @@ per-suite target (>= 95% over init states 0-9); the suites that miss it are name
 from __future__ import annotations
 
 import pytest
-from liberopro.oracle import OracleEpisode, OracleTask, load_nominal, run_task, select_tasks
-from liberopro.tasks import SUITES, TaskRef, all_task_refs
+from liberopro.oracle.nominal import OracleEpisode, OracleTask, load_nominal, run_task, select_tasks
+from liberopro.sim.tasks import SUITES, TaskRef, all_task_refs
 
 #: (task, init states): the tasks the controller failed before issue 11 and needed a fix for: an
 #: articulation and a placement in one horizon, the bowl under the open drawer (libero_goal:3,
@@ -70,7 +70,7 @@ def test_task_summary_counts_successes_only() -> None:
 def test_committed_measurement_covers_every_task_and_meets_the_target() -> None:
     import json
 
-    from liberopro.oracle import NOMINAL_PATH
+    from liberopro.oracle.nominal import NOMINAL_PATH
 
     doc = json.loads(NOMINAL_PATH.read_text())
     nominal = load_nominal()

@@ -12,8 +12,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftEntry, semantics_of
-from liberopro.phases import (
+from liberopro.episode.phases import (
     APPROACH_RADIUS_M,
     LIFT_M,
     PLACEMENT_RADIUS_M,
@@ -22,11 +21,12 @@ from liberopro.phases import (
     region_pos,
     subtree_bodies,
 )
-from liberopro.runner import EpisodeRunner, RunSettings
-from liberopro.scripted import Articulate, ScriptedController, drive_to_phase
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.instances.build import EpisodePlan, Instance, ShiftEntry, semantics_of
+from liberopro.oracle.scripted import Articulate, ScriptedController, drive_to_phase
 from liberopro.shifts import get_shift
-from liberopro.sim import LiberoScene, SceneVariant
-from liberopro.tasks import TaskRef, task_info
+from liberopro.sim.scene import LiberoScene, SceneVariant
+from liberopro.sim.tasks import TaskRef, task_info
 
 from submission_spec import PolicyClient, create_app
 

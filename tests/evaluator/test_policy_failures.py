@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from liberopro.instances import EpisodePlan, Instance
-from liberopro.runner import EpisodeRunner, RunSettings
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.instances.build import EpisodePlan, Instance
 from submission_spec.codec import decode, encode, encoding_of
 from submission_spec.models import ActResponse, ObservationMessage
 

@@ -143,7 +143,7 @@ def test_public_view_derives_every_difference_from_the_published_rates():
     """The drops, the composition gap, live minus frozen and the recovery gain of the public view
     are differences of the published rates with unpaired intervals; the means keep the summary's
     value with an interval from the cases' published rates and counts."""
-    from liberopro.results import summarize
+    from liberopro.runs.summary import summarize
 
     from tests.evaluator.test_metrics_and_compositions import rec
 

@@ -14,11 +14,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from liberopro.comparison import PairingError, compare_runs
 from liberopro.metrics import paired_difference
 from liberopro.report import ReportError, write_report
 from liberopro.report.build import fmt_diff, fmt_rate
 from liberopro.report.runs import find_runs, read_summary
+from liberopro.runs.comparison import PairingError, compare_runs
 from liberopro.schema.reasons import TerminationReason
 from liberopro.schema.results import Summary
 from typer.testing import CliRunner
@@ -230,7 +230,7 @@ def test_a_paired_comparison_of_runs_with_different_step_limits_says_so(tmp_path
 
 def test_pairing_refuses_different_manifests(runs, tmp_path):
     recs = {k: [json.loads(x) for x in (runs[k] / "episodes.jsonl").read_text().splitlines()] for k in ("a", "b")}
-    from liberopro.results import EpisodeRecord
+    from liberopro.runs.summary import EpisodeRecord
 
     a = [EpisodeRecord.model_validate(r) for r in recs["a"]]
     b = [EpisodeRecord.model_validate(r) for r in recs["b"]]
@@ -336,9 +336,9 @@ def test_cli_report(runs, tmp_path):
 
 def test_study_presets():
     from liberopro.catalog import SPECS
-    from liberopro.compositions import conflict
-    from liberopro.instances import parse_cases
-    from liberopro.study import PresetError, compositions, parse_replan_steps, preset_cases
+    from liberopro.catalog.compositions import conflict
+    from liberopro.instances.build import parse_cases
+    from liberopro.instances.study import PresetError, compositions, parse_replan_steps, preset_cases
 
     groups = compositions()
     for group, cases in groups.items():
@@ -384,7 +384,7 @@ def test_evaluate_rejects_bad_presets_before_anything_runs(tmp_path):
 
 
 def test_preset_file(tmp_path):
-    from liberopro.instances import parse_cases
+    from liberopro.instances.build import parse_cases
 
     f = tmp_path / "cases.txt"
     f.write_text("# my study\nnominal, S01\nS01+D10  # a pair\n")

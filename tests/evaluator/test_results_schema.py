@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from liberopro.results import summarize
+from liberopro.runs.summary import summarize
 from liberopro.schema.results import (
     EVENT_ADAPTER,
     RESULTS_SCHEMA_VERSION,

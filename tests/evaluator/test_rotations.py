@@ -177,7 +177,7 @@ def test_scripted_controller_rotations_agree_with_scipy_but_not_bit_for_bit():
     """The scripted controller's axis-angle of a matrix and matrix of an axis-angle against
     scipy's as_rotvec / from_rotvec: within 1e-15 for the matrices; for _rotvec within 1e-14 on
     the controller's small corrections (< 0.3 rad) and 1e-7 anywhere up to 179 degrees."""
-    from liberopro.scripted import _axis_rot, _rotvec  # imports robosuite (~4 s)
+    from liberopro.oracle.scripted import _axis_rot, _rotvec  # imports robosuite (~4 s)
 
     rng = np.random.default_rng(5)
     axes = rng.normal(size=(N, 3))

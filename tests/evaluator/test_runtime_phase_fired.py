@@ -7,9 +7,9 @@ reaches each trigger phase before its fallback step (init state 0, measured 2026
 60 by :mod:`liberopro.catalog.fallbacks`). libero_10:9, the first choice, stopped qualifying when
 the controller learned to put the mug into the microwave by its handle: it reaches grasp at step
 49, past the task's provisional grasp fallback (48). Parameters: the
-instance a manifest of seed 0 draws (:func:`liberopro.instances.make_instance`, attempt 0), so
+instance a manifest of seed 0 draws (:func:`liberopro.instances.build.make_instance`, attempt 0), so
 the fallback step is the task's own. No cameras except for the Observation shifts (D10-D13:
-one camera at 64 px, of :func:`liberopro.generation._validation_metadata`'s two); episodes stop
+one camera at 64 px, of :func:`liberopro.instances.generation._validation_metadata`'s two); episodes stop
 once the shift has acted (``stop_when_shifts_done``). The prop shifts share one scene holding
 all their props (registered in the ``scenes`` cache under each shift's own variant; parked props
 leave the scene as it was, ``test_shifts_props.py``), and the Observation shifts one with a camera.
@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import pytest
 from liberopro.catalog import get_spec
-from liberopro.generation import _validation_metadata, _ValidationPolicy
-from liberopro.instances import EpisodePlan, Instance, make_instance
-from liberopro.local_policy import LocalPolicyClient
-from liberopro.runner import EpisodeRunner, RunSettings
+from liberopro.episode.local_policy import LocalPolicyClient
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.instances.build import EpisodePlan, Instance, make_instance
+from liberopro.instances.generation import _validation_metadata, _ValidationPolicy
 from liberopro.shifts import get_shift
 from liberopro.shifts.base import MAX_DELAY_STEPS
-from liberopro.sim import LiberoScene, SceneVariant
-from liberopro.tasks import TaskRef, task_info
+from liberopro.sim.scene import LiberoScene, SceneVariant
+from liberopro.sim.tasks import TaskRef, task_info
 
 pytestmark = pytest.mark.sim  # steps real LIBERO scenes (tier: sim)
 
@@ -138,7 +138,7 @@ def test_validation_meets_a_shift_at_its_phase_where_the_fallback_comes_first(sc
     instance's own fallbacks both fire by fallback and their phase realisation is never checked.
     Validation suspends the fallbacks: each fires at its phase, past its fallback step, and the
     instance keeps its fallback for policies."""
-    from liberopro.generation import validate_instance
+    from liberopro.instances.generation import validate_instance
 
     ref = TaskRef("libero_goal", 0)
     for sid in ("D08", "D18"):

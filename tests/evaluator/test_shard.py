@@ -1,5 +1,5 @@
-"""The shard runner the platform runs in the evaluator container (``python -m liberopro.shard``)
-and the one way a run opens its policy (:func:`liberopro.policy_connection.open_policy`, shared by
+"""The shard runner the platform runs in the evaluator container (``python -m liberopro.runs.shard``)
+and the one way a run opens its policy (:func:`liberopro.episode.policy_connection.open_policy`, shared by
 ``liberopro evaluate`` and the shard runner).
 
 The fast tests need no simulator: usage, exit codes and the event lines of a shard whose policy
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from liberopro.policy_connection import open_policy
-from liberopro.policy_process import free_port
+from liberopro.episode.policy_connection import open_policy
+from liberopro.episode.policy_process import free_port
+from liberopro.runs.shard import main
 from liberopro.schema.results import DoneEvent, EpisodeEvent, ErrorEvent, HelloEvent, MetadataEvent
 from liberopro.schema.shard import MARK, CheckSpec, ShardSpec, event_line, parse_event
-from liberopro.shard import main
 
 from submission_spec import PolicyError
 
@@ -29,8 +29,8 @@ EXAMPLE = f"{sys.executable} -m submission_spec.examples zero"
 
 def nominal_instance():
     """libero_goal task 0 with no shift (built without the simulator)."""
-    from liberopro.instances import make_instance
-    from liberopro.tasks import TaskRef
+    from liberopro.instances.build import make_instance
+    from liberopro.sim.tasks import TaskRef
 
     inst = make_instance(TaskRef("libero_goal", 0), [], seed=7)
     assert not isinstance(inst, str), inst
@@ -39,7 +39,7 @@ def nominal_instance():
 
 def shard_runner(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "liberopro.shard", *args],
+        [sys.executable, "-m", "liberopro.runs.shard", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -65,11 +65,11 @@ def test_an_event_line_parses_back_and_other_lines_are_not_events():
 def test_the_module_runs_and_bad_arguments_print_the_usage_and_exit_2():
     proc = shard_runner("run", "http://127.0.0.1:9")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert "usage: python -m liberopro.shard check URL CHECK_JSON | run URL SHARD_JSON | warmup" in proc.stderr
+    assert "usage: python -m liberopro.runs.shard check URL CHECK_JSON | run URL SHARD_JSON | warmup" in proc.stderr
 
 
 def run_main(capsys, *args: str) -> tuple[int, list]:
-    """``python -m liberopro.shard ARGS`` in this process (the simulator's imports are paid once
+    """``python -m liberopro.runs.shard ARGS`` in this process (the simulator's imports are paid once
     per test process): its exit code and its stdout events."""
     code = main(list(args))
     return code, events(capsys.readouterr().out)
@@ -163,7 +163,7 @@ def test_open_policy_refuses_bad_arguments_before_starting_anything(tmp_path):
 
 # ---------------------------------------------------------------- streams
 def test_streams_are_capped_by_the_policy_and_the_episodes():
-    from liberopro.shard import shard_streams
+    from liberopro.runs.shard import shard_streams
 
     from submission_spec import PolicyMetadata
 
@@ -178,8 +178,8 @@ def test_streams_are_capped_by_the_policy_and_the_episodes():
 
 
 def test_episodes_are_dealt_to_streams_in_contiguous_balanced_blocks():
-    from liberopro.instances import plan_episodes
-    from liberopro.workers import assign_blocks, canonical_order
+    from liberopro.instances.build import plan_episodes
+    from liberopro.runs.workers import assign_blocks, canonical_order
 
     inst = nominal_instance()
     plans = plan_episodes([inst], 7, 0)
@@ -198,7 +198,7 @@ def test_a_shard_runs_against_a_policy_command_in_one_stream_or_two_with_the_sam
     were checked), hands the open connection to ``on_open`` and emits hello, metadata, one episode
     per pair and done. With ``streams=2`` (the example declares 16 episodes at once) two simulator
     processes run one episode each against the same policy process: the same records."""
-    from liberopro.shard import run_shard
+    from liberopro.runs.shard import run_shard
 
     inst = nominal_instance()
     got = {}

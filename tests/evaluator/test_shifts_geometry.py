@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftEntry, make_instance, semantics_of
-from liberopro.observation import orient
-from liberopro.runner import EpisodeRunner, RunSettings
-from liberopro.scripted import ScriptedController
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.instances.build import EpisodePlan, Instance, ShiftEntry, make_instance, semantics_of
+from liberopro.oracle.scripted import ScriptedController
 from liberopro.shifts._placement import is_ground
-from liberopro.tasks import TaskRef
+from liberopro.sim.observation import orient
+from liberopro.sim.tasks import TaskRef
 
 from submission_spec import PolicyClient, create_app
 

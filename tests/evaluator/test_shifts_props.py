@@ -18,12 +18,12 @@ import math
 import mujoco
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftEntry, semantics_of
-from liberopro.runner import EpisodeRunner, RunSettings
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.instances.build import EpisodePlan, Instance, ShiftEntry, semantics_of
 from liberopro.shifts import get_shift
 from liberopro.shifts._objects import SIZE_M
-from liberopro.sim import LiberoScene, SceneVariant
-from liberopro.tasks import TaskRef, task_info
+from liberopro.sim.scene import LiberoScene, SceneVariant
+from liberopro.sim.tasks import TaskRef, task_info
 
 from submission_spec import PolicyClient, create_app
 
@@ -610,8 +610,8 @@ def test_privileged_controllers_steer_by_the_episodes_own_scene(serve_app, scene
     """A prop shift's episode runs in a variant scene of its own: the validation controller
     (manifests) must read that scene, not the task's plain scene that the cache also holds
     (reading the plain one, it steered by a robot that never moved)."""
-    from liberopro.generation import _validation_metadata, _ValidationPolicy
-    from liberopro.local_policy import LocalPolicyClient
+    from liberopro.episode.local_policy import LocalPolicyClient
+    from liberopro.instances.generation import _validation_metadata, _ValidationPolicy
 
     nominal(serve_app, scenes, GOAL1)  # the plain scene is in the cache first
     meta = _validation_metadata(["D04"])
@@ -629,8 +629,8 @@ def test_d04_fires_by_phase_at_transport_under_the_oracle_where_placement_had_no
     its definition's placement phase, the block found "no free spot on the goal region" and the
     episode was invalid (docs/instances.md, "Known limits of this run"). Driven by the privileged
     validation controller, without cameras, with a fallback too late to matter."""
-    from liberopro.generation import _validation_metadata, _ValidationPolicy
-    from liberopro.local_policy import LocalPolicyClient
+    from liberopro.episode.local_policy import LocalPolicyClient
+    from liberopro.instances.generation import _validation_metadata, _ValidationPolicy
 
     meta = _validation_metadata(["D04"])
     assert meta.cameras == []

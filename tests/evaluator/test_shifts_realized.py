@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftEntry, make_instance, semantics_of
-from liberopro.phases import APPROACH_RADIUS_M
-from liberopro.runner import EpisodeRunner, RunSettings
-from liberopro.tasks import TaskRef
+from liberopro.episode.phases import APPROACH_RADIUS_M
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.instances.build import EpisodePlan, Instance, ShiftEntry, make_instance, semantics_of
+from liberopro.sim.tasks import TaskRef
 
 from submission_spec import PolicyClient, create_app
 

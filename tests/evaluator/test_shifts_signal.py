@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 import pytest
-from liberopro.instances import EpisodePlan, Instance, ShiftEntry
-from liberopro.paraphrases import paraphrases_for
-from liberopro.runner import EpisodeRunner, RunSettings
-from liberopro.tasks import TaskRef, task_info
+from liberopro.catalog.paraphrases import paraphrases_for
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.instances.build import EpisodePlan, Instance, ShiftEntry
+from liberopro.sim.tasks import TaskRef, task_info
 
 from submission_spec import CameraSpec, PolicyClient, PolicyMetadata, create_app
 
@@ -480,6 +480,6 @@ def test_a_window_shift_that_never_fired_leaves_the_episode_valid_and_says_so(se
     assert r.rec.valid and r.rec.termination_reason == "horizon"
     d13 = r.rec.shifts[0]
     assert d13["fired_at_step"] is None and d13["applied"]["realised_steps"] == 0
-    from liberopro.results import summarize
+    from liberopro.runs.summary import summarize
 
     assert summarize([r.rec], {}).cases[0].runtime_not_fired == 1

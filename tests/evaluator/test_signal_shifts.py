@@ -6,7 +6,7 @@ action delay burst, action drop, action noise burst, control rate) and D20 instr
 restatement.
 
 Each shift is built through the catalog (:func:`liberopro.catalog.make_shift`) with explicit
-parameters and driven as :meth:`liberopro.runner.EpisodeRunner._policy_loop` drives it, through
+parameters and driven as :meth:`liberopro.episode.runner.EpisodeRunner._policy_loop` drives it, through
 its :class:`liberopro.shifts.adapter.ShiftLayer`: per step, triggers (``maybe_fire``), the
 intervention (which stores the last executed action in ``ctx.last_action``), the observation
 layer, the action layer; ``on_episode_start`` before the loop (static shifts) and
@@ -17,7 +17,7 @@ OpenCV directly, poses through rotation matrices). Image shifts transform an ima
 policy replanning at every step does, unless ``read`` says otherwise. The same shifts on real scenes:
 ``tests/evaluator/test_shifts_signal.py`` (tier ``sim``).
 
-Fakes: a frame is :class:`Frame` (the fields of :class:`liberopro.sim.RawFrame`, which imports
+Fakes: a frame is :class:`Frame` (the fields of :class:`liberopro.sim.scene.RawFrame`, which imports
 MuJoCo): ``agentview`` and ``wrist`` (H, W, 3) uint8 images and the proprioception fields of
 ``submission_spec.models.PROPRIO_FIELDS``, each different at every step; an action is a (7,)
 float64 LIBERO action, different at every step. No test here imports robosuite or MuJoCo: S18
@@ -38,8 +38,8 @@ import cv2
 import numpy as np
 import pytest
 from liberopro.catalog import make_shift
-from liberopro.loop import start_action
-from liberopro.paraphrases import PARAPHRASES
+from liberopro.catalog.paraphrases import PARAPHRASES
+from liberopro.episode.loop import start_action
 from liberopro.shifts.adapter import ShiftLayer
 from liberopro.shifts.base import EpisodeContext, stable_seed
 from submission_spec.models import PROPRIO_FIELDS
@@ -51,7 +51,7 @@ SEED = 1234
 # --------------------------------------------------------------------------- fakes
 @dataclass
 class Frame:
-    """Stands for :class:`liberopro.sim.RawFrame`: camera -> (H, W, 3) uint8, field -> float64."""
+    """Stands for :class:`liberopro.sim.scene.RawFrame`: camera -> (H, W, 3) uint8, field -> float64."""
 
     images: dict[str, np.ndarray]
     proprio: dict[str, np.ndarray]
@@ -202,7 +202,7 @@ def test_s14_records_the_noise_as_the_policy_receives_it_without_changing_what_i
     4.7 grey levels (area averaging of independent noise) and one asking for 128 px at about 3.75
     (sigma / 2). The record gives both (``median_sigma`` as added, ``received_median_sigma`` as
     received); the images delivered are the same bytes with or without that measurement."""
-    from liberopro.observation import resize
+    from liberopro.sim.observation import resize
 
     sizes = {"agentview": 224, "wrist": 128}
 

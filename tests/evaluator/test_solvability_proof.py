@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from liberopro.generation import (
+from liberopro.instances.generation import (
     DroppedPair,
     needs_own_proof,
     never_dropped_by_proof,
@@ -234,9 +234,9 @@ def test_the_oracle_proves_a_physical_instance_through_the_episode_runner():
     """S01 (target moved) on libero_spatial:0, init state 0: the oracle solves the nominal task
     (``data/oracle_nominal.json``) and the shifted one; the nominal episode is cached for the
     task's next instance."""
-    from liberopro.generation import prove_instance
-    from liberopro.instances import make_instance
-    from liberopro.tasks import TaskRef
+    from liberopro.instances.build import make_instance
+    from liberopro.instances.generation import prove_instance
+    from liberopro.sim.tasks import TaskRef
 
     ref = TaskRef("libero_spatial", 0)
     inst = make_instance(ref, ["S01"], seed=0)
@@ -265,9 +265,9 @@ def test_the_oracle_takes_a_drawer_handle_again_after_the_arm_is_pushed_aside():
     the fingers close on nothing. It used to pull air for 64 steps and end "done" with the drawer
     shut (the pair was dropped by the proof); now it sees the empty grasp and takes the handle
     again (``ScriptedController._articulate``) and the drawer opens (measured: success at step 174)."""
-    from liberopro.generation import _oracle_episode
-    from liberopro.instances import make_instance
-    from liberopro.tasks import TaskRef
+    from liberopro.instances.build import make_instance
+    from liberopro.instances.generation import _oracle_episode
+    from liberopro.sim.tasks import TaskRef
 
     inst = make_instance(TaskRef("libero_goal", 0), ["D19"], seed=0, attempt=2)
     assert isinstance(inst, Instance) and inst.shifts[0].params["fallback_step"] == 53
@@ -283,7 +283,7 @@ def test_the_oracle_takes_a_drawer_handle_again_after_the_arm_is_pushed_aside():
 
 
 def test_a_resumed_sweep_says_which_episodes_this_run_measured():
-    from liberopro.generation import runtime_validity_markdown
+    from liberopro.instances.generation import runtime_validity_markdown
 
     counts = {"episodes": 4, "phase": 4, "fallback": 0, "delayed": 0, "not_fired": 0, "invalid": 0}
     sweep = {

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from liberopro.sim.tasks import HORIZONS, TaskRef, parse_task_list
 from liberopro.split import held_out, split_tasks, tasks_in_split
 from liberopro.stack import PINNED, StackError, check_stack, known_problems
-from liberopro.tasks import HORIZONS, TaskRef, parse_task_list
 
 
 def test_held_out_split_never_changes():

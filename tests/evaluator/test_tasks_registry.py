@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from liberopro.tasks import HORIZONS, all_task_refs, task_info
+from liberopro.sim.tasks import HORIZONS, all_task_refs, task_info
 
 
 def test_registry_holds_the_40_tasks_in_benchmark_order_with_their_horizons():

@@ -1,5 +1,5 @@
 """Episode videos and action logs (``liberopro evaluate --video``, ``--record-actions``;
-:mod:`liberopro.video`).
+:mod:`liberopro.episode.video`).
 
 Sim tier: the privileged oracle (no cameras: the scene gets ``agentview`` for the video alone) on
 libero_spatial:0, nominal (succeeds at step 80) and D18 grasp loss (fires at step 37, the object
@@ -19,9 +19,9 @@ from pathlib import Path
 import imageio.v2 as imageio
 import numpy as np
 import pytest
-from liberopro import video
-from liberopro.instances import Diagnostic, EpisodePlan, Instance, make_instance
-from liberopro.tasks import TaskRef
+from liberopro.episode import video
+from liberopro.instances.build import Diagnostic, EpisodePlan, Instance, make_instance
+from liberopro.sim.tasks import TaskRef
 
 REF = TaskRef("libero_spatial", 0)
 MAX_STEPS = 90
@@ -36,8 +36,8 @@ def _plans() -> list[EpisodePlan]:
 
 
 def _run(scenes, tmp_path, plans=None, **recording) -> list:
-    from liberopro.oracle_policy import oracle_runner
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
+    from liberopro.oracle.policy import oracle_runner
 
     settings = RunSettings(render_size=64, max_steps=MAX_STEPS, output_dir=str(tmp_path), **recording)
     runner = oracle_runner(settings, scenes=scenes)
@@ -110,8 +110,8 @@ def test_frame_layout_and_episode_names() -> None:
 def test_the_platform_shard_runner_never_records() -> None:
     """Hidden instances never get videos: the shard runner builds its settings without the
     recording options (their defaults are off)."""
-    from liberopro import shard
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
+    from liberopro.runs import shard
 
     calls = [
         node

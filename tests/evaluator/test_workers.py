@@ -1,4 +1,4 @@
-"""Several simulator processes (liberopro.workers) without the simulator: the assignment, the default
+"""Several simulator processes (liberopro.runs.workers) without the simulator: the assignment, the default
 number of workers, the policy's limit, and a worker process that really dies (``os._exit``) in a real
 spawned pool. The records the workers produce are compared with one process's in
 ``test_cli.py::test_evaluate_with_two_workers_writes_the_records_of_one``."""
@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from liberopro import workers as W
+from liberopro.runs import workers as W
 
 from submission_spec import PolicyMetadata
 
@@ -19,8 +19,8 @@ CASES = ([], ["D01"])
 
 @functools.cache
 def _plans(tasks: str = "libero_goal:0,libero_10:1,libero_spatial:2,libero_goal:3", episodes: int = 2):
-    from liberopro.instances import make_instance, plan_episodes
-    from liberopro.tasks import parse_task_list
+    from liberopro.instances.build import make_instance, plan_episodes
+    from liberopro.sim.tasks import parse_task_list
 
     instances = [make_instance(ref, case, 0) for case in CASES for ref in parse_task_list(tasks)]
     return tuple(plan_episodes(instances, episodes, 0))
@@ -124,8 +124,8 @@ def crashing_target(plan) -> str:
     """A worker's episode: dies (``os._exit``) on libero_10:1 always, on libero_spatial:2 in its
     first process only (a marker file in ``$LP_TEST_MARKERS``); else the record of a finished
     episode (built without the simulator)."""
-    from liberopro.oracle_policy import oracle_metadata
-    from liberopro.runner import EpisodeRunner, RunSettings
+    from liberopro.episode.runner import EpisodeRunner, RunSettings
+    from liberopro.oracle.policy import oracle_metadata
 
     task = str(plan.instance.task)
     marker = Path(os.environ["LP_TEST_MARKERS"]) / task
@@ -137,8 +137,8 @@ def crashing_target(plan) -> str:
 
 
 def test_a_dead_worker_is_replaced_once_then_its_episodes_are_recorded_as_crashed(tmp_path, monkeypatch):
-    from liberopro.oracle_policy import oracle_metadata
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
+    from liberopro.oracle.policy import oracle_metadata
 
     monkeypatch.setenv("LP_TEST_MARKERS", str(tmp_path))
     plans = _plans("libero_goal:0,libero_10:1,libero_spatial:2", 1)  # 3 tasks x 2 cases x 1 episode

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from liberopro.instances import make_instance
+from liberopro.instances.build import make_instance
 from liberopro.schema.manifest import Instance, make_header, write_manifest
-from liberopro.tasks import TaskRef
+from liberopro.sim.tasks import TaskRef
 
 from tests.golden.run import EPISODES, MANIFEST
 

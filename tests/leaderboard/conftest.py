@@ -81,7 +81,7 @@ def _seed_key() -> str:
     h = hashlib.sha256()
     for p in (
         Path(__file__).with_name("seed.py"),
-        REPO / "evaluator/liberopro/results.py",
+        REPO / "evaluator/liberopro/runs/summary.py",
         REPO / "evaluator/liberopro/metrics.py",
     ):
         h.update(p.read_bytes())
@@ -94,10 +94,10 @@ def _seed_key() -> str:
 def seeded_db(request) -> dict:
     """A fresh PostgreSQL database with the platform's tables and the seeded results; dropped at the end.
 
-    The summaries are computed by ``liberopro.results.summarize`` (cached in pytest's cache under a
+    The summaries are computed by ``liberopro.runs.summary.summarize`` (cached in pytest's cache under a
     key of the code that makes them, so a rerun skips the bootstrap)."""
     import liberopro.metrics
-    import liberopro.results
+    import liberopro.runs.summary
     import psycopg
     from liberopro.schema.results import Summary
     from liberopro_platform.db import upgrade
@@ -115,8 +115,8 @@ def seeded_db(request) -> dict:
         upgrade(url)
         key = f"liberopro/leaderboard-seed/{_seed_key()}"
         cached = request.config.cache.get(key, None)
-        original = liberopro.results.bootstrap_mean_of_rates
-        real_summarize = liberopro.results.summarize
+        original = liberopro.runs.summary.bootstrap_mean_of_rates
+        real_summarize = liberopro.runs.summary.summarize
         summaries: dict[str, dict] = dict(cached or {})
 
         def summarize(records, header):
@@ -125,12 +125,12 @@ def seeded_db(request) -> dict:
                 summaries[policy] = real_summarize(records, {}).to_json()
             return Summary.load({**summaries[policy], **header.to_json()})
 
-        liberopro.results.bootstrap_mean_of_rates = functools.partial(original, replicates=SEED_REPLICATES)
+        liberopro.runs.summary.bootstrap_mean_of_rates = functools.partial(original, replicates=SEED_REPLICATES)
         seed.summarize = summarize
         try:
             ids = seed.seed_database(url)
         finally:
-            liberopro.results.bootstrap_mean_of_rates = original
+            liberopro.runs.summary.bootstrap_mean_of_rates = original
             seed.summarize = real_summarize
         request.config.cache.set(key, summaries)
         yield {"url": url, "ids": ids}

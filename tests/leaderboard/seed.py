@@ -13,7 +13,7 @@ import datetime as dt
 import random
 from dataclasses import dataclass, field
 
-from liberopro.results import EpisodeRecord, summarize
+from liberopro.runs.summary import EpisodeRecord, summarize
 from liberopro.schema.results import run_header
 
 #: Strings that would only appear on a page if instance data leaked.

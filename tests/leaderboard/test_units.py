@@ -142,7 +142,7 @@ def test_the_public_view_is_a_function_of_the_published_counts():
     summaries' values."""
     import random
 
-    from liberopro.results import summarize
+    from liberopro.runs.summary import summarize
 
     from tests.leaderboard.seed import SPECS, records_for
 

@@ -130,9 +130,9 @@ def hostile_images(docker_client, platform_images, egress_ports) -> dict[str, st
 def manifest_path(tmp_path_factory) -> Path:
     """A tiny hidden manifest: libero_goal task 0, nominal and under S12 (lighting), written with
     its header through the evaluator's own writer (the format the platform reads in production)."""
-    from liberopro.instances import make_instance
+    from liberopro.instances.build import make_instance
     from liberopro.schema.manifest import make_header, write_manifest
-    from liberopro.tasks import TaskRef
+    from liberopro.sim.tasks import TaskRef
 
     path = tmp_path_factory.mktemp("manifest") / "hidden.jsonl"
     instances = []

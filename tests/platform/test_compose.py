@@ -92,7 +92,7 @@ def test_platform_image_serves_the_api_and_installs_the_firewall(docker_client):
             "-c",
             "import liberopro_platform.celery_app, "
             "liberopro_platform.sandbox.docker_backend; "
-            "from liberopro.results import summarize; print('imports ok')",
+            "from liberopro.runs.summary import summarize; print('imports ok')",
         ],
         network_mode="none",
         remove=True,

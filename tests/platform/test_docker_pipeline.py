@@ -49,7 +49,7 @@ def episodes_of(settings, submission_id: str) -> dict[tuple[str, int], dict]:
 
 
 def outcome(record: dict) -> tuple:
-    from liberopro.results import EpisodeRecord
+    from liberopro.runs.summary import EpisodeRecord
 
     return EpisodeRecord.model_validate(record).outcome_key()
 

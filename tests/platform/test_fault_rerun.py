@@ -25,9 +25,9 @@ ZERO = f"{sys.executable} -m submission_spec.examples zero"
 
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory):
-    from liberopro.instances import make_instance
+    from liberopro.instances.build import make_instance
     from liberopro.schema.manifest import make_header, write_manifest
-    from liberopro.tasks import TaskRef
+    from liberopro.sim.tasks import TaskRef
 
     instances = [make_instance(TaskRef("libero_goal", 0), shifts, seed=7) for shifts in ([], ["S12"])]
     path = tmp_path_factory.mktemp("blame") / "hidden.jsonl"
@@ -66,7 +66,7 @@ def _run(platform) -> tuple[dict, list[str]]:
 
 
 def _records(platform, sid: str) -> dict:
-    from liberopro.results import EpisodeRecord
+    from liberopro.runs.summary import EpisodeRecord
     from liberopro_platform.models import Episode
     from sqlalchemy import select
 
@@ -78,7 +78,7 @@ def _records(platform, sid: str) -> dict:
 def _faulty_reset(monkeypatch, times: int | None) -> list[int]:
     """Make the scene's reset raise the first ``times`` times (every time: None); returns the count
     of faults raised."""
-    from liberopro.sim import LiberoScene
+    from liberopro.sim.scene import LiberoScene
 
     original, raised = LiberoScene.start_episode, []
 

@@ -50,9 +50,9 @@ PRIVATE_KEYS = {
 @pytest.fixture(scope="module")
 def hidden_manifest(tmp_path_factory) -> tuple[Path, list[str]]:
     """libero_goal task 0, nominal and under S22 with a planted paraphrase: (path, instance ids)."""
-    from liberopro.instances import make_instance
+    from liberopro.instances.build import make_instance
     from liberopro.schema.manifest import Instance, make_header, write_manifest
-    from liberopro.tasks import TaskRef
+    from liberopro.sim.tasks import TaskRef
 
     instances = []
     for shifts in ([], ["S22"]):

@@ -83,12 +83,12 @@ def test_local_backend_reports_a_command_that_never_serves(migrated_pg, tmp_path
 
 @pytest.mark.sim  # two real LIBERO episodes of at most 4 steps
 def test_local_backend_names_a_policy_process_that_crashed_mid_episode_and_restarts_it(tmp_path):
-    """The shard runner starts the command itself (liberopro.shard, open_policy); the backend
+    """The shard runner starts the command itself (liberopro.runs.shard, open_policy); the backend
     still sees the process (on_open) to name the cause of a transport failure, and the runner
     restarts the process before the next episode."""
-    from liberopro.instances import make_instance
+    from liberopro.instances.build import make_instance
     from liberopro.schema.shard import ShardSpec
-    from liberopro.tasks import TaskRef
+    from liberopro.sim.tasks import TaskRef
     from liberopro_platform.config import Settings
     from liberopro_platform.sandbox.base import POLICY_CRASHED, PolicySource
     from liberopro_platform.sandbox.local_backend import LocalBackend

@@ -25,7 +25,7 @@ def test_the_manifest_models_and_the_platform_loader_import_no_simulator():
         "import liberopro.schema.manifest, liberopro.schema.shard, liberopro_platform.planning\n"
         "import liberopro_platform.pipeline, liberopro_platform.sandbox.docker_backend\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {SIMULATOR!r}\n"
-        "                         or m in ('liberopro.sim', 'liberopro.shifts', 'liberopro.instances'))))"
+        "                         or m in ('liberopro.sim.scene', 'liberopro.shifts', 'liberopro.instances.build'))))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -38,7 +38,7 @@ def test_a_real_eval_manifest_loads_in_the_platform_and_plans_shards(tmp_path):
     realised on init state 0 in the simulator: one scene build, two one-step episodes; then the
     solvability proof: the scripted oracle on the nominal task from each of the 3 episodes' init
     states, which also proves S12, a lighting shift)."""
-    from liberopro.results import EpisodeRecord, summarize
+    from liberopro.runs.summary import EpisodeRecord, summarize
     from liberopro.schema.public import metrics_of
     from liberopro.schema.shard import ShardSpec
 

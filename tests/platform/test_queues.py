@@ -225,7 +225,7 @@ def make_team_user(sessions):
 
 
 def episode_record(instance_id: str, episode: int) -> dict:
-    from liberopro.results import EpisodeRecord
+    from liberopro.runs.summary import EpisodeRecord
 
     return EpisodeRecord(
         instance_id=instance_id,

@@ -72,9 +72,9 @@ def shift_problems(shifts: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]
     nothing is): an id the catalog does not know, or not written as the catalog writes it
     (``s01``), parameters that do not validate against the shift's ``Params`` model (ranges,
     trigger phases, unknown or missing fields), or shifts that may not be composed
-    (:func:`liberopro.compositions.conflict`). One line per problem, naming the shift. Light: the
+    (:func:`liberopro.catalog.compositions.conflict`). One line per problem, naming the shift. Light: the
     platform checks its manifest with it before planning."""
-    from liberopro.compositions import conflict
+    from liberopro.catalog.compositions import conflict
     from liberopro.schema.manifest import describe_errors
 
     problems = []

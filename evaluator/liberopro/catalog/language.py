@@ -1,5 +1,5 @@
 """Language shifts: the instruction's wording, same meaning (S22, D20). Paraphrases are curated,
-at least three per task, no model at run time (:mod:`liberopro.paraphrases`)."""
+at least three per task, no model at run time (:mod:`liberopro.catalog.paraphrases`)."""
 
 from __future__ import annotations
 

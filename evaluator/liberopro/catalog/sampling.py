@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
 
     from liberopro.semantics import TaskSemantics
-    from liberopro.tasks import TaskRef
+    from liberopro.sim.tasks import TaskRef
 
 #: A function of the task returning what a task-dependent draw chooses from.
 TaskOptions = Callable[["TaskRef", "TaskSemantics"], Sequence[Any]]

@@ -20,13 +20,13 @@ from liberopro.catalog.sampling import draws, sample_fields
 if TYPE_CHECKING:
     from liberopro.semantics import TaskSemantics
     from liberopro.shifts.base import Shift
-    from liberopro.tasks import TaskRef
+    from liberopro.sim.tasks import TaskRef
 
 Category = Literal["Condition", "Environment", "Observation", "Execution", "Robot", "Language"]
 #: The six categories, by primary intervention target (``docs/shifts.md``).
 CATEGORIES: tuple[Category, ...] = ("Condition", "Environment", "Observation", "Execution", "Robot", "Language")
 ShiftKind = Literal["static", "runtime"]
-#: Task phases a runtime shift may be triggered by (:mod:`liberopro.phases`).
+#: Task phases a runtime shift may be triggered by (:mod:`liberopro.episode.phases`).
 Phase = Literal["approach", "grasp", "transport", "placement"]
 PHASES: tuple[Phase, ...] = ("approach", "grasp", "transport", "placement")
 
@@ -36,7 +36,7 @@ PHASES: tuple[Phase, ...] = ("approach", "grasp", "transport", "placement")
 #: ``camera`` a camera's pose), object poses (``pose``), the observation images (``pixels``,
 #: ``stream``), proprioception (``proprio``), the robot (``robot``), the actions (``actions``) and
 #: the instruction (``instruction``). Two shifts of a composition may not own one resource at
-#: one moment (:mod:`liberopro.compositions`).
+#: one moment (:mod:`liberopro.catalog.compositions`).
 RESOURCE_CHANNELS: tuple[str, ...] = (
     "space",
     "instance",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from liberopro.semantics import TaskSemantics
-    from liberopro.tasks import TaskRef
+    from liberopro.sim.tasks import TaskRef
 
 
 def target(ref: TaskRef, sem: TaskSemantics) -> str:
@@ -41,7 +41,7 @@ def swap_partners(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
 def other_instances(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
     """Other instances of the target's category for S06 (absent from the scene, comparable size)."""
     from liberopro.shifts._objects import instances
-    from liberopro.tasks import task_info
+    from liberopro.sim.tasks import task_info
 
     return tuple(instances(ref, sem.target, task_info(ref).instruction))
 
@@ -52,7 +52,7 @@ def lookalikes(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
     scene where there are any, else all of them."""
     from liberopro.shifts._objects import lookalikes as candidates
     from liberopro.shifts._objects import scene_types
-    from liberopro.tasks import task_info
+    from liberopro.sim.tasks import task_info
 
     cands = candidates(ref, sem.target, task_info(ref).instruction)
     present = set(scene_types(ref).values())
@@ -70,7 +70,7 @@ def clutter_pool(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
 @functools.cache
 def paraphrases(ref: TaskRef, sem: TaskSemantics) -> tuple[str, ...]:
     """The task's curated paraphrases (S22, D20; ``KeyError`` when it has none)."""
-    from liberopro.paraphrases import paraphrases_for
-    from liberopro.tasks import task_info
+    from liberopro.catalog.paraphrases import paraphrases_for
+    from liberopro.sim.tasks import task_info
 
     return paraphrases_for(task_info(ref).instruction)

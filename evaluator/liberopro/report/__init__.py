@@ -3,7 +3,7 @@ self-contained HTML page (``docs/evaluator.md``, "Reports").
 
 :mod:`.runs` reads run directories (the one place that reads ``summary.json``'s keys) and groups
 them per policy; :mod:`.build` makes the tables and charts; :mod:`.render` writes them. Pairing
-between policies is :mod:`liberopro.comparison`.
+between policies is :mod:`liberopro.runs.comparison`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from liberopro import EVALUATOR_VERSION
-from liberopro.comparison import Difference, PairingError, SideRate, compare_runs
 from liberopro.metrics import paired_difference
 from liberopro.report.charts import (
     Chart,
@@ -29,6 +28,7 @@ from liberopro.report.charts import (
     sweep_chart,
 )
 from liberopro.report.runs import CaseRow, Condition, Policy, Run
+from liberopro.runs.comparison import Difference, PairingError, SideRate, compare_runs
 from liberopro.schema.public import CATEGORIES, CaseRate, PairedDifference, Rate, shift_sort_key
 
 RECOVERY_PROTOCOLS = ("hold", "retry", "restore")

@@ -1,7 +1,7 @@
 """Run directories as the report reads them, and policies grouped from them.
 
 A run directory is what ``liberopro evaluate --out DIR`` writes: ``summary.json``,
-``episodes.jsonl`` and ``instances.jsonl`` (:mod:`liberopro.results`). :func:`read_header` and
+``episodes.jsonl`` and ``instances.jsonl`` (:mod:`liberopro.runs.summary`). :func:`read_header` and
 :func:`read_summary` are the ONLY places that read ``summary.json``, through its model
 (:class:`liberopro.schema.results.Summary`); rates become the leaderboard's
 :class:`~liberopro.schema.public.Rate` (the charts draw those).
@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from liberopro.metrics import wilson
-from liberopro.results import EpisodeRecord, summarize
+from liberopro.runs.summary import EpisodeRecord, summarize
 from liberopro.schema.public import CATEGORIES, KINDS, MISSING_MEAN, PairedDifference, Rate, wilson_rate
 from liberopro.schema.results import MeanRate, Summary
 
@@ -250,7 +250,7 @@ class HeaderView:
 
 def read_header(summary: Summary) -> HeaderView:
     """The report's view of the run's header (:class:`liberopro.schema.results.RunHeader`, as
-    ``liberopro.evaluation.run_evaluation`` or the platform's aggregation wrote it)."""
+    ``liberopro.runs.evaluation.run_evaluation`` or the platform's aggregation wrote it)."""
     policy, settings = summary.policy, summary.settings
     meta = policy.metadata or {}
     if policy.image_digest:

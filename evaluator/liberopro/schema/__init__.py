@@ -9,7 +9,7 @@ that the platform, whose image has none of them, reads exactly the models the ev
   header) and the evaluator's events, versioned by ``RESULTS_SCHEMA_VERSION``
   (``docs/results.md``; JSON Schema in ``docs/results.schema.json``).
 * :mod:`liberopro.schema.shard`: the shard contract with the platform (the shard file, the
-  validation check's limits, the ``LIBEROPRO-EVENT`` stdout lines of :mod:`liberopro.shard`) and
+  validation check's limits, the ``LIBEROPRO-EVENT`` stdout lines of :mod:`liberopro.runs.shard`) and
   the one rule for a shard's simulator streams (``shard_streams``).
 * :mod:`liberopro.schema.reasons`: why an episode ended and which side is charged with it.
 """

@@ -15,7 +15,7 @@ generation is detected.
 This module checks the format (every line parses, every task exists, ids are unique, counts and
 hash agree). Whether each shift id is known and each parameter set validates against its shift's
 ``Params`` model is the shift catalog's check (:func:`liberopro.catalog.shift_problems`, light as
-well): :func:`liberopro.generation.check_manifest` in the evaluator and the platform's loader add
+well): :func:`liberopro.instances.generation.check_manifest` in the evaluator and the platform's loader add
 it. Nothing here imports the simulator (robosuite, mujoco, libero, cv2):
 the platform, whose image has none of them, imports this module.
 """
@@ -32,7 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from liberopro import EVALUATOR_VERSION
-from liberopro.tasks import TaskRef
+from liberopro.sim.tasks import TaskRef
 
 #: Version 2 added :attr:`Instance.oracle` (the scripted oracle's solvability proof, issue 11,
 #: item 2). A version-1 line is refused with the advice to regenerate: its instances were never
@@ -69,7 +69,7 @@ class OracleProof(BaseModel):
     """The privileged scripted oracle's solvability proof of one instance (``docs/instances.md``,
     "Solvability proof"), recorded by ``liberopro instances generate``.
 
-    ``basis``: ``shifted`` when the oracle (:class:`liberopro.scripted.ScriptedController`,
+    ``basis``: ``shifted`` when the oracle (:class:`liberopro.oracle.scripted.ScriptedController`,
     tooling only) ran this instance through the episode runner: a shift that changes what must
     be done physically (Condition, Robot, Execution, and Environment shifts that add a prop or
     swap an object model), and the nominal instance itself; ``nominal`` when the instance is
@@ -78,7 +78,7 @@ class OracleProof(BaseModel):
 
     ``init_states`` are the LIBERO init states run (the manifest's episodes' ones: episode ``e``
     uses init state ``e``), with env seed ``seed + init state`` (``seed`` is the episodes' seed,
-    :func:`liberopro.instances.plan_episodes`). ``successes`` of ``attempts`` episodes (one per
+    :func:`liberopro.instances.build.plan_episodes`). ``successes`` of ``attempts`` episodes (one per
     init state) reached LIBERO's goal predicate within the suite's horizon; ``steps`` and
     ``stages`` are, per attempt, the policy-loop steps taken and the controller's stage at the
     end (``done`` once every stage ran). ``nominal_successes`` is the nominal oracle's success

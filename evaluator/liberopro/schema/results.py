@@ -6,7 +6,7 @@ the evaluator emits to the platform (``docs/results.md``).
 * :class:`Summary`: ``summary.json``; a :class:`RunHeader` (built by :func:`run_header`, the one
   place a header is made) plus the episode counts, the :class:`Headline` metrics and one
   :class:`CaseSummary` per row.
-* :data:`Event`: what the shard runner (``liberopro.shard``) writes on its ``LIBEROPRO-EVENT``
+* :data:`Event`: what the shard runner (``liberopro.runs.shard``) writes on its ``LIBEROPRO-EVENT``
   lines (:mod:`liberopro.schema.shard`), one pydantic discriminated union keyed on ``type``
   (:func:`parse_event_json`).
 
@@ -152,7 +152,7 @@ class EpisodeRecord(BaseModel):
     None in records written before it existed). ``video`` and ``actions`` name the episode's
     video (MP4) and actions file (``.npz``: executed and commanded actions, (T, 7) float64 each),
     paths relative to the run directory, when ``liberopro evaluate --video`` / ``--record-actions``
-    wrote them (:mod:`liberopro.video`); left out of the line otherwise.
+    wrote them (:mod:`liberopro.episode.video`); left out of the line otherwise.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -449,7 +449,7 @@ class RunPolicy(_Sparse):
     policy process; platform runs ``image_ref``, ``image_digest`` and ``source``. Both record
     ``protocol`` and ``metadata`` (the policy's ``/metadata``, ``submission_spec.PolicyMetadata``).
     Evaluator tooling run in process (``liberopro demo``'s privileged oracle,
-    ``liberopro.oracle_policy``) records ``in_process``: its policy name, and neither url nor cmd."""
+    ``liberopro.oracle.policy``) records ``in_process``: its policy name, and neither url nor cmd."""
 
     in_process: str | None = None
     url: str | None = None
@@ -466,7 +466,7 @@ class RunPolicy(_Sparse):
 
 
 class RunSettingsRecord(_Sparse):
-    """The settings of the run. Local runs record ``liberopro.runner.RunSettings`` (render size
+    """The settings of the run. Local runs record ``liberopro.episode.runner.RunSettings`` (render size
     in px, ``max_steps``, per-episode policy budget in s, replan override, recovery steps,
     ``stop_when_shifts_done``); platform runs ``episodes_per_instance``, the episode ``seed``,
     ``max_steps``, ``request_timeout_s``, ``episode_budget_s`` and the sandbox ``backend``.
@@ -490,7 +490,7 @@ class RunHeader(_Sparse):
     """What produced a run: the evaluator version, the simulation ``stack`` versions
     (``liberopro.stack.check_stack``), start and end (ISO 8601, UTC, seconds), the policy, the
     settings and the number of instances; local runs add ``command`` (argv), ``skipped_pairs``,
-    ``manifest`` (path) and ``workers`` (simulator processes, :mod:`liberopro.workers`); platform
+    ``manifest`` (path) and ``workers`` (simulator processes, :mod:`liberopro.runs.workers`); platform
     runs ``submission_id`` and ``team``; both may give
     ``manifest_sha256`` (the manifest's content hash, None without one). Built by
     :func:`run_header`; only the fields given are written."""
@@ -522,7 +522,7 @@ def run_header(
     instances: int,
     **context: Any,
 ) -> RunHeader:
-    """The header of a run, for every writer (``liberopro.evaluation.run_evaluation``, the
+    """The header of a run, for every writer (``liberopro.runs.evaluation.run_evaluation``, the
     platform's aggregation, test seeds). ``context`` holds the writer's own fields (``command``,
     ``skipped_pairs``, ``manifest``, ``manifest_sha256``, ``submission_id``, ``team``; other keys
     are kept as given). Raises ``pydantic.ValidationError`` for a value of the wrong type."""
@@ -548,7 +548,7 @@ class Summary(RunHeader):
     (:class:`EpisodeCounts`), ``termination_reasons`` (episodes per reason), the
     :class:`Headline` and one :class:`CaseSummary` per row (nominal rows first, then by name).
 
-    Written by ``liberopro.results.summarize``; read by the CLI, the platform and the
+    Written by ``liberopro.runs.summary.summarize``; read by the CLI, the platform and the
     leaderboard (:meth:`load`)."""
 
     schema_version: int = RESULTS_SCHEMA_VERSION

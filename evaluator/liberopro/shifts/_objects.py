@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from liberopro.tasks import TaskRef, task_info
+from liberopro.sim.tasks import TaskRef, task_info
 
 
 @dataclass(frozen=True)

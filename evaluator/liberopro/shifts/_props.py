@@ -1,7 +1,7 @@
 """Props in the scene: the shared geometry of the shifts that add bodies (S04, S05, S07-S09,
 D04-D06, D09).
 
-A prop is a static body of the scene variant (:class:`liberopro.sim.PropSpec`), parked far below
+A prop is a static body of the scene variant (:class:`liberopro.sim.scene.PropSpec`), parked far below
 the floor until a shift moves it in through ``model.body_pos``/``body_quat``. MuJoCo never
 reports contacts between two static bodies, so whether a spot is free is decided here by ray
 casts (``mujoco.mj_ray`` against every geom, visual and collision): a spot is free when
@@ -604,7 +604,7 @@ def place_beside(
 
 def park_one(scene, name: str) -> None:
     """Send one prop back to its parking spot."""
-    from liberopro.variants import parked_pos
+    from liberopro.sim.variants import parked_pos
 
     names = list(scene.props)
     bid = prop_body(scene, name)

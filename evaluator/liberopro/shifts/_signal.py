@@ -5,11 +5,11 @@ and the window bookkeeping of the runtime ones (D11-D17).
 Conventions:
 
 * Images are ``(H, W, 3) uint8`` RGB at the scene's render resolution, as rendered (upside down;
-  see :class:`liberopro.sim.RawFrame`). Image shifts act there, before the policy's own
+  see :class:`liberopro.sim.scene.RawFrame`). Image shifts act there, before the policy's own
   orientation and resize: they model the camera, not the policy's preprocessing. A policy that
   asks for a smaller image receives the shifted frame area-averaged (which lowers pixel noise).
   Image shifts transform, and measure, an image only when a consumer reads it (the policy's
-  request, a shift keeping past frames; :func:`liberopro.frames.map_images`): with on-demand
+  request, a shift keeping past frames; :func:`liberopro.sim.frames.map_images`): with on-demand
   rendering a frame nobody reads is never rendered (issue 12). Their randomness is keyed on
   (episode seed, step, camera) (:meth:`liberopro.shifts.base.EpisodeContext.frame_rng`), so
   skipping frames changes nothing delivered.
@@ -50,11 +50,11 @@ import numpy as np
 # LIBERO's action limits and the full range of one action number (action-noise sigmas are
 # stated as fractions of it) are declared in the catalog.
 from liberopro.catalog.execution import ACTION_HIGH, ACTION_LOW, ACTION_RANGE  # noqa: F401
-from liberopro.frames import map_images
 from liberopro.shifts.base import RP, EpisodeContext, RuntimeShift, ShiftInvalid
+from liberopro.sim.frames import map_images
 
 if TYPE_CHECKING:
-    from liberopro.sim import RawFrame
+    from liberopro.sim.scene import RawFrame
 
 ARM = slice(0, 6)
 GRIPPER = 6
@@ -124,7 +124,7 @@ class NoiseLevel:
 
     def apply(self, frame: RawFrame, step: int, ctx: EpisodeContext) -> RawFrame:
         """``frame`` with noise on each camera image, added (and measured) when that image is
-        first read (:func:`liberopro.frames.map_images`): only the images a consumer reads are
+        first read (:func:`liberopro.sim.frames.map_images`): only the images a consumer reads are
         rendered, noised and measured. Each image's noise comes from
         :meth:`~liberopro.shifts.base.EpisodeContext.frame_rng` (``step``, camera), so what one
         image receives does not depend on which others were read."""

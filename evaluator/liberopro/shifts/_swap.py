@@ -44,7 +44,7 @@ from liberopro.shifts._placement import (
     referring_ok,
     set_entity_pose,
 )
-from liberopro.tasks import TaskRef, task_info
+from liberopro.sim.tasks import TaskRef, task_info
 
 #: Largest ratio between the two units' footprints (square root of the area of the horizontal
 #: bounding box of their collision geoms) for them to count as comparable. A bowl (about

@@ -1,6 +1,6 @@
 """The shifts as layers of the episode loop: a thin adapter over the hooks of
-:class:`liberopro.shifts.base.Shift`, so that the loop (:mod:`liberopro.loop`,
-:meth:`liberopro.runner.EpisodeRunner.run_episode`) composes them with its own layers and the
+:class:`liberopro.shifts.base.Shift`, so that the loop (:mod:`liberopro.episode.loop`,
+:meth:`liberopro.episode.runner.EpisodeRunner.run_episode`) composes them with its own layers and the
 42 shift modules keep their hooks unchanged.
 
 :class:`ShiftLayer` binds one shift to its :class:`~liberopro.shifts.base.EpisodeContext`;
@@ -20,10 +20,10 @@ from liberopro.shifts import get_shift
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, Shift, stable_seed
 
 if TYPE_CHECKING:
-    from liberopro.phases import Phase
+    from liberopro.episode.phases import Phase
     from liberopro.schema.manifest import ShiftEntry
     from liberopro.semantics import TaskSemantics
-    from liberopro.sim import LiberoScene, RawFrame
+    from liberopro.sim.scene import LiberoScene, RawFrame
 
 
 class ShiftLayer:
@@ -112,7 +112,7 @@ class ShiftStack:
             layer.shift.verify(layer.ctx)
 
     def track(self, phases: Any) -> None:
-        """Give every shift the episode's :class:`liberopro.phases.PhaseTracker` (``ctx.phases``)."""
+        """Give every shift the episode's :class:`liberopro.episode.phases.PhaseTracker` (``ctx.phases``)."""
         for layer in self.layers:
             layer.ctx.phases = phases
 

@@ -26,7 +26,7 @@ Hooks, in the order the runner calls them:
 
 The runner does not call these hooks one by one: :class:`liberopro.shifts.adapter.ShiftLayer`
 presents a shift bound to its :class:`EpisodeContext` as the loop's observation layer, action
-layer, intervention and trigger (:mod:`liberopro.loop`), and
+layer, intervention and trigger (:mod:`liberopro.episode.loop`), and
 :class:`liberopro.shifts.adapter.ShiftStack` orders an episode's shifts (static first).
 
 Every shift records what it applied (``self.applied``), with measured values.
@@ -45,10 +45,10 @@ from liberopro.catalog.sampling import uniform
 from liberopro.catalog.spec import CATEGORIES, Category, RuntimeParams, ShiftKind, ShiftParams, ShiftSpec
 
 if TYPE_CHECKING:
-    from liberopro.phases import Phase
+    from liberopro.episode.phases import Phase
     from liberopro.semantics import TaskSemantics
-    from liberopro.sim import LiberoScene, RawFrame, SceneVariant
-    from liberopro.tasks import TaskRef
+    from liberopro.sim.scene import LiberoScene, RawFrame, SceneVariant
+    from liberopro.sim.tasks import TaskRef
 
 
 #: Bound of a runtime shift's delay (policy steps, 0.1 s each at LIBERO's 10 Hz control): a
@@ -86,7 +86,7 @@ class EpisodeContext:
     ``rng`` is the shift's own generator for this episode, seeded from (episode seed, shift id):
     a shift never draws from numpy's global RNG, which LIBERO reseeds. ``received`` maps (camera
     name, rendered (H, W, 3) uint8 image) to that image as the policy receives it (orientation
-    and resize, :func:`liberopro.observation.received_image`; None for a camera it does not ask
+    and resize, :func:`liberopro.sim.observation.received_image`; None for a camera it does not ask
     for), for measurements only; None where no policy is known (validation on fakes, tests).
     ``seed`` is the seed of ``rng`` (:meth:`frame_rng` keys per-image draws on it).
     """
@@ -266,7 +266,7 @@ class RuntimeShift(Shift[RP]):
     ) -> Literal["phase", "fallback"] | None:
         """Fire at ``step`` if due, and own the record of it: the shift comes due at the first step
         at which the trigger phase is in ``reached`` (phase -> first step reached,
-        :class:`liberopro.phases.PhaseTracker`) or ``step >= fallback_step``, whichever comes
+        :class:`liberopro.episode.phases.PhaseTracker`) or ``step >= fallback_step``, whichever comes
         first, and fires only once. Sets :attr:`fired_at` (the policy-loop step, 0-based, at which
         it acted) and :attr:`fired_by` (``"phase"`` or ``"fallback"``: what made it due) *before*
         calling :meth:`fire` (which may read them). Returns why it fired now, or None (not due,

@@ -59,7 +59,7 @@ from liberopro.shifts._props import (
     surface_below,
 )
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftDeferred, ShiftInvalid
-from liberopro.sim import PropSpec, SceneVariant
+from liberopro.sim.scene import PropSpec, SceneVariant
 
 PROP = "liberopro_prop_d04_block"
 #: Side of the block (m): clamped.

@@ -30,7 +30,7 @@ import numpy as np
 
 from liberopro.catalog import SPECS
 from liberopro.catalog.condition import RuntimePathObstacleParams
-from liberopro.phases import PhaseTracker
+from liberopro.episode.phases import PhaseTracker
 from liberopro.shifts._placement import Blocked
 from liberopro.shifts._props import (
     entity_aabb,
@@ -65,7 +65,7 @@ FRACTIONS = (0.0, 0.1, -0.1, 0.2, -0.2, 0.3, -0.3, 0.4)
 
 
 def carried(ctx: EpisodeContext) -> set[str]:
-    """The task's actors a gripper finger touches now (:meth:`liberopro.phases.PhaseTracker.touched_now`;
+    """The task's actors a gripper finger touches now (:meth:`liberopro.episode.phases.PhaseTracker.touched_now`;
     empty before the policy loop)."""
     return ctx.phases.touched_now() if isinstance(ctx.phases, PhaseTracker) else set()
 

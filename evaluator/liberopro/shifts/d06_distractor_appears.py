@@ -35,7 +35,7 @@ from liberopro.shifts.s08_distractor import (
     lookalike_applicable,
     lookalike_post,
 )
-from liberopro.sim import PropSpec, SceneVariant
+from liberopro.sim.scene import PropSpec, SceneVariant
 
 PROP = "liberopro_prop_d06_lookalike"
 #: Least distance between the look-alike and the robot's geoms when it appears (m).

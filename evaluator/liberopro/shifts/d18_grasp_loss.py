@@ -21,7 +21,7 @@ handle, the stove knob: the "object" of an articulated task) the hand also backs
 own approach axis, from the third step of the window on, by at most :data:`BACKOFF_M` in all: a
 handle, unlike a carried object, does not fall away from open fingers.
 
-What is held: the task's actors (:class:`liberopro.phases.PhaseTracker`) that a gripper finger
+What is held: the task's actors (:class:`liberopro.episode.phases.PhaseTracker`) that a gripper finger
 touches at the firing step (normally the one whose transport fired it). When the shift fires at
 its fallback step with nothing held, the gripper is still forced open for the window (the
 record says ``held_at_fire: []``): the stated intervention happened; there was nothing to drop.
@@ -45,7 +45,7 @@ import numpy as np
 
 from liberopro.catalog import SPECS
 from liberopro.catalog.robot import GraspLossParams
-from liberopro.phases import PhaseTracker
+from liberopro.episode.phases import PhaseTracker
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
 
 #: Largest back-off of the hand from a released articulated part (m, along its approach axis).

@@ -1,7 +1,7 @@
 """D20 instruction restatement (Language, runtime, trigger approach): from the step the shift
 fires on, the policy receives a same-meaning rewording of its instruction (``docs/definition.md``,
 "Runtime shifts"), as when an operator restates the command mid-task. The rewording is one of the
-task's curated paraphrases (:mod:`liberopro.paraphrases`, the same list S22 draws from; no
+task's curated paraphrases (:mod:`liberopro.catalog.paraphrases`, the same list S22 draws from; no
 model at run time).
 
 Composition with S22 (instruction paraphrase): when the instruction D20 receives before its
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from liberopro.catalog import SPECS
 from liberopro.catalog.language import RestatementParams
-from liberopro.paraphrases import paraphrases_for
+from liberopro.catalog.paraphrases import paraphrases_for
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, ShiftInvalid
-from liberopro.tasks import task_info
+from liberopro.sim.tasks import task_info
 
 
 class InstructionRestatement(RuntimeShift[RestatementParams]):

@@ -40,7 +40,7 @@ from liberopro.shifts._props import (
     target_stack,
 )
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
-from liberopro.sim import PropSpec, SceneVariant
+from liberopro.sim.scene import PropSpec, SceneVariant
 
 PROP = "liberopro_prop_s04_blocker"
 #: Blocker layouts tried on a side, in order: (fraction of the stack's side it spans, slide along

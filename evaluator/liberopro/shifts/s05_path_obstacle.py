@@ -46,7 +46,7 @@ from liberopro.shifts._props import (
     target_stack,
 )
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
-from liberopro.sim import PropSpec, SceneVariant
+from liberopro.sim.scene import PropSpec, SceneVariant
 
 PROP = "liberopro_prop_s05_obstacle"
 #: Lane that must stay free beside the obstacle for going around (m).

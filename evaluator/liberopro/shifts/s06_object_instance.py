@@ -6,7 +6,7 @@ would be false ("put the bowl on the plate" stays; "pick up the black bowl next 
 becomes "pick up the white bowl next to the ramekin").
 
 Realisation: a scene variant built from the task's BDDL with the target's *type* changed and its
-*name* kept (:func:`liberopro.variants.rewrite_bddl`), so LIBERO's own goal check refers to the
+*name* kept (:func:`liberopro.sim.variants.rewrite_bddl`), so LIBERO's own goal check refers to the
 new instance. A free object replaces a free object: ``nq``/``nv`` stay those of the task and
 LIBERO's stored init states (``[time, qpos, qvel]``) fit; the new instance starts at the stored
 pose of the old one (stood upright the new type's way where the two differ: LIBERO's HOPE cans,
@@ -26,15 +26,15 @@ import math
 
 import numpy as np
 
-from liberopro import variants
 from liberopro.catalog import SPECS
 from liberopro.catalog.environment import InstanceParams
 from liberopro.shifts._objects import CATALOGUE, SIZE_M, instance_instruction, instances, natural_quat, scene_types
 from liberopro.shifts._placement import PENETRATION_TOL_M, is_ground, quat_mul
 from liberopro.shifts._props import LIFT_M, body_geoms, geoms_aabb, surface_below
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
-from liberopro.sim import SceneVariant
-from liberopro.tasks import task_info
+from liberopro.sim import variants
+from liberopro.sim.scene import SceneVariant
+from liberopro.sim.tasks import task_info
 
 #: The new instance may turn at most this much while settling (deg): more means it toppled.
 MAX_TILT_DEG = 25.0

@@ -43,7 +43,7 @@ from liberopro.shifts._props import (
     task_path,
 )
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
-from liberopro.sim import PropSpec, SceneVariant
+from liberopro.sim.scene import PropSpec, SceneVariant
 
 #: Spots drawn per object before giving up.
 TRIES = 400

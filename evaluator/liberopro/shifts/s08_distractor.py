@@ -46,8 +46,8 @@ from liberopro.shifts._props import (
     target_stack,
 )
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
-from liberopro.sim import PropSpec, SceneVariant
-from liberopro.tasks import task_info
+from liberopro.sim.scene import PropSpec, SceneVariant
+from liberopro.sim.tasks import task_info
 
 PROP = "liberopro_prop_s08_lookalike"
 CLEARANCE_M = 0.015

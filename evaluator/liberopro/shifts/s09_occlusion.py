@@ -39,7 +39,7 @@ from liberopro.shifts._props import (
     target_pixels,
 )
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
-from liberopro.sim import PropSpec, SceneVariant
+from liberopro.sim.scene import PropSpec, SceneVariant
 
 PROP = "liberopro_prop_s09_occluder"
 CAMERA = "agentview"

@@ -14,7 +14,7 @@ Modes and default magnitudes (each drawn with probability 1/3):
 
 Applied at the render resolution, before the policy's orientation and resize, to every image read
 (the policy's requests, a shift keeping past frames), when it is read: a frame between two replans
-is neither rendered nor degraded (:func:`liberopro.frames.map_images`).
+is neither rendered nor degraded (:func:`liberopro.sim.frames.map_images`).
 
 Post-condition, measured on the delivered images against the clean frames of the same steps
 (median over the images degraded whose clean frame has any structure, per camera; ``steps``
@@ -39,7 +39,6 @@ import numpy as np
 
 from liberopro.catalog import SPECS
 from liberopro.catalog.observation import DegradationParams
-from liberopro.frames import map_images
 from liberopro.shifts._signal import (
     REFERENCE_RENDER_PX,
     blockiness,
@@ -50,6 +49,7 @@ from liberopro.shifts._signal import (
     mean_abs_diff,
 )
 from liberopro.shifts.base import EpisodeContext, Shift, ShiftInvalid
+from liberopro.sim.frames import map_images
 
 #: Post-condition thresholds (see the module docstring).
 JPEG_FIXED_POINT_MAX = 0.2

@@ -1,6 +1,6 @@
 """S22 instruction paraphrase (Language, static): a curated same-meaning rewording replaces the
 instruction for the whole episode (``docs/definition.md``, "Static shifts"; at least 3 per task, no
-model at run time: :mod:`liberopro.paraphrases`)."""
+model at run time: :mod:`liberopro.catalog.paraphrases`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Stages 4 and 5: once every shard is done, summarise the stored episodes
-(``liberopro.results.summarize`` with the platform's run header) and publish the result, once."""
+(``liberopro.runs.summary.summarize`` with the platform's run header) and publish the result, once."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def maybe_aggregate(p: Pipeline, submission_id: str) -> None:
 def aggregate(p: Pipeline, submission_id: str) -> None:
     """Summarise and publish ``submission_id`` (module docstring); a submission whose shards ran
     on different evaluator versions or stacks fails instead (its result would not be comparable)."""
-    from liberopro.results import summarize
+    from liberopro.runs.summary import summarize
 
     with transaction(p.sessions) as s:
         sub = s.get(Submission, submission_id, with_for_update=True)

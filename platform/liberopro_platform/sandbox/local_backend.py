@@ -1,6 +1,6 @@
 """The local backend, for development: the policy is a child process started from a shell
-command (:class:`liberopro.policy_process.PolicyProcess`; for a shard, by the shard runner
-through :func:`liberopro.policy_connection.open_policy`) and the evaluator runs inside the worker
+command (:class:`liberopro.episode.policy_process.PolicyProcess`; for a shard, by the shard runner
+through :func:`liberopro.episode.policy_connection.open_policy`) and the evaluator runs inside the worker
 process. Same interface as the Docker sandbox, NO isolation: never use it for untrusted
 submissions (the API accepts command submissions only when this backend is set).
 """
@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from liberopro.policy_connection import PolicyConnection
+from liberopro.episode.policy_connection import PolicyConnection
+from liberopro.runs.shard import ShardStopped, check, run_shard
 from liberopro.schema.results import EpisodeRecord, Event
 from liberopro.schema.shard import CheckSpec, ShardSpec
-from liberopro.shard import ShardStopped, check, run_shard
 
 from liberopro_platform.config import Settings
 from liberopro_platform.sandbox.base import (
@@ -79,7 +79,7 @@ class LocalBackend:
         beater = threading.Thread(target=beat, daemon=True)
         beater.start()
         try:
-            from liberopro.policy_process import PolicyProcess
+            from liberopro.episode.policy_process import PolicyProcess
             from submission_spec.client import PolicyError
         except BaseException:
             stop.set()

@@ -5,7 +5,7 @@ Per episode (:meth:`EpisodeRunner.run_episode`): reseed, reset, set init state -
 edits -> 10 settle steps -> static edits of the settled scene (then 10 more settle steps if
 anything moved) -> static post-conditions (:meth:`liberopro.shifts.adapter.ShiftStack.prepare`)
 -> ``/reset`` -> the policy loop (:meth:`EpisodeRunner._policy_loop`). Each loop step, composed of
-the layers of :mod:`liberopro.loop`:
+the layers of :mod:`liberopro.episode.loop`:
 
 1. runtime shifts whose phase was reached, or whose fallback step came, fire (and arm the
    recovery protocol);
@@ -22,7 +22,7 @@ the layers of :mod:`liberopro.loop`:
 The loop ends on LIBERO's goal predicate, at the horizon (plus Retry's extra steps), or on a
 policy failure, which ends only this episode with its reason. A fault (an exception of the
 evaluator or the simulator, MuJoCo's instability included) ends it too; who is charged with it is
-decided by replaying the episode without the policy (:mod:`liberopro.blame`,
+decided by replaying the episode without the policy (:mod:`liberopro.episode.blame`,
 :meth:`EpisodeRunner._replay`).
 """
 
@@ -40,11 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-from liberopro import video as recording
-from liberopro.blame import Fault, ReplayDiverged, charge
-from liberopro.frames import LazyImages
-from liberopro.instances import EpisodePlan, semantics_of
-from liberopro.loop import (
+from liberopro.episode import video as recording
+from liberopro.episode.blame import Fault, ReplayDiverged, charge
+from liberopro.episode.loop import (
     ActionLayer,
     ChunkedPolicy,
     Intervention,
@@ -57,17 +55,19 @@ from liberopro.loop import (
     recovery_for,
     start_action,
 )
-from liberopro.observation import neutral_action, received_image, to_libero_action, to_message
-from liberopro.phases import PhaseTracker
-from liberopro.results import EpisodeRecord
+from liberopro.episode.phases import PhaseTracker
+from liberopro.instances.build import EpisodePlan, semantics_of
+from liberopro.runs.summary import EpisodeRecord
 from liberopro.schema.reasons import TerminationReason
 from liberopro.shifts import Shift, ShiftInvalid
 from liberopro.shifts.adapter import ShiftStack
-from liberopro.sim import LiberoScene, RawFrame, SceneVariant
-from liberopro.tasks import TaskRef, task_info
+from liberopro.sim.frames import LazyImages
+from liberopro.sim.observation import neutral_action, received_image, to_libero_action, to_message
+from liberopro.sim.scene import LiberoScene, RawFrame, SceneVariant
+from liberopro.sim.tasks import TaskRef, task_info
 from submission_spec import ObservationMessage, PolicyClient, PolicyError, PolicyMetadata
 
-log = logging.getLogger("liberopro.runner")
+log = logging.getLogger("liberopro.episode.runner")
 
 
 @dataclass
@@ -87,15 +87,15 @@ class RunSettings:
         on_demand_render: render a camera only when something reads its image (the policy's
             request, a shift keeping past frames, a recording); False renders every camera at
             every step, settle step and reset. Records and delivered images are the same either
-            way; only the work (each record's ``renders``) differs (:class:`liberopro.sim.LiberoScene`,
+            way; only the work (each record's ``renders``) differs (:class:`liberopro.sim.scene.LiberoScene`,
             issue 12; ``tests/evaluator/test_determinism.py``, ``test_shifts_props.py``). On by default.
-        video: episode videos, ``none``, ``failures`` or ``all`` (:mod:`liberopro.video`: written by
+        video: episode videos, ``none``, ``failures`` or ``all`` (:mod:`liberopro.episode.video`: written by
             the runner into ``output_dir/videos``; the scene gets the ``agentview`` camera if the
             policy does not ask for it, and renders it at every recorded step).
         record_actions: write each episode's executed and commanded actions
-            (``output_dir/actions/<episode>.npz``, :func:`liberopro.video.load_actions`).
+            (``output_dir/actions/<episode>.npz``, :func:`liberopro.episode.video.load_actions`).
         output_dir: the run directory videos and actions are written under (required by either;
-            :func:`liberopro.evaluation.run_evaluation` sets it).
+            :func:`liberopro.runs.evaluation.run_evaluation` sets it).
     """
 
     render_size: int = 256
@@ -130,7 +130,7 @@ def only_cameras(frame: RawFrame, cameras: tuple[str, ...]) -> RawFrame:
 class LiberoActions:
     """The first action layer: a policy action (7,) in the policy's gripper convention -> LIBERO's
     (7,) float64, arm clipped to [-1, 1], gripper -1 open / +1 close
-    (:func:`liberopro.observation.to_libero_action`, conventions from the policy's ``/metadata``)."""
+    (:func:`liberopro.sim.observation.to_libero_action`, conventions from the policy's ``/metadata``)."""
 
     def __init__(self, meta: PolicyMetadata) -> None:
         self.meta = meta
@@ -182,7 +182,7 @@ class PolicySession:
 
     def act(self, frame: RawFrame, step: int) -> np.ndarray:
         """``POST /act`` with ``frame`` converted to what the policy asked for
-        (:func:`liberopro.observation.to_message`) and the instruction of ``step``; the chunk,
+        (:func:`liberopro.sim.observation.to_message`) and the instruction of ``step``; the chunk,
         (T, 7) float64 in the policy's convention, 1 <= T <= ``meta.chunk_length``."""
         msg = to_message(frame, self.meta, self.episode_id, step, self.instruction(step))
         chunk = self.chunks[step] = self._answer(msg)
@@ -201,11 +201,11 @@ class PolicySession:
 class ReplaySession(PolicySession):
     """A :class:`PolicySession` that asks no server, for replaying an episode
     (:meth:`EpisodeRunner._replay`): ``/reset`` does nothing, and ``/act`` builds the message as
-    the episode did (:func:`liberopro.observation.to_message`: a fault in it recurs) and answers
+    the episode did (:func:`liberopro.sim.observation.to_message`: a fault in it recurs) and answers
     it with ``chunks[step]``, the chunk the policy returned at that step; with ``chunks`` None,
     with the neutral chunk at every step (``chunk_length`` rows of
-    :func:`liberopro.observation.neutral_action`: arm still, gripper open). No budget, no latency.
-    Raises :class:`liberopro.blame.ReplayDiverged` when asked at a step the policy was not."""
+    :func:`liberopro.sim.observation.neutral_action`: arm still, gripper open). No budget, no latency.
+    Raises :class:`liberopro.episode.blame.ReplayDiverged` when asked at a step the policy was not."""
 
     def __init__(
         self,
@@ -338,7 +338,7 @@ class EpisodeRunner:
     def run_episode(self, plan: EpisodePlan) -> EpisodeRecord:
         """One episode of ``plan``, as the module docstring says; its record. A policy failure,
         a shift that cannot be realised (the episode is invalid) or a fault ends the episode
-        with its reason in the record; a fault is charged by :func:`liberopro.blame.charge`,
+        with its reason in the record; a fault is charged by :func:`liberopro.episode.blame.charge`,
         which may replay the episode twice (:meth:`_replay`). Nothing is raised, except by
         building the shifts (an unknown shift id: ``KeyError``) or the task's semantics."""
         t_start = time.perf_counter()
@@ -467,7 +467,7 @@ class EpisodeRunner:
 
     def failed_record(self, plan: EpisodePlan, reason: str, detail: str) -> EpisodeRecord:
         """The record of an episode of ``plan`` that could not run (e.g. its worker process died,
-        :mod:`liberopro.workers`): not a success, no steps, ``termination_reason`` ``reason`` (a
+        :mod:`liberopro.runs.workers`): not a success, no steps, ``termination_reason`` ``reason`` (a
         :class:`~liberopro.schema.reasons.TerminationReason` value; ``valid`` as its side says) and
         ``detail``; builds no scene and asks nothing of the policy."""
         info = task_info(plan.instance.task)
@@ -486,12 +486,12 @@ class EpisodeRunner:
         recorder: recording.EpisodeRecorder | None = None,
         until: int | None = None,
     ) -> None:
-        """The policy loop (the module docstring's steps; the layers in :mod:`liberopro.loop`),
+        """The policy loop (the module docstring's steps; the layers in :mod:`liberopro.episode.loop`),
         until LIBERO's goal predicate holds (success), the step limit (the horizon, plus the
         Retry protocol's extra steps), every runtime shift is done (``stop_when_shifts_done``), or
         step ``until`` (a replay's end, excluded). Sets ``out.at`` at the start of every step,
         ``out.steps`` after every env step and ``out.acted`` once the policy supplied an action.
-        A ``recorder`` (:mod:`liberopro.video`) sees the clean frame, the images sent to the
+        A ``recorder`` (:mod:`liberopro.episode.video`) sees the clean frame, the images sent to the
         policy and the actions; the frame the observation layers get holds the policy's cameras
         only (not a camera added for the video)."""
         recovery, tracker = out.recovery, out.tracker
@@ -542,7 +542,7 @@ class EpisodeRunner:
     def _record(
         self, plan: EpisodePlan, stack: ShiftStack, session: PolicySession, out: _Outcome, t_start: float
     ) -> EpisodeRecord:
-        """The episode's record (:class:`liberopro.results.EpisodeRecord`) from its plan, shifts,
+        """The episode's record (:class:`liberopro.runs.summary.EpisodeRecord`) from its plan, shifts,
         policy session and outcome; ``wall_s`` counts from ``t_start`` (``time.perf_counter``)."""
         ref = plan.instance.task
         return EpisodeRecord(

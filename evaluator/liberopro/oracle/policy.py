@@ -1,6 +1,6 @@
 """The privileged oracle as a :class:`submission_spec.Policy`: the scripted controller
-(:class:`liberopro.scripted.ScriptedController`) driven through the real episode runner
-(:class:`liberopro.runner.EpisodeRunner`) via :class:`liberopro.local_policy.LocalPolicyClient`,
+(:class:`liberopro.oracle.scripted.ScriptedController`) driven through the real episode runner
+(:class:`liberopro.episode.runner.EpisodeRunner`) via :class:`liberopro.episode.local_policy.LocalPolicyClient`,
 so that its episodes pass through the same shift layers (action latency, noise and gain, runtime
 shifts that move the scene or the robot) and the same records and summary as a submitted
 policy's, and its success rates are comparable row by row.
@@ -20,8 +20,8 @@ import numpy as np
 from submission_spec import Observation, PolicyMetadata
 
 if TYPE_CHECKING:
-    from liberopro.runner import EpisodeRunner, RunSettings
-    from liberopro.sim import LiberoScene
+    from liberopro.episode.runner import EpisodeRunner, RunSettings
+    from liberopro.sim.scene import LiberoScene
 
 #: The oracle's label where it is introduced (the demo's table titles): what it is and why it is there.
 ORACLE_NAME = "oracle (privileged: reads simulator state; a reference, never a submission)"
@@ -52,7 +52,7 @@ class OraclePolicy:
     ``act`` returns a (1, 7) float64 chunk in LIBERO's convention (arm deltas in [-1, 1],
     gripper -1 open / +1 close), read from the controller at the scene's current state;
     the ``Observation`` is ignored. A new controller is planned at every ``reset`` from the
-    task semantics of the scene's task (:func:`liberopro.instances.semantics_of`, BDDL only).
+    task semantics of the scene's task (:func:`liberopro.instances.build.semantics_of`, BDDL only).
     """
 
     def __init__(self, scene_of: Callable[[], LiberoScene | None]) -> None:
@@ -61,8 +61,8 @@ class OraclePolicy:
         self._controller = None
 
     def reset(self, episode_id: str, instruction: str) -> None:
-        from liberopro.instances import semantics_of
-        from liberopro.scripted import ScriptedController
+        from liberopro.instances.build import semantics_of
+        from liberopro.oracle.scripted import ScriptedController
 
         scene = self._scene_of()
         if scene is None:
@@ -82,11 +82,11 @@ class OraclePolicy:
 
 
 def oracle_runner(settings: RunSettings, scenes: dict | None = None) -> EpisodeRunner:
-    """An :class:`~liberopro.runner.EpisodeRunner` whose policy is the oracle (in process, no
+    """An :class:`~liberopro.episode.runner.EpisodeRunner` whose policy is the oracle (in process, no
     HTTP), camera-less; ``settings`` as for any policy (``render_size`` is unused without
     cameras). ``scenes``: a shared scene cache, as :class:`EpisodeRunner` takes it."""
-    from liberopro.local_policy import LocalPolicyClient
-    from liberopro.runner import EpisodeRunner
+    from liberopro.episode.local_policy import LocalPolicyClient
+    from liberopro.episode.runner import EpisodeRunner
 
     meta = oracle_metadata()
     runner = EpisodeRunner(None, meta, settings, scenes=scenes)  # type: ignore[arg-type]

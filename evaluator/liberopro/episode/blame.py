@@ -3,7 +3,7 @@ episode"; the sides are :class:`liberopro.schema.reasons.Side`).
 
 A fault is an exception inside the evaluator or the simulator (not a
 :class:`submission_spec.PolicyError`, not a :class:`liberopro.shifts.ShiftInvalid`), including
-:class:`PhysicsUnstable`, which :meth:`liberopro.sim.LiberoScene.step` raises when MuJoCo found the
+:class:`PhysicsUnstable`, which :meth:`liberopro.sim.scene.LiberoScene.step` raises when MuJoCo found the
 simulation unstable. The rule (:func:`charge`):
 
 * before the policy supplied its first action (scene build, reset, static shifts, settle, the first
@@ -40,7 +40,7 @@ class PhysicsUnstable(RuntimeError):
     position, velocity or acceleration (its ``mjWARN_BADQPOS``, ``mjWARN_BADQVEL`` or
     ``mjWARN_BADQACC`` warning). MuJoCo 2.3.7 raises nothing then: it prints a warning, resets
     ``mjData`` to the model's defaults and goes on, so the scene after it is not the episode's
-    any more (:meth:`liberopro.sim.LiberoScene.step` raises this instead)."""
+    any more (:meth:`liberopro.sim.scene.LiberoScene.step` raises this instead)."""
 
 
 class ReplayDiverged(RuntimeError):
@@ -53,7 +53,7 @@ class Fault:
     """An exception that ended an episode inside the evaluator.
 
     Attributes:
-        kind: the exception's type, ``module.QualifiedName`` (e.g. ``liberopro.blame.PhysicsUnstable``).
+        kind: the exception's type, ``module.QualifiedName`` (e.g. ``liberopro.episode.blame.PhysicsUnstable``).
         step: the policy-loop step (0-based) in progress when it was raised, -1 before the loop
             (scene build, reset, static shifts, settle steps, ``/reset``); after the loop (the
             shifts' end), its last step.

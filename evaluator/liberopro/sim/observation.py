@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 from submission_spec.models import PROPRIO_FIELDS, ProprioValue
 
-from liberopro.sim import RawFrame
+from liberopro.sim.scene import RawFrame
 from submission_spec import NDArray, ObservationMessage, PolicyMetadata
 
 

@@ -3,7 +3,7 @@
 FOR TESTS AND TOOLING ONLY. It reads object poses, contacts, joint values and geometry that no
 policy receives; it is never a leaderboard entry, never served as a submission, and its
 success rate means nothing about any model. It exists to drive a LIBERO scene through the task
-phases (:mod:`liberopro.phases`) so that phase detection can be tested and runtime shifts can be
+phases (:mod:`liberopro.episode.phases`) so that phase detection can be tested and runtime shifts can be
 validated and reviewed at their trigger.
 
 It needs no rendering (scenes built with ``cameras=()`` work) and acts through LIBERO's own
@@ -64,7 +64,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from liberopro.phases import (
+from liberopro.episode.phases import (
     Part,
     Phase,
     PhaseTracker,
@@ -74,7 +74,7 @@ from liberopro.phases import (
     task_parts,
 )
 from liberopro.semantics import TaskSemantics
-from liberopro.sim import LiberoScene
+from liberopro.sim.scene import LiberoScene
 
 #: OSC_POSE scales (robosuite ``osc_pose.json``): an action of 1 asks for 5 cm / 0.5 rad.
 POS_SCALE_M = 0.05
@@ -139,7 +139,7 @@ class Push:
 
 @dataclass(frozen=True)
 class Articulate:
-    """Bring the articulated part ``part`` (a name of :func:`liberopro.phases.task_parts`) to its
+    """Bring the articulated part ``part`` (a name of :func:`liberopro.episode.phases.task_parts`) to its
     goal state."""
 
     part: str
@@ -166,7 +166,7 @@ def default_stages(scene: LiberoScene, sem: TaskSemantics) -> list[Stage]:
 # ~96% / ~99% of random inputs (for _rotvec up to 1.5e-8 where acos of the trace loses precision,
 # <= 4 ulp for the controller's small corrections; for _axis_rot <= 7.8e-16). They make the
 # scripted controller's actions: its rollouts trigger the dynamic shifts while generated
-# instances are validated (liberopro.generation) and make what a review records. tests/evaluator/test_rotations.py checks both against scipy.
+# instances are validated (liberopro.instances.generation) and make what a review records. tests/evaluator/test_rotations.py checks both against scipy.
 def _rotvec(rot: np.ndarray) -> np.ndarray:
     """Axis-angle vector (3,) (radians times the unit axis) of a 3x3 rotation matrix."""
     cos = np.clip((np.trace(rot) - 1.0) / 2.0, -1.0, 1.0)

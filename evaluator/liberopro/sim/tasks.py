@@ -127,7 +127,7 @@ def _suite(name: str):
 
 
 #: The committed registry (``scripts/make_task_registry.py`` writes it from LIBERO).
-REGISTRY_PATH = Path(__file__).with_name("data") / "tasks.json"
+REGISTRY_PATH = Path(__file__).resolve().parents[1] / "data" / "tasks.json"
 
 
 @functools.cache

@@ -1,6 +1,6 @@
 """What ``liberopro demo`` (README quick start, ``scripts/demo.sh``) runs: the example ``zero``
 policy, served over the submission spec, and the privileged oracle
-(:mod:`liberopro.oracle_policy`), in process, on the same tasks and cases through the same
+(:mod:`liberopro.oracle.policy`), in process, on the same tasks and cases through the same
 episode runner and shift layers, so that the oracle's row shows what the benchmark measures (a
 controller that succeeds nominally and loses success under some shifts) where the zero policy's
 rows are all 0%.
@@ -20,8 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from liberopro.oracle_policy import ORACLE_NAME
-from liberopro.tasks import HORIZONS
+from liberopro.oracle.policy import ORACLE_NAME
+from liberopro.sim.tasks import HORIZONS
 
 #: The demo's tasks: two fast pick-and-place tasks on which the oracle succeeds on all of init
 #: states 0-9 (``data/oracle_nominal.json``: libero_spatial:0 in ~79 steps, libero_spatial:5 in ~103).
@@ -32,7 +32,7 @@ DEMO_TASKS = "libero_spatial:0,libero_spatial:5"
 #: for both policies, so their rows line up.
 DEMO_SHIFTS = "nominal,S19,S20,D18"
 #: The oracle's measurement that chose :data:`DEMO_SHIFTS` (``scripts/measure_demo_oracle.py``).
-MEASURED_PATH = Path(__file__).with_name("data") / "demo_oracle_cases.json"
+MEASURED_PATH = Path(__file__).resolve().parents[1] / "data" / "demo_oracle_cases.json"
 #: Policy steps of the example policy's episodes (0.19 s a step with its two cameras on a 2-core
 #: CPU; it never succeeds, so a longer horizon would only cost time): past D18's fallback step on
 #: both tasks (0.5 x S(task): 37 and 50, ``data/fastest_success.json``), so that it fires.
@@ -79,7 +79,7 @@ def load_measured(path: Path = MEASURED_PATH) -> dict:
 def oracle_steps(measured: dict | None = None) -> int:
     """The oracle's horizon: :data:`ORACLE_MARGIN` x its slowest successful episode on the demo's
     tasks and cases in the measurement (policy steps), rounded up to a multiple of 10, at most the
-    shortest suite horizon of the demo's tasks (:data:`liberopro.tasks.HORIZONS`: a longer cap
+    shortest suite horizon of the demo's tasks (:data:`liberopro.sim.tasks.HORIZONS`: a longer cap
     would change nothing). ``KeyError`` if a demo task or case was not measured."""
     measured = measured if measured is not None else load_measured()
     cases = DEMO_SHIFTS.split(",")

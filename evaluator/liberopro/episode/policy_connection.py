@@ -1,9 +1,9 @@
 """Open the policy of a run, whichever way it is given: the one way
-:func:`liberopro.evaluation.run_evaluation` (``liberopro evaluate``) and the shard runner
-(:func:`liberopro.shard.run_shard`, the platform's evaluator) reach a policy.
+:func:`liberopro.runs.evaluation.run_evaluation` (``liberopro evaluate``) and the shard runner
+(:func:`liberopro.runs.shard.run_shard`, the platform's evaluator) reach a policy.
 
 :func:`open_policy` takes either the URL of a running server (it waits for its health check) or
-a shell command (started as a :class:`liberopro.policy_process.PolicyProcess`, which waits for
+a shell command (started as a :class:`liberopro.episode.policy_process.PolicyProcess`, which waits for
 it), reads ``GET /metadata`` and yields a :class:`PolicyConnection`; on the way out the client is
 closed and the process, if any, stopped (SIGTERM to its process group, then SIGKILL).
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from submission_spec.transports import make_client
 
-from liberopro.policy_process import PolicyProcess
+from liberopro.episode.policy_process import PolicyProcess
 from submission_spec import PolicyMetadata
 
 

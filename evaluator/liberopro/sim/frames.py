@@ -1,8 +1,8 @@
 """Camera images made only when something reads them (issue 12: "Render only the frames something
 reads"). Imports no simulator: the shifts' observation layers use it on fakes too.
 
-A :class:`liberopro.sim.RawFrame`'s ``images`` is a mapping camera name -> (H, W, 3) uint8 image
-(as rendered: upside down). With on-demand rendering (:class:`liberopro.sim.LiberoScene`,
+A :class:`liberopro.sim.scene.RawFrame`'s ``images`` is a mapping camera name -> (H, W, 3) uint8 image
+(as rendered: upside down). With on-demand rendering (:class:`liberopro.sim.scene.LiberoScene`,
 ``on_demand=True``) it is a :class:`LazyImages`: a camera is rendered the first time its image is
 read, and image shifts (S14, S16, D13) transform an image the first time the transformed one is
 read. Iterating the keys, ``len`` and ``in`` make nothing; reading a value (``[]``, ``values()``,

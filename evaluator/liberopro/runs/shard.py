@@ -1,7 +1,7 @@
 """The shard runner: what the platform runs inside the evaluator container (or in-process for its
 local backend).
 
-``python -m liberopro.shard`` has three commands, all talking to the platform's worker only
+``python -m liberopro.runs.shard`` has three commands, all talking to the platform's worker only
 through marked lines on stdout (``LIBEROPRO-EVENT {json}``, one
 :data:`liberopro.schema.results.Event` each; :mod:`liberopro.schema.shard`); anything else the
 evaluator prints goes to stderr, which the worker keeps for admins and never shows to the
@@ -24,8 +24,8 @@ slice of the hidden manifest) and the ``[instance_id, episode_index]`` pairs sti
 
 Streams: ``ShardSpec.streams`` asks for that many simulator processes at once, all sending
 requests to the one policy (:func:`shard_streams` caps it by what the policy declares it serves
-at once and by the episodes; :func:`liberopro.workers.run_workers` runs them, episodes dealt in
-contiguous blocks, :func:`liberopro.workers.assign_blocks`). A record does not depend on the
+at once and by the episodes; :func:`liberopro.runs.workers.run_workers` runs them, episodes dealt in
+contiguous blocks, :func:`liberopro.runs.workers.assign_blocks`). A record does not depend on the
 stream that ran it (an episode is a pure function of its plan and the policy's outputs).
 """
 
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from liberopro.policy_connection import PolicyConnection
+from liberopro.episode.policy_connection import PolicyConnection
 from liberopro.schema.results import (
     ConformanceEvent,
     DoneEvent,
@@ -51,11 +51,11 @@ from liberopro.schema.results import (
 )
 from liberopro.schema.shard import CheckSpec, ShardSpec, event_line
 
-log = logging.getLogger("liberopro.shard")
+log = logging.getLogger("liberopro.runs.shard")
 
 Emit = Callable[[Event], None]
 
-USAGE = "usage: python -m liberopro.shard check URL CHECK_JSON | run URL SHARD_JSON | warmup"
+USAGE = "usage: python -m liberopro.runs.shard check URL CHECK_JSON | run URL SHARD_JSON | warmup"
 
 
 def stdout_emit(event: Event) -> None:
@@ -73,11 +73,11 @@ def shard_streams(requested: int, meta: Any, protocol: str, episodes: int) -> tu
     what the policy serves at once and by ``episodes``; at least 1.
 
     What the policy serves at once: for the liberopro protocol the ``max_concurrent_episodes``
-    of its metadata (:func:`liberopro.workers.policy_limit`; a spec-1.0 policy declares none: 1);
+    of its metadata (:func:`liberopro.runs.workers.policy_limit`; a spec-1.0 policy declares none: 1);
     openpi and OpenVLA servers count as 1: their wire carries no episode, so concurrent streams
     would only queue behind each other (the platform serialises them, docs/platform.md).
     """
-    from liberopro.workers import policy_limit
+    from liberopro.runs.workers import policy_limit
 
     limit = policy_limit(meta, in_process=False) if protocol == "liberopro" else 1
     n = max(1, min(requested, limit or 1, episodes))
@@ -87,11 +87,11 @@ def shard_streams(requested: int, meta: Any, protocol: str, episodes: int) -> tu
 def _init_stream(*args: Any) -> None:
     """Runs first in each stream process: its stdout (file descriptor 1 and ``sys.stdout``) goes
     to stderr, so that only the parent writes to the event channel (a library's print in a
-    stream could otherwise split an event line); then :func:`liberopro.workers._init_worker`
+    stream could otherwise split an event line); then :func:`liberopro.runs.workers._init_worker`
     with ``args``."""
     import os
 
-    from liberopro.workers import _init_worker
+    from liberopro.runs.workers import _init_worker
 
     sys.stdout.flush()
     os.dup2(2, 1)
@@ -101,7 +101,7 @@ def _init_stream(*args: Any) -> None:
 
 def _log_to_stderr() -> None:
     """This module's INFO lines (the streams chosen, a stream that died) on stderr when nothing
-    configured logging (``python -m liberopro.shard``); stdout stays the event channel."""
+    configured logging (``python -m liberopro.runs.shard``); stdout stays the event channel."""
     if not logging.getLogger().handlers and not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
@@ -236,8 +236,8 @@ def run_shard(
 
     The policy is ``policy_url`` or ``policy_cmd`` (exactly one; a command's output goes to
     ``policy_log`` and it is restarted up to ``max_restarts`` times when it died before an
-    episode), opened by :func:`liberopro.policy_connection.open_policy` once the shard's instances
-    were checked; ``on_open`` sees the open :class:`~liberopro.policy_connection.PolicyConnection`
+    episode), opened by :func:`liberopro.episode.policy_connection.open_policy` once the shard's instances
+    were checked; ``on_open`` sees the open :class:`~liberopro.episode.policy_connection.PolicyConnection`
     before the first episode. A policy failure ends only its episode; a policy that is down
     (crashed and restarting) is waited for up to ``spec.restart_wait_s`` seconds before the
     next episode (once: a policy that stayed down is not waited for again until it answers).
@@ -251,10 +251,10 @@ def run_shard(
     ``policy_cmd``.
     """
     from liberopro import EVALUATOR_VERSION
-    from liberopro.evaluation import auto_render_size
-    from liberopro.instances import instance_problems, plan_episodes
-    from liberopro.policy_connection import open_policy
-    from liberopro.runner import EpisodeRunner, RunSettings
+    from liberopro.episode.policy_connection import open_policy
+    from liberopro.episode.runner import EpisodeRunner, RunSettings
+    from liberopro.instances.build import instance_problems, plan_episodes
+    from liberopro.runs.evaluation import auto_render_size
     from liberopro.schema.manifest import ManifestError
     from liberopro.stack import check_stack
 
@@ -296,7 +296,7 @@ def run_shard(
             finally:
                 runner.close()
         else:
-            from liberopro.workers import PolicyAccess, run_workers
+            from liberopro.runs.workers import PolicyAccess, run_workers
 
             def between() -> None:  # about once a second, in this process
                 if should_stop():
@@ -329,8 +329,8 @@ def warmup() -> None:
     first episode)."""
     import numpy as np
 
-    from liberopro.sim import LiberoScene
-    from liberopro.tasks import TaskRef, task_info
+    from liberopro.sim.scene import LiberoScene
+    from liberopro.sim.tasks import TaskRef, task_info
 
     info = task_info(TaskRef("libero_goal", 0))
     scene = LiberoScene(info, cameras=("agentview",), render_size=64)
@@ -356,7 +356,7 @@ def seed_numba_cache() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m liberopro.shard check URL CHECK_JSON``, ``... run URL SHARD_JSON_PATH`` or
+    """``python -m liberopro.runs.shard check URL CHECK_JSON``, ``... run URL SHARD_JSON_PATH`` or
     ``... warmup`` (module docstring); returns the exit code: 0 done, 2 usage, 3 the policy could
     not be used, 4 the stack or the shard's instances were refused (each with an ``error``
     event). Other exceptions propagate (a traceback on stderr, exit 1)."""

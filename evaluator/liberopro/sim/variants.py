@@ -1,5 +1,5 @@
 """Building a scene variant: a LIBERO task's model with extra static props and/or objects of
-another type under the same BDDL name (see :class:`liberopro.sim.SceneVariant`).
+another type under the same BDDL name (see :class:`liberopro.sim.scene.SceneVariant`).
 
 Two mechanisms, both inside robosuite 1.4's own model pipeline:
 
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from liberopro.sim import LiberoScene, PropSpec
+    from liberopro.sim.scene import LiberoScene, PropSpec
 
 #: Parking spot of prop ``i`` (metres, world): far below the floor, 1 m apart.
 PARK_Z_M = -20.0

@@ -1,6 +1,6 @@
 """Generating instance manifests: every (task, case) of a split with fixed, validated parameters.
 
-A manifest is a JSON-lines file: a header line, then one :class:`~liberopro.instances.Instance`
+A manifest is a JSON-lines file: a header line, then one :class:`~liberopro.instances.build.Instance`
 per line. The format (models, reader, writer, content hash) is :mod:`liberopro.schema.manifest`,
 which the platform reads without the simulator; this module generates manifests and checks them
 against the shift catalog (:func:`check_manifest`). Generation is a pure function of (split,
@@ -41,8 +41,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from liberopro import EVALUATOR_VERSION
-from liberopro.instances import Instance, instance_problems, make_instance
-from liberopro.oracle_policy import OraclePolicy
+from liberopro.instances.build import Instance, instance_problems, make_instance
+from liberopro.oracle.policy import OraclePolicy
 from liberopro.schema.manifest import (
     INSTANCE_SCHEMA_VERSION,
     NOMINAL,
@@ -93,7 +93,7 @@ def check_manifest(path: Path) -> Manifest:
     """Read a manifest and validate it whole before anything runs: its format and header
     (:func:`liberopro.schema.manifest.read_manifest`: every line parses, every task exists,
     unique ids, counts and content hash), then every instance against the shift catalog
-    (:func:`liberopro.instances.instance_problems`: known shift ids, parameters valid for the
+    (:func:`liberopro.instances.build.instance_problems`: known shift ids, parameters valid for the
     shift's ``Params`` model, compositions allowed).
 
     Raises :class:`ManifestError` listing each bad line as ``path:LINE: what is wrong``.
@@ -124,7 +124,7 @@ def _validation_metadata(shift_ids: list[str]):
 
 
 class _ValidationPolicy(OraclePolicy):
-    """The privileged oracle (:class:`liberopro.oracle_policy.OraclePolicy`) with the validation
+    """The privileged oracle (:class:`liberopro.oracle.policy.OraclePolicy`) with the validation
     metadata (:func:`_validation_metadata`), steering by ``runner``'s current scene: a prop or
     swap variant runs in a scene of its own, and a controller reading the task's plain scene
     would steer by a robot that never moves. ``ref`` is the instance's task (the scene's own)."""
@@ -140,9 +140,9 @@ def _oracle_run(inst: Instance, settings, cache: dict, plan_args: tuple[int, int
     validation metadata: no cameras unless a shift works on images) through the real episode
     runner with ``settings`` and the scene cache ``cache``; ``plan_args`` is (episode index,
     init state, env seed). Returns (the episode record, the policy: its controller's stage)."""
-    from liberopro.instances import EpisodePlan
-    from liberopro.local_policy import LocalPolicyClient
-    from liberopro.runner import EpisodeRunner
+    from liberopro.episode.local_policy import LocalPolicyClient
+    from liberopro.episode.runner import EpisodeRunner
+    from liberopro.instances.build import EpisodePlan
 
     meta = _validation_metadata([s.id for s in inst.shifts])
     runner = EpisodeRunner(None, meta, settings, scenes=cache)  # type: ignore[arg-type]
@@ -169,7 +169,7 @@ def _validation_episode(inst: Instance, runner_cache: dict, seed: int, steps: in
     """One validation episode of ``inst`` on init state 0 up to ``steps`` policy steps (None: the
     suite's horizon), stopped once every runtime shift has acted. Returns (valid, reason,
     per-shift applied records)."""
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
 
     settings = RunSettings(render_size=64, max_steps=steps, stop_when_shifts_done=True)
     rec, _ = _oracle_run(inst, settings, runner_cache, (0, 0, seed))
@@ -197,7 +197,7 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     instance's own fallback steps, up to the last fallback + 40 steps. The applied records say
     which (``fired_by``: ``phase`` or ``fallback``)."""
     from liberopro.catalog import get_spec
-    from liberopro.tasks import task_info
+    from liberopro.sim.tasks import task_info
 
     runtime = [s for s in inst.shifts if get_spec(s.id).kind == "runtime"]
     if not runtime:
@@ -302,10 +302,10 @@ def never_dropped_by_proof(shift_ids: list[str]) -> bool:
 
 def proof_init_states(split: str, episodes: int, given: list[int] | None = None) -> list[int]:
     """The init states the proof runs on: ``given`` if set, else the manifest's episodes' init
-    states for an evaluation manifest (``0..episodes-1``, :func:`liberopro.instances.plan_episodes`)
+    states for an evaluation manifest (``0..episodes-1``, :func:`liberopro.instances.build.plan_episodes`)
     and the first two of them for a training (or ``all``) manifest. Raises ``ValueError`` for an
     init state outside LIBERO's 0-49."""
-    from liberopro.instances import N_INIT_STATES
+    from liberopro.instances.build import N_INIT_STATES
 
     states = list(given) if given is not None else list(range(episodes if split == "eval" else min(2, episodes)))
     bad = [i for i in states if not 0 <= i < N_INIT_STATES]
@@ -377,7 +377,7 @@ def _oracle_episode(inst: Instance, cache: dict, init_state: int, seed: int) -> 
     """Run the privileged scripted oracle on ``inst`` from ``init_state`` (env seed ``seed +
     init_state``) through the real episode runner, up to the suite's horizon, camera-less
     unless a shift works on images (:func:`_validation_metadata`)."""
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
 
     rec, policy = _oracle_run(inst, RunSettings(render_size=64), cache, (init_state, init_state, seed + init_state))
     controller = policy._controller
@@ -447,7 +447,7 @@ def prove_instance(
 def _drop_variant_scenes(cache: dict) -> None:
     """Keep only the task's own scenes: a scene holds 1.5-2.5 GB and each prop or swap variant is
     needed by one case only."""
-    from liberopro.sim import SceneVariant
+    from liberopro.sim.scene import SceneVariant
 
     for key in [k for k in cache if k[-1] != SceneVariant()]:
         cache.pop(key).close()

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 from liberopro.schema.reasons import TerminationReason
 
 if TYPE_CHECKING:  # the worker's module must import without MuJoCo (the parent imports it early)
-    from liberopro.instances import EpisodePlan
-    from liberopro.results import EpisodeRecord
-    from liberopro.runner import RunSettings
+    from liberopro.episode.runner import RunSettings
+    from liberopro.instances.build import EpisodePlan
+    from liberopro.runs.summary import EpisodeRecord
     from submission_spec import PolicyMetadata
 
 #: Thread counts of every worker process: one simulator per core, no library spreading over the
@@ -72,7 +72,7 @@ STATELESS_PROTOCOLS = ("openpi", "openvla")
 # ---------------------------------------------------------------------- assignment
 def canonical_order(plans: Sequence[EpisodePlan]) -> list[int]:
     """Indices of ``plans`` in the order one process runs and writes them
-    (:meth:`liberopro.runner.EpisodeRunner.run`): grouped by task, tasks in order of first
+    (:meth:`liberopro.episode.runner.EpisodeRunner.run`): grouped by task, tasks in order of first
     appearance, plan order within a task."""
     first: dict[Any, int] = {}
     for i, p in enumerate(plans):
@@ -108,7 +108,7 @@ def assign(plans: Sequence[EpisodePlan], n: int) -> list[list[int]]:
 
 def assign_blocks(plans: Sequence[EpisodePlan], n: int) -> list[list[int]]:
     """Split ``plans`` over ``n`` simulator streams episode by episode (the platform's shards, which
-    hold a few tasks' episodes, :mod:`liberopro.shard`): :func:`canonical_order` cut into ``n``
+    hold a few tasks' episodes, :mod:`liberopro.runs.shard`): :func:`canonical_order` cut into ``n``
     contiguous blocks whose sizes differ by at most one (the first ones larger), so each stream
     builds the scenes of as few tasks as possible. A pure function of the plans and ``n``; some
     lists are empty when there are fewer episodes than streams. Raises ``ValueError`` for ``n < 1``.
@@ -249,14 +249,14 @@ class PolicyAccess:
     """How a worker reaches the run's policy: ``url`` with ``protocol`` and the client's
     ``client_options`` (:func:`submission_spec.transports.make_client`), or ``local_policy``
     (``local_policy(scene_of)`` builds an in-process :class:`submission_spec.Policy`, e.g.
-    :class:`liberopro.oracle_policy.OraclePolicy`; picklable by reference)."""
+    :class:`liberopro.oracle.policy.OraclePolicy`; picklable by reference)."""
 
     url: str | None = None
     protocol: str = "liberopro"
     client_options: dict[str, Any] = field(default_factory=dict)
     local_policy: Callable[[Callable[[], Any]], Any] | None = None
     #: Seconds a worker waits, before an episode, for a policy at ``url`` that does not answer its
-    #: health check (:class:`liberopro.shard.RestartWait`); None: no wait.
+    #: health check (:class:`liberopro.runs.shard.RestartWait`); None: no wait.
     restart_wait_s: float | None = None
 
 
@@ -268,11 +268,11 @@ def _init_worker(access: PolicyAccess, meta: PolicyMetadata, settings: RunSettin
     episode runner that keeps the worker's scene between episodes."""
     global _RUNNER
     os.environ.update(THREAD_ENV)
-    from liberopro.runner import EpisodeRunner
+    from liberopro.episode.runner import EpisodeRunner
 
     client: Any
     if access.local_policy is not None:  # its own instance, reading this worker's scene
-        from liberopro.local_policy import LocalPolicyClient
+        from liberopro.episode.local_policy import LocalPolicyClient
 
         client = LocalPolicyClient(access.local_policy(lambda: _RUNNER.current_scene if _RUNNER else None))
     else:
@@ -282,7 +282,7 @@ def _init_worker(access: PolicyAccess, meta: PolicyMetadata, settings: RunSettin
         client = make_client(access.url, access.protocol, **access.client_options)
     before = None
     if access.restart_wait_s is not None and access.local_policy is None:
-        from liberopro.shard import RestartWait
+        from liberopro.runs.shard import RestartWait
 
         before = RestartWait(client, access.restart_wait_s)
     _RUNNER = EpisodeRunner(client, meta, settings, before_episode=before)
@@ -338,7 +338,7 @@ def run_workers(
     :data:`WORKER_CRASHED`. Interrupted (``KeyboardInterrupt``), the records that came back are
     written (in canonical order, skipping the missing), the workers terminated, and it re-raises.
     """
-    from liberopro.results import EpisodeRecord
+    from liberopro.runs.summary import EpisodeRecord
 
     ctx = multiprocessing.get_context("spawn")
     shares = assign(plans, n) if by_task else assign_blocks(plans, n)
@@ -384,7 +384,7 @@ def run_workers(
                 )
             launch(w, left)
             return
-        from liberopro.runner import EpisodeRunner
+        from liberopro.episode.runner import EpisodeRunner
 
         if note is not None:
             note(

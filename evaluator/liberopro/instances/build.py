@@ -29,7 +29,7 @@ from liberopro.schema.manifest import (
 )
 from liberopro.semantics import TaskSemantics, task_semantics
 from liberopro.shifts.base import stable_seed
-from liberopro.tasks import TaskRef, task_info
+from liberopro.sim.tasks import TaskRef, task_info
 
 __all__ = [
     "INSTANCE_SCHEMA_VERSION",
@@ -108,8 +108,8 @@ def semantics_of(ref: TaskRef) -> TaskSemantics:
 def parse_cases(text: str) -> list[list[str]]:
     """``"nominal,S01,D01,S01+D01"`` -> ``[[], ["S01"], ["D01"], ["S01", "D01"]]``; unknown ids raise
     ``KeyError`` naming the known ones. ``@NAME`` / ``@FILE`` items expand to a preset's cases
-    (:mod:`liberopro.study`; duplicates dropped); a bad preset raises ``ValueError``."""
-    from liberopro.study import expand
+    (:mod:`liberopro.instances.study`; duplicates dropped); a bad preset raises ``ValueError``."""
+    from liberopro.instances.study import expand
 
     cases = []
     for item in expand([p.strip() for p in text.split(",") if p.strip()]):
@@ -136,7 +136,7 @@ def make_instance(ref: TaskRef, shift_ids: list[str], seed: int, attempt: int = 
     ``attempt`` > 0 draws other parameters (manifest generation redraws when an instance fails
     validation); the draw is still a pure function of (task, shifts, seed, attempt).
     """
-    from liberopro.compositions import conflict
+    from liberopro.catalog.compositions import conflict
 
     sem = semantics_of(ref)
     reason = conflict(shift_ids)
@@ -161,7 +161,7 @@ def instance_problems(inst: Instance) -> list[str]:
     """What is wrong with ``inst`` beyond its format (empty when nothing is): a shift id the
     catalog does not know (or not written as the catalog writes it, e.g. ``s01``), parameters
     that do not validate against the shift's ``Params`` model (ranges, trigger phases, unknown
-    or missing fields), or shifts that may not be composed (:func:`liberopro.compositions.conflict`).
+    or missing fields), or shifts that may not be composed (:func:`liberopro.catalog.compositions.conflict`).
     Each problem is one line naming the shift (:func:`liberopro.catalog.shift_problems`)."""
     return shift_problems([(s.id, s.params) for s in inst.shifts])
 

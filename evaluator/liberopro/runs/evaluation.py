@@ -1,8 +1,8 @@
 """One evaluation end to end: policy up, metadata read, episodes run, records and summary written.
 
 The CLI (``liberopro evaluate``) calls :func:`run_evaluation`; the platform's shard runner
-(:mod:`liberopro.shard`) runs the same episode runner and opens its policy the same way
-(:func:`liberopro.policy_connection.open_policy`).
+(:mod:`liberopro.runs.shard`) runs the same episode runner and opens its policy the same way
+(:func:`liberopro.episode.policy_connection.open_policy`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from liberopro import EVALUATOR_VERSION
-from liberopro.instances import EpisodePlan, Instance
-from liberopro.policy_connection import PolicyConnection, open_policy
-from liberopro.results import EpisodeRecord, ResultsWriter
-from liberopro.runner import EpisodeRunner, RunSettings
+from liberopro.episode.policy_connection import PolicyConnection, open_policy
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.instances.build import EpisodePlan, Instance
+from liberopro.runs.summary import EpisodeRecord, ResultsWriter
+from liberopro.runs.workers import PolicyAccess, choose_workers, run_workers
 from liberopro.schema.results import Summary, run_header
 from liberopro.stack import check_stack
-from liberopro.workers import PolicyAccess, choose_workers, run_workers
 from submission_spec import Policy, PolicyMetadata
 
 
@@ -59,12 +59,12 @@ def run_evaluation(
     fields, e.g. the CLI's ``manifest`` and ``manifest_sha256``).
 
     Exactly one of ``policy_url`` / ``policy_cmd``, opened by
-    :func:`liberopro.policy_connection.open_policy` (a command's output goes to
+    :func:`liberopro.episode.policy_connection.open_policy` (a command's output goes to
     ``out_dir/policy.log``), or ``local_policy``: evaluator tooling run in this process, no HTTP
-    (:class:`liberopro.local_policy.LocalPolicyClient`; the privileged oracle,
-    :class:`liberopro.oracle_policy.OraclePolicy`, never a submission), built as
+    (:class:`liberopro.episode.local_policy.LocalPolicyClient`; the privileged oracle,
+    :class:`liberopro.oracle.policy.OraclePolicy`, never a submission), built as
     ``local_policy(scene_of)`` where ``scene_of()`` returns the scene of the episode being run
-    (:attr:`liberopro.runner.EpisodeRunner.current_scene`). ``protocol`` names the policy's wire protocol
+    (:attr:`liberopro.episode.runner.EpisodeRunner.current_scene`). ``protocol`` names the policy's wire protocol
     (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises
     :class:`liberopro.stack.StackError` for a refused simulation stack, :class:`submission_spec.PolicyError`
     when the policy cannot be reached or its metadata is invalid (nothing can run then) and
@@ -72,8 +72,8 @@ def run_evaluation(
     bad protocol option or a refused ``workers``; any failure inside an episode is recorded in that
     episode instead.
 
-    ``workers``: simulator processes (:mod:`liberopro.workers`; 1 runs in this process, None
-    chooses by :func:`liberopro.workers.choose_workers`, whose line goes to ``note``). Records are
+    ``workers``: simulator processes (:mod:`liberopro.runs.workers`; 1 runs in this process, None
+    chooses by :func:`liberopro.runs.workers.choose_workers`, whose line goes to ``note``). Records are
     the same and written in the same order whatever the number; ``on_record`` sees each as it
     arrives.
     """
@@ -88,7 +88,7 @@ def run_evaluation(
         options["encoding"] = encoding
     runners: list[EpisodeRunner] = []  # the runner, once built: the local policy reads its scene
     if local_policy is not None:
-        from liberopro.local_policy import LocalPolicyClient
+        from liberopro.episode.local_policy import LocalPolicyClient
 
         local = local_policy(lambda: runners[0].current_scene if runners else None)
         connection: contextlib.AbstractContextManager[PolicyConnection] = contextlib.nullcontext(

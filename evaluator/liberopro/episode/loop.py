@@ -1,4 +1,4 @@
-"""The parts the episode loop is composed of (:meth:`liberopro.runner.EpisodeRunner.run_episode`).
+"""The parts the episode loop is composed of (:meth:`liberopro.episode.runner.EpisodeRunner.run_episode`).
 
 Each part is small, imports no simulator and runs without one (``tests/evaluator/test_loop_layers.py`` tests
 them on fakes). Per policy-loop step ``t`` (0-based), in this order (``docs/evaluator.md``, "An
@@ -16,16 +16,16 @@ episode"):
    or not the policy is asked: each shift's ``observe``, then :class:`FrozenObservations` under
    the frozen diagnostic.
 4. Unless an intervention supplied the action: the :class:`ChunkedPolicy`'s next action (asking
-   ``/act`` through :class:`liberopro.runner.PolicySession` when its chunk is used up), through
-   the *action layers* (:class:`ActionLayer`): :class:`liberopro.runner.LiberoActions` (the
+   ``/act`` through :class:`liberopro.episode.runner.PolicySession` when its chunk is used up), through
+   the *action layers* (:class:`ActionLayer`): :class:`liberopro.episode.runner.LiberoActions` (the
    policy's convention -> LIBERO's), then each shift's ``execute``.
 5. One env step with that action (outside this module).
 
-Conventions. A frame is a :class:`liberopro.sim.RawFrame`: camera name -> (H, W, 3) uint8 image
+Conventions. A frame is a :class:`liberopro.sim.scene.RawFrame`: camera name -> (H, W, 3) uint8 image
 as rendered (upside down), proprioception fields -> float64 vectors in the world frame
-(``evaluator/liberopro/sim.py``). A LIBERO action is a (7,) float64 vector in [-1, 1]: arm
+(``evaluator/liberopro/sim/scene.py``). A LIBERO action is a (7,) float64 vector in [-1, 1]: arm
 position and rotation deltas (0:6), gripper (6: -1 opens, +1 closes); one action is one 20 Hz
-control step (``evaluator/liberopro/sim.py``, ``evaluator/liberopro/observation.py``). A policy
+control step (``evaluator/liberopro/sim/scene.py``, ``evaluator/liberopro/sim/observation.py``). A policy
 action is a (7,) row of the policy's chunk in its own declared gripper convention
 (``submission_spec.client.ActResult``).
 """
@@ -38,15 +38,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
-from liberopro.results import LatencyStats
+from liberopro.runs.summary import LatencyStats
 
 if TYPE_CHECKING:
-    from liberopro.sim import LiberoScene, RawFrame
+    from liberopro.sim.scene import LiberoScene, RawFrame
 
 
 def start_action() -> np.ndarray:
     """The "last executed action" before the first policy-loop step: (7,) float64, arm still,
-    gripper open (``[0, 0, 0, 0, 0, 0, -1]``, LIBERO's settle action, ``evaluator/liberopro/sim.py``)."""
+    gripper open (``[0, 0, 0, 0, 0, 0, -1]``, LIBERO's settle action, ``evaluator/liberopro/sim/scene.py``)."""
     return np.array([0, 0, 0, 0, 0, 0, -1.0])
 
 
@@ -58,7 +58,7 @@ class ObservationLayer(Protocol):
     place when it keeps it."""
 
     def observe(self, frame: RawFrame, step: int) -> RawFrame:
-        """The frame as this layer passes it on (a :class:`liberopro.sim.RawFrame`)."""
+        """The frame as this layer passes it on (a :class:`liberopro.sim.scene.RawFrame`)."""
         ...
 
 
@@ -108,7 +108,7 @@ def intervene(interventions: Iterable[Intervention], step: int, last_action: np.
 # --------------------------------------------------------------------------- observation layers
 class FrozenObservations:
     """The frozen-observations diagnostic (``Diagnostic.observations == "frozen"``,
-    ``evaluator/liberopro/instances.py``): the policy receives, at every step, a copy of the frame
+    ``evaluator/liberopro/instances/build.py``): the policy receives, at every step, a copy of the frame
     it was given at the first step (after the shifts' observation layers; the same object every
     step). Step index and instruction stay current (they are not part of the frame). The layers
     before it still run every step."""
@@ -159,7 +159,7 @@ class ChunkedPolicy:
     episode (one instance per episode, never reused).
 
     Args:
-        request: ``(frame, step) -> chunk``, (T, 7) array (:meth:`liberopro.runner.PolicySession.act`).
+        request: ``(frame, step) -> chunk``, (T, 7) array (:meth:`liberopro.episode.runner.PolicySession.act`).
         replan_steps: K >= 1, actions of each chunk executed before asking again (the policy's
             ``replan_steps``, or the evaluator's override).
     """
@@ -183,7 +183,7 @@ class ChunkedPolicy:
 # --------------------------------------------------------------------------- recovery protocols
 class Recovery:
     """A recovery protocol of the diagnostic study (``Diagnostic.recovery``,
-    ``evaluator/liberopro/instances.py``); this base class is ``none`` (nothing happens). An
+    ``evaluator/liberopro/instances/build.py``); this base class is ``none`` (nothing happens). An
     :class:`Intervention`, last in the loop's list: it runs only at steps no shift holds control.
 
     Bookkeeping: :meth:`arm` when a runtime shift fires (only before the protocol was applied);
@@ -266,7 +266,7 @@ class Retry(Recovery):
 
 class Restore(Recovery):
     """``restore``: the arm and gripper joints are put back where they were when the policy loop
-    started (:meth:`liberopro.sim.LiberoScene.set_robot_state`, zero velocity: an injected state,
+    started (:meth:`liberopro.sim.scene.LiberoScene.set_robot_state`, zero velocity: an injected state,
     not a motion), before the frame of that step is taken; the policy resumes with a fresh chunk.
     Records ``restored_eef_m``: the end-effector position after the restore (metres, world frame,
     4 decimals)."""
@@ -289,7 +289,7 @@ class Restore(Recovery):
 
 def recovery_for(protocol: str, hold_steps: int, extra_steps: int) -> Recovery:
     """The recovery layer of ``protocol`` (``none``, ``hold``, ``retry``, ``restore``); ``hold_steps``
-    and ``extra_steps`` from :class:`liberopro.runner.RunSettings`. ``KeyError`` for another name."""
+    and ``extra_steps`` from :class:`liberopro.episode.runner.RunSettings`. ``KeyError`` for another name."""
     makers: dict[str, Callable[[], Recovery]] = {
         "none": Recovery,
         "hold": lambda: Hold(hold_steps),

@@ -1,13 +1,13 @@
 """Episode videos and action logs (``liberopro evaluate --video``, ``--record-actions``; issue 13).
 
-Both are written by the episode runner itself (:class:`liberopro.runner.EpisodeRunner`), in the
+Both are written by the episode runner itself (:class:`liberopro.episode.runner.EpisodeRunner`), in the
 process that runs the episode, straight into the run's output directory: ``videos/<name>.mp4`` and
 ``actions/<name>.npz``, named by :func:`episode_name` (task, case, diagnostic conditions, init
 state, episode index). The episode record names them (``video``, ``actions``: paths relative to the
 run directory). Neither changes anything else in the record nor what the policy receives
 (``tests/evaluator/test_video.py``), except the work counted in ``renders``: a recorded episode
 renders the recorded camera at every recorded step, which on-demand rendering
-(:class:`liberopro.sim.LiberoScene`) would otherwise skip.
+(:class:`liberopro.sim.scene.LiberoScene`) would otherwise skip.
 
 A video frame, (H, 2H, 3) uint8 at the render size H, every :data:`RECORD_EVERY` policy-loop steps
 (10 fps, so about real time at 20 Hz control): on the left the policy's view, on the right the true
@@ -37,7 +37,7 @@ import imageio.v2 as imageio
 import numpy as np
 
 if TYPE_CHECKING:
-    from liberopro.instances import EpisodePlan
+    from liberopro.instances.build import EpisodePlan
     from liberopro.shifts.base import Shift
     from submission_spec import PolicyMetadata
 

@@ -31,7 +31,7 @@ robosuite's sampling timer. ``on_demand=False`` renders every camera at every sa
 behaviour before issue 12). :attr:`LiberoScene.render_count` counts the camera renders of the
 episode either way.
 
-A scene with props rebuilds its simulation (:func:`liberopro.variants.add_props`), which puts
+A scene with props rebuilds its simulation (:func:`liberopro.sim.variants.add_props`), which puts
 robosuite's own sensors back: the wrapping is done after that. Done before it (as until
 2026-12-03), the sensors of a prop scene rendered eagerly while the scene never saw a new sample,
 so every read returned the first image of the episode (~6% of pixels off after four steps,
@@ -49,11 +49,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from liberopro import variants
-from liberopro.blame import PhysicsUnstable
-from liberopro.frames import LazyImages
+from liberopro.episode.blame import PhysicsUnstable
+from liberopro.sim import variants
+from liberopro.sim.frames import LazyImages
+from liberopro.sim.tasks import SETTLE_STEPS, TaskInfo
 from liberopro.stack import configure_rendering
-from liberopro.tasks import SETTLE_STEPS, TaskInfo
 
 configure_rendering()
 
@@ -100,7 +100,7 @@ class RawFrame:
     Attributes:
         images: spec camera name -> (H, W, 3) uint8 as rendered (upside down; row 0 is the bottom
             of the picture), H = W = the scene's render size. A plain dict, or with on-demand
-            rendering a :class:`liberopro.frames.LazyImages` that renders a camera at its first
+            rendering a :class:`liberopro.sim.frames.LazyImages` that renders a camera at its first
             read (:meth:`LiberoScene.frame`).
         proprio: field name -> float64 vector, world frame (see ``submission_spec.PROPRIO_FIELDS``).
     """
@@ -132,7 +132,7 @@ class PropSpec:
 
     Props are static bodies (no joint), so LIBERO's init states (qpos/qvel vectors) still fit
     the model; they are parked out of sight at every episode start and moved in by the shift
-    through ``model.body_pos``/``body_quat`` (see :mod:`liberopro.variants`). A prop's body
+    through ``model.body_pos``/``body_quat`` (see :mod:`liberopro.sim.variants`). A prop's body
     frame is its centre for a box or cylinder and the object's own origin for an object copy.
 
     Attributes:
@@ -383,7 +383,7 @@ class LiberoScene:
         """One 20 Hz control step (25 physics substeps of 2 ms) with a LIBERO action (7,) in
         [-1, 1]. Returns True when LIBERO's goal predicate holds.
 
-        Raises :class:`liberopro.blame.PhysicsUnstable` when MuJoCo found the simulation unstable
+        Raises :class:`liberopro.episode.blame.PhysicsUnstable` when MuJoCo found the simulation unstable
         during the step: its ``mjWARN_BADQPOS``, ``mjWARN_BADQVEL`` or ``mjWARN_BADQACC`` counter,
         zeroed before the step, is not zero after it (read through robosuite's sim binding, which
         a rebuild of the simulation replaces). MuJoCo 2.3.7 raises nothing then: it resets
@@ -421,7 +421,7 @@ class LiberoScene:
         """The current raw frame (images as sampled at the end of this step, proprioception).
 
         Eager: the images rendered at sampling, a dict. On demand: a
-        :class:`liberopro.frames.LazyImages` that renders a camera at its first read (once per
+        :class:`liberopro.sim.frames.LazyImages` that renders a camera at its first read (once per
         sample, however many frames are taken); read it before the next :meth:`step` or
         :meth:`refresh` (``RuntimeError`` after)."""
         assert self._obs is not None, "start_episode() first"

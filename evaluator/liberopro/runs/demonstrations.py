@@ -2,8 +2,8 @@
 written as a LeRobot dataset (``liberopro demos collect``; ``docs/demos.md``).
 
 What is recorded. Each episode is run through the real episode runner
-(:class:`liberopro.runner.EpisodeRunner`) with the privileged oracle
-(:class:`liberopro.oracle_policy.OraclePolicy`) behind a policy that asks for both cameras and
+(:class:`liberopro.episode.runner.EpisodeRunner`) with the privileged oracle
+(:class:`liberopro.oracle.policy.OraclePolicy`) behind a policy that asks for both cameras and
 LIBERO's 8-number state (:func:`demo_metadata`), so that every frame is exactly what a submitted
 policy would receive at that step under the instance's shifts: the observation after the
 observation shifts, oriented ``rotate_180`` (``img[::-1, ::-1]`` of the upside-down render: the
@@ -77,7 +77,7 @@ V30_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03
 V21_DATA_PATH = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
 V21_VIDEO_PATH = "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
 #: The committed schema the test checks a produced dataset against.
-SCHEMA_PATH = Path(__file__).with_name("data") / "lerobot_demos_schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "data" / "lerobot_demos_schema.json"
 PROGRESS_DIR = ".progress"
 ROBOT_TYPE = "panda"
 
@@ -94,7 +94,7 @@ def demo_metadata(image_size: int = 256) -> PolicyMetadata:
     """What the recording policy asks the evaluator for: both cameras at ``image_size`` px
     (square), ``rotate_180``, LIBERO's 8-number state, one action per request, LIBERO's gripper
     convention (the oracle's)."""
-    from liberopro.oracle_policy import ORACLE_POLICY_NAME
+    from liberopro.oracle.policy import ORACLE_POLICY_NAME
 
     return PolicyMetadata(
         policy_name=ORACLE_POLICY_NAME,
@@ -175,7 +175,7 @@ class RecordingOracle:
     """
 
     def __init__(self, scene_of: Callable[[], Any], image_size: int) -> None:
-        from liberopro.oracle_policy import OraclePolicy
+        from liberopro.oracle.policy import OraclePolicy
 
         self.metadata = demo_metadata(image_size)
         self._oracle = OraclePolicy(scene_of)
@@ -279,10 +279,10 @@ def _collect_task(job: dict, on_record: Callable[[dict], None] | None = None) ->
     """One task's episodes, in one process (the pool's unit of work): runs every plan of ``job``
     whose progress entry is missing, returns every plan's record (read back for those done);
     ``on_record`` (in-process runs only) gets each record as it is known."""
-    from liberopro.evaluation import auto_render_size
-    from liberopro.instances import EpisodePlan
-    from liberopro.local_policy import LocalPolicyClient
-    from liberopro.runner import EpisodeRunner, RunSettings
+    from liberopro.episode.local_policy import LocalPolicyClient
+    from liberopro.episode.runner import EpisodeRunner, RunSettings
+    from liberopro.instances.build import EpisodePlan
+    from liberopro.runs.evaluation import auto_render_size
     from liberopro.schema.manifest import Instance
 
     work = Path(job["work"])
@@ -367,7 +367,7 @@ def collect(
         manifest_path: an instance manifest of the ``train`` split (``liberopro instances generate``).
         out: the dataset folder (created; its ``.progress/`` lets a rerun resume).
         episodes: episodes per instance: init states 0..N-1, env seed ``seed + e``
-            (:func:`liberopro.instances.plan_episodes`, as ``evaluate`` runs them).
+            (:func:`liberopro.instances.build.plan_episodes`, as ``evaluate`` runs them).
         fmt: ``v3.0`` (LeRobot's current layout) or ``v2.1`` (one file per episode: openpi, GR00T).
         workers: processes, one task's episodes each (a LIBERO scene holds 1.5-2.5 GB).
         image_size: square camera size (px) of both video features.
@@ -381,8 +381,8 @@ def collect(
     or an ``out`` whose progress was collected with other settings;
     :class:`liberopro.schema.manifest.ManifestError` for a malformed manifest.
     """
-    from liberopro.generation import check_manifest
-    from liberopro.instances import plan_episodes
+    from liberopro.instances.build import plan_episodes
+    from liberopro.instances.generation import check_manifest
 
     if fmt not in FORMATS:
         raise DemosError(f"unknown format {fmt!r}: give one of {', '.join(FORMATS)}")
@@ -455,7 +455,7 @@ def collect(
                 import signal
 
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
-            from liberopro.workers import stop_pool
+            from liberopro.runs.workers import stop_pool
 
             stop_pool(pool)
             raise

@@ -1,4 +1,4 @@
-"""The privileged oracle's nominal success: the scripted controller (:mod:`liberopro.scripted`,
+"""The privileged oracle's nominal success: the scripted controller (:mod:`liberopro.oracle.scripted`,
 tooling only, never a submission) run on the nominal task, without cameras, over init states
 ``0..episodes-1`` with the standard episode protocol (``docs/libero-facts.md``, "Episode
 protocol": reseed with ``seed + e``, reset, init state ``e``, 10 settle steps, then the loop until
@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from liberopro.tasks import TaskRef, all_task_refs, parse_task_list, task_info
+from liberopro.sim.tasks import TaskRef, all_task_refs, parse_task_list, task_info
 
 #: The committed full measurement (``liberopro oracle --tasks all --episodes 10``).
-NOMINAL_PATH = Path(__file__).with_name("data") / "oracle_nominal.json"
+NOMINAL_PATH = Path(__file__).resolve().parents[1] / "data" / "oracle_nominal.json"
 
 
 @dataclass
@@ -96,11 +96,11 @@ def run_task(
 ) -> OracleTask:
     """Run the scripted controller on the nominal task ``ref`` from each of ``init_states``
     (camera-less scene, env seed ``seed + init state``), up to ``max_steps`` policy steps
-    (default: the suite's horizon, :data:`liberopro.tasks.HORIZONS`). Raises ``RuntimeError``
+    (default: the suite's horizon, :data:`liberopro.sim.tasks.HORIZONS`). Raises ``RuntimeError``
     if the scene cannot be built."""
-    from liberopro.instances import semantics_of
-    from liberopro.scripted import ScriptedController
-    from liberopro.sim import LiberoScene
+    from liberopro.instances.build import semantics_of
+    from liberopro.oracle.scripted import ScriptedController
+    from liberopro.sim.scene import LiberoScene
 
     info = task_info(ref)
     limit = min(info.horizon, max_steps) if max_steps else info.horizon
@@ -132,7 +132,7 @@ def write_results(path: Path, results: list[OracleTask], settings: dict) -> None
     ``settings`` (date, code commit, options) as JSON."""
     doc = {
         "about": (
-            "Nominal success of the privileged scripted controller (liberopro.scripted; tooling only, "
+            "Nominal success of the privileged scripted controller (liberopro.oracle.scripted; tooling only, "
             "never a submission), no cameras, standard episode protocol; steps are policy-loop steps "
             "after the 10 settle steps."
         ),

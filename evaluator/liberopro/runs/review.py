@@ -10,7 +10,7 @@ receives and what the scene really looks like:
 * execution shifts (actions, not images): an MP4 of a short rollout under a privileged
   scripted controller, nominal and shifted, so the motion can be compared.
 
-Rollouts use the privileged scripted controller (:mod:`liberopro.scripted`) so that the robot
+Rollouts use the privileged scripted controller (:mod:`liberopro.oracle.scripted`) so that the robot
 really reaches the trigger phases; it is tooling, not a policy. The page is static HTML with a
 contact sheet (PNG thumbnails) per shift. Review pages show instance parameters: run them on
 training manifests only; never publish pages of hidden evaluation instances.
@@ -26,11 +26,11 @@ from pathlib import Path
 import imageio.v2 as imageio
 import numpy as np
 
-from liberopro.instances import EpisodePlan, Instance, semantics_of
-from liberopro.local_policy import LocalPolicyClient
-from liberopro.runner import EpisodeRunner, RunSettings
+from liberopro.episode.local_policy import LocalPolicyClient
+from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.episode.video import write_mp4
+from liberopro.instances.build import EpisodePlan, Instance, semantics_of
 from liberopro.shifts import get_shift
-from liberopro.video import write_mp4
 from submission_spec import CameraSpec, Observation, PolicyMetadata
 
 SIZE = 160
@@ -70,7 +70,7 @@ class _ReviewPolicy:
         self.capture = Capture()
         self._controller = None
         if self.scripted:
-            from liberopro.scripted import ScriptedController
+            from liberopro.oracle.scripted import ScriptedController
 
             self._controller = ScriptedController(self._scene(), semantics_of(self.ref))
 

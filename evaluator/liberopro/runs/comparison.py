@@ -1,6 +1,6 @@
 """Paired comparison of two policies run on the same instances (``docs/evaluator.md``, "Reports").
 
-Per row (a case with its diagnostic conditions, :attr:`liberopro.results.EpisodeRecord.row_key`)
+Per row (a case with its diagnostic conditions, :attr:`liberopro.runs.summary.EpisodeRecord.row_key`)
 the difference SR(A) - SR(B) over the episodes both ran from the same start (task, init state,
 seed: :data:`liberopro.metrics.PairKey`), with a paired bootstrap interval
 (:func:`liberopro.metrics.paired_difference`); and the mean difference over the static and over
@@ -216,7 +216,7 @@ def compare_runs(
     seed).
 
     Args:
-        a_records, b_records: episode records (:class:`liberopro.results.EpisodeRecord`) of the
+        a_records, b_records: episode records (:class:`liberopro.runs.summary.EpisodeRecord`) of the
             two policies; invalid episodes count in no rate.
         a_manifests, b_manifests: the manifest content hashes the records come from (None: a run
             without a manifest).

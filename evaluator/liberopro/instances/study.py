@@ -24,7 +24,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-STUDY_FILE = Path(__file__).with_name("data") / "study.toml"
+STUDY_FILE = Path(__file__).resolve().parents[1] / "data" / "study.toml"
 
 #: Composition groups of ``study.toml``, in report order.
 COMPOSITION_GROUPS: tuple[str, ...] = (

@@ -60,7 +60,7 @@ import mujoco
 import numpy as np
 
 from liberopro.semantics import ArticulationGoal, TaskSemantics
-from liberopro.sim import LiberoScene
+from liberopro.sim.scene import LiberoScene
 
 Phase = Literal["approach", "grasp", "transport", "placement"]
 PHASES: tuple[Phase, ...] = ("approach", "grasp", "transport", "placement")

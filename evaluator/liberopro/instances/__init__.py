@@ -1,0 +1,1 @@
+"""Evaluation instances: building episode plans, generating and checking instance sets, the study."""
