@@ -58,7 +58,7 @@ def _runner(name: str, shift_id: str, ref, settings, cache: dict):
     """An episode runner driving the policy ``name`` in this process, with the cameras the shift
     needs (none unless it is an Observation shift)."""
     from liberopro.episode.local_policy import LocalPolicyClient
-    from liberopro.episode.runner import EpisodeRunner
+    from liberopro.episode.runner import CurrentScene, EpisodeRunner
     from liberopro.instances.generation import _validation_metadata, _ValidationPolicy
 
     from submission_spec.examples import RandomPolicy
@@ -67,11 +67,10 @@ def _runner(name: str, shift_id: str, ref, settings, cache: dict):
     policy: Any = RandomPolicy()
     if name == "random":
         policy.metadata = meta = policy.metadata.model_copy(update={"cameras": meta.cameras})
-    runner = EpisodeRunner(None, meta, settings, scenes=cache)  # type: ignore[arg-type]
+    scene = CurrentScene()
     if name == "oracle":
-        policy = _ValidationPolicy(meta, runner, ref)
-    runner.client = LocalPolicyClient(policy)
-    return runner
+        policy = _ValidationPolicy(meta, scene, ref)
+    return scene.bind(EpisodeRunner(LocalPolicyClient(policy), meta, settings, scenes=cache))
 
 
 def _union_scenes(instances, cache: dict) -> None:

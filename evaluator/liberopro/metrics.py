@@ -115,12 +115,15 @@ def bootstrap_mean_of_rates(
         case_rates = (w * rates).sum(axis=2) / wsum  # NaN where a case drew none of its tasks
     stats = np.nanmean(np.where(wsum > 0, case_rates, np.nan), axis=1)
     stats = stats[~np.isnan(stats)]
-    lo, hi = (float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))) if len(stats) else (None, None)
-    if lo is not None and (hi - lo < 1e-12 or k.sum() in (0, n.sum())):  # cannot vary (docstring)
-        lo, hi = wilson(point * n.sum(), int(n.sum()))
+    ci: tuple[float, float] | None = None
+    if len(stats):
+        lo, hi = float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+        if hi - lo < 1e-12 or k.sum() in (0, n.sum()):  # cannot vary (docstring)
+            lo, hi = wilson(point * n.sum(), int(n.sum()))
+        ci = (lo, hi)
     return {
         "mean": round(point, 6),
-        "ci95": None if lo is None else [round(lo, 6), round(hi, 6)],
+        "ci95": None if ci is None else [round(ci[0], 6), round(ci[1], 6)],
         "cases": len(cases),
         "episodes": int(n.sum()),
     }
@@ -397,8 +400,8 @@ def mean_difference_ci(pairs: Iterable[tuple[tuple[float | None, int], tuple[flo
     Method: :func:`mover` over the 2m Wilson intervals with coefficients ``+1/m`` (a) and ``-1/m``
     (b): Newcombe's interval generalised to a mean of differences (Zou, Huang and Zhang 2009).
     """
-    kept = [(_published([a]), _published([b])) for a, b in pairs]
-    kept = [(a[0], b[0]) for a, b in kept if a and b]
+    published = [(_published([a]), _published([b])) for a, b in pairs]
+    kept = [(a[0], b[0]) for a, b in published if a and b]
     if not kept:
         return {"value": None, "ci95": None, "cases": 0}
     m = len(kept)

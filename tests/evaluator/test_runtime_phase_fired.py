@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 from liberopro.catalog import get_spec
 from liberopro.episode.local_policy import LocalPolicyClient
-from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.instances.build import EpisodePlan, Instance, make_instance
 from liberopro.instances.generation import _validation_metadata, _ValidationPolicy
 from liberopro.shifts import get_shift
@@ -90,8 +90,10 @@ def test_every_runtime_shift_fires_by_its_phase_under_the_oracle(scenes, sid):
     meta = metadata(sid)
     assert len(meta.cameras) == (get_spec(sid).category == "Observation")
     settings = RunSettings(render_size=PX, max_steps=fallback + MAX_DELAY_STEPS + 60, stop_when_shifts_done=True)
-    runner = EpisodeRunner(None, meta, settings, scenes=scenes)  # type: ignore[arg-type]
-    runner.client = LocalPolicyClient(_ValidationPolicy(meta, runner, TASK))
+    scene = CurrentScene()
+    runner = scene.bind(
+        EpisodeRunner(LocalPolicyClient(_ValidationPolicy(meta, scene, TASK)), meta, settings, scenes=scenes)
+    )
     rec = runner.run_episode(EpisodePlan(inst, 0, 0, 0))
     shift = rec.shifts[0]
     assert rec.valid, rec.detail
@@ -118,8 +120,10 @@ def test_a_placement_blocked_by_the_arm_waits_for_it_and_acts_within_the_bound(s
     settings = RunSettings(
         render_size=PX, max_steps=params["fallback_step"] + MAX_DELAY_STEPS + 20, stop_when_shifts_done=True
     )
-    runner = EpisodeRunner(None, meta, settings, scenes=scenes)  # type: ignore[arg-type]
-    runner.client = LocalPolicyClient(_ValidationPolicy(meta, runner, ref))
+    scene = CurrentScene()
+    runner = scene.bind(
+        EpisodeRunner(LocalPolicyClient(_ValidationPolicy(meta, scene, ref)), meta, settings, scenes=scenes)
+    )
     rec = runner.run_episode(EpisodePlan(inst, 0, 0, 0))
     shift = rec.shifts[0]
     assert rec.valid, rec.detail

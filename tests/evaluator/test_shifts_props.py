@@ -18,7 +18,7 @@ import math
 import mujoco
 import numpy as np
 import pytest
-from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.instances.build import EpisodePlan, Instance, ShiftEntry, semantics_of
 from liberopro.shifts import get_shift
 from liberopro.shifts._objects import SIZE_M
@@ -615,9 +615,11 @@ def test_privileged_controllers_steer_by_the_episodes_own_scene(serve_app, scene
 
     nominal(serve_app, scenes, GOAL1)  # the plain scene is in the cache first
     meta = _validation_metadata(["D04"])
-    runner = EpisodeRunner(None, meta, RunSettings(render_size=PX, max_steps=3), scenes=scenes)  # type: ignore[arg-type]
-    policy = _ValidationPolicy(meta, runner, GOAL1)
-    runner.client = LocalPolicyClient(policy)
+    scene = CurrentScene()
+    policy = _ValidationPolicy(meta, scene, GOAL1)
+    runner = scene.bind(
+        EpisodeRunner(LocalPolicyClient(policy), meta, RunSettings(render_size=PX, max_steps=3), scenes=scenes)
+    )
     runner.run_episode(EpisodePlan(inst(GOAL1, "D04", PARAMS[GOAL1]["D04"]), 0, 0, 0))
     assert runner.current_scene is not None and "liberopro_prop_d04_block" in runner.current_scene.props
     assert policy._controller is not None and policy._controller.scene is runner.current_scene
@@ -635,8 +637,10 @@ def test_d04_fires_by_phase_at_transport_under_the_oracle_where_placement_had_no
     meta = _validation_metadata(["D04"])
     assert meta.cameras == []
     settings = RunSettings(render_size=PX, max_steps=300, stop_when_shifts_done=True)
-    runner = EpisodeRunner(None, meta, settings, scenes=scenes)  # type: ignore[arg-type]
-    runner.client = LocalPolicyClient(_ValidationPolicy(meta, runner, ref))
+    scene = CurrentScene()
+    runner = scene.bind(
+        EpisodeRunner(LocalPolicyClient(_ValidationPolicy(meta, scene, ref)), meta, settings, scenes=scenes)
+    )
     params = {"cover": 0.2, "height_m": 0.025, "fallback_step": 299}
     rec = runner.run_episode(EpisodePlan(inst(ref, "D04", params), 0, 0, 0))
     shift = rec.shifts[0]

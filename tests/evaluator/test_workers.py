@@ -124,7 +124,7 @@ def crashing_target(plan) -> str:
     """A worker's episode: dies (``os._exit``) on libero_10:1 always, on libero_spatial:2 in its
     first process only (a marker file in ``$LP_TEST_MARKERS``); else the record of a finished
     episode (built without the simulator)."""
-    from liberopro.episode.runner import EpisodeRunner, RunSettings
+    from liberopro.episode.runner import RunSettings, failed_record
     from liberopro.oracle.policy import oracle_metadata
 
     task = str(plan.instance.task)
@@ -133,7 +133,7 @@ def crashing_target(plan) -> str:
         marker.touch()
         os._exit(3)
     assert os.environ["OMP_NUM_THREADS"] == "1" and os.environ["LP_NUM_THREADS"] == "1"
-    return EpisodeRunner(None, oracle_metadata(), RunSettings()).failed_record(plan, "horizon", "ran").model_dump_json()
+    return failed_record(plan, oracle_metadata(), RunSettings(), "horizon", "ran").model_dump_json()
 
 
 def test_a_dead_worker_is_replaced_once_then_its_episodes_are_recorded_as_crashed(tmp_path, monkeypatch):

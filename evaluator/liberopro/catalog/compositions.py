@@ -39,8 +39,8 @@ def conflict(shift_ids: list[str], params: list[dict[str, Any]] | None = None) -
         return f"compositions have at most three shifts, got {len(shift_ids)}"
     if len(set(shift_ids)) != len(shift_ids):
         return f"a shift appears twice in {'+'.join(shift_ids)}"
-    params = params or [None] * len(shift_ids)
-    for (a, pa), (b, pb) in combinations(zip(shift_ids, params, strict=True), 2):
+    given: list[dict[str, Any] | None] = list(params) if params else [None] * len(shift_ids)
+    for (a, pa), (b, pb) in combinations(zip(shift_ids, given, strict=True), 2):
         shared = set(RESOURCES.get(a, ())) & set(RESOURCES.get(b, ()))
         ma, mb = moment(a, pa), moment(b, pb)
         if shared and ma == mb:

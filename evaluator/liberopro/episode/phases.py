@@ -453,6 +453,37 @@ class PhaseTracker:
         return {self.actors[i].name for i in np.unique(own[own >= 0])}
 
     # ------------------------------------------------------------------ update
+    def _transported(self, a: Actor, touched: bool) -> bool:
+        """Whether ``a`` is transported now: a part moved past its threshold after contact, an
+        object pushed (a push task) or lifted while a gripper touches it."""
+        scene = self.scene
+        if a.part is not None:
+            delta = PRISMATIC_DELTA_M if not a.part.hinge else HINGE_DELTA_RAD
+            return a.contact_seen and abs(a.part.q(scene) - a.start_q) >= delta
+        start = a.start_pos
+        if not touched or start is None:  # start_pos is set when the tracker starts
+            return False
+        pos = scene.body_pos(a.body)
+        if self.sem.kind == "push":
+            return bool(np.linalg.norm(pos[:2] - start[:2]) >= PUSH_M)
+        return bool(pos[2] - start[2] >= LIFT_M)
+
+    def _placed(self, a: Actor) -> bool:
+        """Whether transported ``a`` is placed now: a part whose goal holds (articulation-only
+        tasks), an object within the placement radius of its goal region and not below it."""
+        scene = self.scene
+        if a.part is not None:
+            return self._articulation_only and a.part.goal_holds(scene)
+        if a.region is None:
+            return False
+        goal = region_pos(scene, a.region)
+        pos = scene.body_pos(a.body)
+        return bool(
+            goal is not None
+            and np.linalg.norm(pos[:2] - goal[:2]) <= PLACEMENT_RADIUS_M
+            and pos[2] >= goal[2] - PLACEMENT_BELOW_M
+        )
+
     def update(self, step: int) -> list[Phase]:
         """Evaluate the state after ``step``; returns the phases newly reached at this step."""
         new: dict[Phase, str] = {}
@@ -470,30 +501,11 @@ class PhaseTracker:
                 if "grasp" not in self.reached and "grasp" not in new:
                     new["grasp"] = a.name
             if not a.transported:
-                if a.part is not None:
-                    delta = PRISMATIC_DELTA_M if not a.part.hinge else HINGE_DELTA_RAD
-                    a.transported = a.contact_seen and abs(a.part.q(scene) - a.start_q) >= delta
-                else:
-                    pos = scene.body_pos(a.body)
-                    if self.sem.kind == "push":
-                        a.transported = touched and np.linalg.norm(pos[:2] - a.start_pos[:2]) >= PUSH_M
-                    else:
-                        a.transported = touched and pos[2] - a.start_pos[2] >= LIFT_M
+                a.transported = self._transported(a, touched)
                 if a.transported and "transport" not in self.reached and "transport" not in new:
                     new["transport"] = a.name
-            if a.transported and "placement" not in self.reached and "placement" not in new:
-                if a.part is not None:
-                    if self._articulation_only and a.part.goal_holds(scene):
-                        new["placement"] = a.name
-                elif a.region is not None:
-                    goal = region_pos(scene, a.region)
-                    pos = scene.body_pos(a.body)
-                    if (
-                        goal is not None
-                        and np.linalg.norm(pos[:2] - goal[:2]) <= PLACEMENT_RADIUS_M
-                        and pos[2] >= goal[2] - PLACEMENT_BELOW_M
-                    ):
-                        new["placement"] = a.name
+            if a.transported and "placement" not in self.reached and "placement" not in new and self._placed(a):
+                new["placement"] = a.name
         for p, name in new.items():
             self.reached[p] = step
             self.reached_by[p] = name

@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -57,7 +58,7 @@ from liberopro.episode.loop import (
 )
 from liberopro.episode.phases import PhaseTracker
 from liberopro.instances.build import EpisodePlan, semantics_of
-from liberopro.runs.summary import EpisodeRecord
+from liberopro.runs.summary import EpisodeRecord, LatencyStats
 from liberopro.schema.reasons import TerminationReason
 from liberopro.shifts import Shift, ShiftInvalid
 from liberopro.shifts.adapter import ShiftStack
@@ -65,7 +66,7 @@ from liberopro.sim.frames import LazyImages
 from liberopro.sim.observation import neutral_action, received_image, to_libero_action, to_message
 from liberopro.sim.scene import LiberoScene, RawFrame, SceneVariant
 from liberopro.sim.tasks import TaskRef, task_info
-from submission_spec import ObservationMessage, PolicyClient, PolicyError, PolicyMetadata
+from submission_spec import ActResult, ObservationMessage, PolicyError, PolicyMetadata
 
 log = logging.getLogger("liberopro.episode.runner")
 
@@ -139,6 +140,15 @@ class LiberoActions:
         return to_libero_action(action, self.meta)
 
 
+class EpisodeClient(Protocol):
+    """What an episode asks of a policy client: :class:`submission_spec.PolicyClient` (HTTP) or
+    :class:`liberopro.episode.local_policy.LocalPolicyClient` (in process, evaluator tooling)."""
+
+    def reset(self, episode_id: str, instruction: str, deadline: float | None = None) -> None: ...
+
+    def act(self, observation: ObservationMessage, chunk_length: int, deadline: float | None = None) -> ActResult: ...
+
+
 class PolicySession:
     """One episode's conversation with the policy server (:class:`submission_spec.PolicyClient`):
     ``/reset`` and ``/act`` within the episode's policy time budget, latency recorded, and every
@@ -160,7 +170,7 @@ class PolicySession:
 
     def __init__(
         self,
-        client: PolicyClient,
+        client: EpisodeClient,
         meta: PolicyMetadata,
         episode_id: str,
         budget_s: float,
@@ -265,7 +275,7 @@ class EpisodeRunner:
 
     def __init__(
         self,
-        client: PolicyClient,
+        client: EpisodeClient,
         metadata: PolicyMetadata,
         settings: RunSettings,
         before_episode: Callable[[], None] | None = None,
@@ -375,9 +385,7 @@ class EpisodeRunner:
 
     def _start(self, plan: EpisodePlan) -> tuple[ShiftStack, _Outcome]:
         """A fresh shift stack of ``plan``'s instance and the outcome of an episode not run yet."""
-        s = self.settings
-        recovery = recovery_for(plan.diagnostic.recovery, s.recovery_hold_steps, s.recovery_extra_steps)
-        return ShiftStack.of(plan.instance.shifts), _Outcome(recovery, task_info(plan.instance.task).instruction)
+        return _fresh(plan, self.settings)
 
     def _play(
         self,
@@ -465,17 +473,6 @@ class EpisodeRunner:
             recording.policy_camera(self.meta),
         )
 
-    def failed_record(self, plan: EpisodePlan, reason: str, detail: str) -> EpisodeRecord:
-        """The record of an episode of ``plan`` that could not run (e.g. its worker process died,
-        :mod:`liberopro.runs.workers`): not a success, no steps, ``termination_reason`` ``reason`` (a
-        :class:`~liberopro.schema.reasons.TerminationReason` value; ``valid`` as its side says) and
-        ``detail``; builds no scene and asks nothing of the policy."""
-        info = task_info(plan.instance.task)
-        stack, out = self._start(plan)
-        out.reason, out.detail = reason, detail
-        session = PolicySession(self.client, self.meta, uuid.uuid4().hex, 0.0, lambda step: info.instruction)
-        return self._record(plan, stack, session, out, time.perf_counter())
-
     def _policy_loop(
         self,
         scene: LiberoScene,
@@ -542,35 +539,104 @@ class EpisodeRunner:
     def _record(
         self, plan: EpisodePlan, stack: ShiftStack, session: PolicySession, out: _Outcome, t_start: float
     ) -> EpisodeRecord:
-        """The episode's record (:class:`liberopro.runs.summary.EpisodeRecord`) from its plan, shifts,
-        policy session and outcome; ``wall_s`` counts from ``t_start`` (``time.perf_counter``)."""
-        ref = plan.instance.task
-        return EpisodeRecord(
-            instance_id=plan.instance.instance_id,
-            case=plan.instance.case,
-            suite=ref.suite,
-            task_index=ref.index,
-            task_name=task_info(ref).name,
-            episode_index=plan.episode_index,
-            init_state_id=plan.init_state_index,
-            seed=plan.seed,
-            shifts=stack.records(),
-            success=out.success,
-            valid=TerminationReason(out.reason).scored,
-            steps=out.steps,
-            horizon=self.settings.horizon(ref),
-            termination_reason=TerminationReason(out.reason),
-            detail=out.detail,
-            phases=dict(out.tracker.reached) if out.tracker is not None else {},
-            instruction=out.instruction,
-            observations=plan.diagnostic.observations,
-            recovery=out.recovery.record,
-            replan_steps=self.settings.replan_steps or self.meta.replan_steps,
+        """The episode's record from its plan, shifts, policy session and outcome
+        (:func:`episode_record`)."""
+        return episode_record(
+            plan,
+            self.settings,
+            self.meta,
+            stack,
+            out,
+            t_start,
             latency=session.latency.stats(),
             episode_id=session.episode_id,
-            wall_s=round(time.perf_counter() - t_start, 3),
-            loop_s=round(out.loop_s, 3),
-            renders=out.renders,
-            video=out.video,
-            actions=out.actions,
         )
+
+
+def _fresh(plan: EpisodePlan, settings: RunSettings) -> tuple[ShiftStack, _Outcome]:
+    """A fresh shift stack of ``plan``'s instance and the outcome of an episode not run yet."""
+    recovery = recovery_for(plan.diagnostic.recovery, settings.recovery_hold_steps, settings.recovery_extra_steps)
+    return ShiftStack.of(plan.instance.shifts), _Outcome(recovery, task_info(plan.instance.task).instruction)
+
+
+def episode_record(
+    plan: EpisodePlan,
+    settings: RunSettings,
+    meta: PolicyMetadata,
+    stack: ShiftStack,
+    out: _Outcome,
+    t_start: float,
+    *,
+    latency: LatencyStats,
+    episode_id: str,
+) -> EpisodeRecord:
+    """The episode's record (:class:`liberopro.runs.summary.EpisodeRecord`) from its plan, the
+    run's settings, the policy's metadata, the episode's shifts and outcome, the policy's
+    ``latency`` statistics (:meth:`Latency.stats`) and the ``episode_id`` it was sent;
+    ``wall_s`` counts from ``t_start`` (``time.perf_counter``)."""
+    ref = plan.instance.task
+    return EpisodeRecord(
+        instance_id=plan.instance.instance_id,
+        case=plan.instance.case,
+        suite=ref.suite,
+        task_index=ref.index,
+        task_name=task_info(ref).name,
+        episode_index=plan.episode_index,
+        init_state_id=plan.init_state_index,
+        seed=plan.seed,
+        shifts=stack.records(),
+        success=out.success,
+        valid=TerminationReason(out.reason).scored,
+        steps=out.steps,
+        horizon=settings.horizon(ref),
+        termination_reason=TerminationReason(out.reason),
+        detail=out.detail,
+        phases=dict(out.tracker.reached) if out.tracker is not None else {},
+        instruction=out.instruction,
+        observations=plan.diagnostic.observations,
+        recovery=out.recovery.record,
+        replan_steps=settings.replan_steps or meta.replan_steps,
+        latency=latency,
+        episode_id=episode_id,
+        wall_s=round(time.perf_counter() - t_start, 3),
+        loop_s=round(out.loop_s, 3),
+        renders=out.renders,
+        video=out.video,
+        actions=out.actions,
+    )
+
+
+def failed_record(
+    plan: EpisodePlan, meta: PolicyMetadata, settings: RunSettings, reason: str, detail: str
+) -> EpisodeRecord:
+    """The record of an episode of ``plan`` that could not run (e.g. its worker process died,
+    :mod:`liberopro.runs.workers`): not a success, no steps, ``termination_reason`` ``reason`` (a
+    :class:`~liberopro.schema.reasons.TerminationReason` value; ``valid`` as its side says) and
+    ``detail``; builds no scene and asks nothing of the policy (``meta``: its metadata)."""
+    stack, out = _fresh(plan, settings)
+    out.reason, out.detail = reason, detail
+    return episode_record(
+        plan, settings, meta, stack, out, time.perf_counter(), latency=Latency().stats(), episode_id=uuid.uuid4().hex
+    )
+
+
+class CurrentScene:
+    """The scene of the episode a runner is running, for an in-process privileged policy that is
+    built before its runner (the oracle, instance validation, review pages, demonstrations)::
+
+        scene = CurrentScene()
+        runner = scene.bind(EpisodeRunner(LocalPolicyClient(OraclePolicy(scene)), meta, settings))
+
+    Calling it gives the bound runner's :attr:`EpisodeRunner.current_scene` (None before
+    :meth:`bind` and between episodes)."""
+
+    def __init__(self) -> None:
+        self._runner: EpisodeRunner | None = None
+
+    def __call__(self) -> LiberoScene | None:
+        return None if self._runner is None else self._runner.current_scene
+
+    def bind(self, runner: EpisodeRunner) -> EpisodeRunner:
+        """Follow ``runner``'s current scene from now on; returns ``runner``."""
+        self._runner = runner
+        return runner

@@ -88,7 +88,7 @@ def policy_camera(meta: PolicyMetadata) -> str | None:
 
 def recording_cameras(meta: PolicyMetadata, video: str) -> tuple[str, ...]:
     """The scene's cameras: the policy's, plus the true-view camera when videos are on."""
-    cams = tuple(c.name for c in meta.cameras)
+    cams: tuple[str, ...] = tuple(c.name for c in meta.cameras)
     if video != "none" and TRUE_VIEW_CAMERA not in cams:
         cams += (TRUE_VIEW_CAMERA,)
     return cams
@@ -130,6 +130,7 @@ def compose_frame(
     left, panel names at the bottom (``policy_label`` on the left), and with ``marks`` a red border
     and band naming them."""
     h, w = true_view.shape[:2]
+    left: np.ndarray
     if policy_view is None:
         left = np.full((h, w, 3), 64, np.uint8)
         _text(left, "policy gets", (4, h // 2 - 4), h / 400)

@@ -111,7 +111,7 @@ def parse_cases(text: str) -> list[list[str]]:
     (:mod:`liberopro.instances.study`; duplicates dropped); a bad preset raises ``ValueError``."""
     from liberopro.instances.study import expand
 
-    cases = []
+    cases: list[list[str]] = []
     for item in expand([p.strip() for p in text.split(",") if p.strip()]):
         if not item:
             continue

@@ -125,12 +125,13 @@ def _validation_metadata(shift_ids: list[str]):
 
 class _ValidationPolicy(OraclePolicy):
     """The privileged oracle (:class:`liberopro.oracle.policy.OraclePolicy`) with the validation
-    metadata (:func:`_validation_metadata`), steering by ``runner``'s current scene: a prop or
-    swap variant runs in a scene of its own, and a controller reading the task's plain scene
-    would steer by a robot that never moves. ``ref`` is the instance's task (the scene's own)."""
+    metadata (:func:`_validation_metadata`), steering by the runner's current scene (``scene``, a
+    :class:`liberopro.episode.runner.CurrentScene`): a prop or swap variant runs in a scene of its
+    own, and a controller reading the task's plain scene would steer by a robot that never moves.
+    ``ref`` is the instance's task (the scene's own)."""
 
-    def __init__(self, metadata, runner, ref) -> None:
-        super().__init__(lambda: runner.current_scene)
+    def __init__(self, metadata, scene, ref) -> None:
+        super().__init__(scene)
         self.metadata = metadata
         self._ref = ref
 
@@ -141,13 +142,13 @@ def _oracle_run(inst: Instance, settings, cache: dict, plan_args: tuple[int, int
     runner with ``settings`` and the scene cache ``cache``; ``plan_args`` is (episode index,
     init state, env seed). Returns (the episode record, the policy: its controller's stage)."""
     from liberopro.episode.local_policy import LocalPolicyClient
-    from liberopro.episode.runner import EpisodeRunner
+    from liberopro.episode.runner import CurrentScene, EpisodeRunner
     from liberopro.instances.build import EpisodePlan
 
     meta = _validation_metadata([s.id for s in inst.shifts])
-    runner = EpisodeRunner(None, meta, settings, scenes=cache)  # type: ignore[arg-type]
-    policy = _ValidationPolicy(meta, runner, inst.task)
-    runner.client = LocalPolicyClient(policy)
+    scene = CurrentScene()
+    policy = _ValidationPolicy(meta, scene, inst.task)
+    runner = scene.bind(EpisodeRunner(LocalPolicyClient(policy), meta, settings, scenes=cache))
     return runner.run_episode(EpisodePlan(inst, *plan_args)), policy
 
 
@@ -771,8 +772,8 @@ def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "
             f"{REFERENCE['eval']:,} eval shifted instances (this page covers a subset: not comparable)"
         )
     cols = ("proved", "unproved", "not_run", "dropped")
-    other = Counter()
-    other_suite = Counter()
+    other: Counter[str] = Counter()
+    other_suite: Counter[str] = Counter()
     for d in rep.get("dropped_pairs", []):
         if d["stage"] != "proof":
             other[d["case"]] += 1

@@ -21,6 +21,7 @@ from submission_spec import Observation, PolicyMetadata
 
 if TYPE_CHECKING:
     from liberopro.episode.runner import EpisodeRunner, RunSettings
+    from liberopro.oracle.scripted import ScriptedController
     from liberopro.sim.scene import LiberoScene
 
 #: The oracle's label where it is introduced (the demo's table titles): what it is and why it is there.
@@ -58,7 +59,7 @@ class OraclePolicy:
     def __init__(self, scene_of: Callable[[], LiberoScene | None]) -> None:
         self.metadata = oracle_metadata()
         self._scene_of = scene_of
-        self._controller = None
+        self._controller: ScriptedController | None = None
 
     def reset(self, episode_id: str, instruction: str) -> None:
         from liberopro.instances.build import semantics_of
@@ -86,9 +87,7 @@ def oracle_runner(settings: RunSettings, scenes: dict | None = None) -> EpisodeR
     HTTP), camera-less; ``settings`` as for any policy (``render_size`` is unused without
     cameras). ``scenes``: a shared scene cache, as :class:`EpisodeRunner` takes it."""
     from liberopro.episode.local_policy import LocalPolicyClient
-    from liberopro.episode.runner import EpisodeRunner
+    from liberopro.episode.runner import CurrentScene, EpisodeRunner
 
-    meta = oracle_metadata()
-    runner = EpisodeRunner(None, meta, settings, scenes=scenes)  # type: ignore[arg-type]
-    runner.client = LocalPolicyClient(OraclePolicy(lambda: runner.current_scene))
-    return runner
+    scene = CurrentScene()
+    return scene.bind(EpisodeRunner(LocalPolicyClient(OraclePolicy(scene)), oracle_metadata(), settings, scenes=scenes))

@@ -219,7 +219,8 @@ def _write_mp4(path: Path, frames: list[np.ndarray]) -> None:
     import imageio.v2 as imageio
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with imageio.get_writer(
+    # imageio's stubs type get_writer as the base reader/writer, without append_data
+    writer: Any = imageio.get_writer(
         path,
         fps=FPS,
         codec="libx264",
@@ -227,7 +228,8 @@ def _write_mp4(path: Path, frames: list[np.ndarray]) -> None:
         macro_block_size=1,
         ffmpeg_log_level="error",
         output_params=["-crf", "18", "-g", "2"],
-    ) as w:
+    )
+    with writer as w:
         for f in frames:
             w.append_data(f)
 
@@ -280,7 +282,7 @@ def _collect_task(job: dict, on_record: Callable[[dict], None] | None = None) ->
     whose progress entry is missing, returns every plan's record (read back for those done);
     ``on_record`` (in-process runs only) gets each record as it is known."""
     from liberopro.episode.local_policy import LocalPolicyClient
-    from liberopro.episode.runner import EpisodeRunner, RunSettings
+    from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
     from liberopro.instances.build import EpisodePlan
     from liberopro.runs.evaluation import auto_render_size
     from liberopro.schema.manifest import Instance
@@ -288,9 +290,9 @@ def _collect_task(job: dict, on_record: Callable[[dict], None] | None = None) ->
     work = Path(job["work"])
     meta = demo_metadata(job["image_size"])
     settings = RunSettings(render_size=auto_render_size(meta), max_steps=job["max_steps"])
-    runner = EpisodeRunner(None, meta, settings)  # type: ignore[arg-type]
-    policy = RecordingOracle(lambda: runner.current_scene, job["image_size"])
-    runner.client = LocalPolicyClient(policy)
+    scene = CurrentScene()
+    policy = RecordingOracle(scene, job["image_size"])
+    runner = scene.bind(EpisodeRunner(LocalPolicyClient(policy), meta, settings))
     records = []
     try:
         for p in job["plans"]:

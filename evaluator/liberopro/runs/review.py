@@ -22,16 +22,20 @@ import html
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import imageio.v2 as imageio
 import numpy as np
 
 from liberopro.episode.local_policy import LocalPolicyClient
-from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.episode.video import write_mp4
 from liberopro.instances.build import EpisodePlan, Instance, semantics_of
 from liberopro.shifts import get_shift
 from submission_spec import CameraSpec, Observation, PolicyMetadata
+
+if TYPE_CHECKING:
+    from liberopro.oracle.scripted import ScriptedController
 
 SIZE = 160
 
@@ -47,7 +51,7 @@ class Capture:
 class _ReviewPolicy:
     """Records what it receives; acts with the privileged scripted controller (or holds)."""
 
-    def __init__(self, runner: EpisodeRunner, ref, scripted: bool) -> None:
+    def __init__(self, scene: CurrentScene, ref, scripted: bool) -> None:
         self.metadata = PolicyMetadata(
             policy_name="liberopro-review (privileged scripted controller, not a submission)",
             cameras=[
@@ -58,13 +62,13 @@ class _ReviewPolicy:
             chunk_length=1,
             replan_steps=1,
         )
-        self.runner, self.ref, self.scripted = runner, ref, scripted
+        self.scene, self.ref, self.scripted = scene, ref, scripted
         self.capture = Capture()
-        self._controller = None
+        self._controller: ScriptedController | None = None
 
     def _scene(self):
         """The scene this episode runs in (a prop or swap variant has its own scene)."""
-        return self.runner.current_scene
+        return self.scene()
 
     def reset(self, episode_id: str, instruction: str) -> None:
         self.capture = Capture()
@@ -84,10 +88,9 @@ class _ReviewPolicy:
 
 def _run(inst: Instance, scenes: dict, steps: int, scripted: bool, seed: int):
     settings = RunSettings(render_size=SIZE, max_steps=steps)
-    runner = EpisodeRunner(None, None, settings, scenes=scenes)  # type: ignore[arg-type]
-    policy = _ReviewPolicy(runner, inst.task, scripted)
-    runner.meta = policy.metadata
-    runner.client = LocalPolicyClient(policy)
+    scene = CurrentScene()
+    policy = _ReviewPolicy(scene, inst.task, scripted)
+    runner = scene.bind(EpisodeRunner(LocalPolicyClient(policy), policy.metadata, settings, scenes=scenes))
     record = runner.run_episode(EpisodePlan(inst, 0, 0, seed))
     return record, policy.capture
 

@@ -384,16 +384,15 @@ def run_workers(
                 )
             launch(w, left)
             return
-        from liberopro.episode.runner import EpisodeRunner
+        from liberopro.episode.runner import failed_record
 
         if note is not None:
             note(
                 f"worker {w + 1} died again ({how}); its {len(left)} unfinished episode(s) are recorded as {WORKER_CRASHED}"
             )
-        recorder = EpisodeRunner(None, meta, settings)  # type: ignore[arg-type]  # records only
         detail = f"the worker process running this episode died twice (its first run and one retry; last: {how})"
         for i in left:
-            accept(i, recorder.failed_record(plans[i], WORKER_CRASHED, detail))
+            accept(i, failed_record(plans[i], meta, settings, WORKER_CRASHED, detail))
 
     try:
         for w, indices in enumerate(shares):

@@ -57,7 +57,9 @@ _OBJECTS_BLOCK = re.compile(r"\(:objects(.*?)\)", re.S)
 
 def _objects_groups(block: str) -> list[tuple[list[str], str]]:
     """``a b - T  c - U`` -> ``[([a, b], T), ([c], U)]`` (LIBERO's ``:objects`` syntax)."""
-    tokens, groups, names = block.split(), [], []
+    tokens = block.split()
+    groups: list[tuple[list[str], str]] = []
+    names: list[str] = []
     i = 0
     while i < len(tokens):
         if tokens[i] == "-":
@@ -211,6 +213,8 @@ def props_xml(xml: str, props: tuple[PropSpec, ...], types: dict[str, str], stat
     sets the renderer's clipping planes and shadow map, the mean inertia scales the solver)."""
     root = ET.fromstring(xml)
     asset, world = root.find("asset"), root.find("worldbody")
+    if asset is None or world is None:
+        raise ValueError("the model XML has no <asset> or no <worldbody>")
     for old in root.findall("statistic"):
         root.remove(old)
     root.insert(list(root).index(asset), ET.Element("statistic", statistic))
@@ -219,6 +223,7 @@ def props_xml(xml: str, props: tuple[PropSpec, ...], types: dict[str, str], stat
         if not spec.name.startswith("liberopro_prop_") or spec.name in names:
             raise ValueError(f"prop name {spec.name!r} must start with liberopro_prop_ and be unique")
         holder = ET.Element("body", {"name": spec.name, "pos": _fmt(parked_pos(i))})
+        extra_assets: list[ET.Element]
         if spec.kind in ("box", "cylinder"):
             children, extra_assets = _primitive(spec), []
         elif spec.kind.startswith(("object:", "clone:")):
