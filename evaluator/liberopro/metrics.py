@@ -115,15 +115,15 @@ def bootstrap_mean_of_rates(
         case_rates = (w * rates).sum(axis=2) / wsum  # NaN where a case drew none of its tasks
     stats = np.nanmean(np.where(wsum > 0, case_rates, np.nan), axis=1)
     stats = stats[~np.isnan(stats)]
-    ci: tuple[float, float] | None = None
+    interval: tuple[float, float] | None = None
     if len(stats):
         lo, hi = float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
         if hi - lo < 1e-12 or k.sum() in (0, n.sum()):  # cannot vary (docstring)
             lo, hi = wilson(point * n.sum(), int(n.sum()))
-        ci = (lo, hi)
+        interval = (lo, hi)
     return {
         "mean": round(point, 6),
-        "ci95": None if ci is None else [round(ci[0], 6), round(ci[1], 6)],
+        "ci95": None if interval is None else [round(interval[0], 6), round(interval[1], 6)],
         "cases": len(cases),
         "episodes": int(n.sum()),
     }
