@@ -79,9 +79,9 @@ def _union_scenes(instances, cache: dict) -> None:
     :meth:`~liberopro.episode.runner.EpisodeRunner.scene_for` then uses it): building a LIBERO scene costs
     tens of seconds, stepping one episode a few. Parked props leave the task's scene as it was
     (``tests/evaluator/test_shifts_props.py`` checks it bit for bit, images and physics)."""
+    from liberopro.catalog import shift_class
     from liberopro.episode.runner import EpisodeRunner
     from liberopro.instances.generation import _validation_metadata
-    from liberopro.shifts import get_shift
     from liberopro.sim.scene import LiberoScene, SceneVariant
     from liberopro.sim.tasks import task_info
 
@@ -89,7 +89,7 @@ def _union_scenes(instances, cache: dict) -> None:
     for inst in instances:
         entry = inst.shifts[0]
         cams = tuple(c.name for c in _validation_metadata([entry.id]).cameras)
-        shift = get_shift(entry.id)(entry.params)
+        shift = shift_class(entry.id)(entry.params)
         by_cams.setdefault(cams, []).append(EpisodeRunner.variant_of([shift]))
     for cams, variants in by_cams.items():
         union = SceneVariant()

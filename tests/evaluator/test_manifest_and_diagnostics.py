@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from liberopro.catalog import SPECS
 from liberopro.episode.runner import EpisodeRunner, RunSettings
 from liberopro.instances.build import Diagnostic, EpisodePlan, Instance, ShiftEntry, make_instance, parse_cases
 from liberopro.instances.generation import check_manifest, default_cases, generate
 from liberopro.schema.manifest import ManifestError, make_header, read_manifest, seed_commitment, write_manifest
-from liberopro.shifts import SHIFTS
 from liberopro.sim.tasks import TaskRef
 
 from submission_spec import PolicyClient, create_app
@@ -48,7 +48,7 @@ def test_manifest_generation_is_deterministic_validated_and_tamper_evident(tmp_p
 
 
 def test_nominal_leads_the_default_cases_and_is_kept_when_named():
-    assert default_cases() == [[]] + [[sid] for sid in SHIFTS]
+    assert default_cases() == [[]] + [[sid] for sid in SPECS]
     assert parse_cases("nominal,S12,S01+D10") == [[], ["S12"], ["S01", "D10"]]
 
 
@@ -81,7 +81,7 @@ def test_a_manifest_is_checked_whole_against_the_shift_catalog_with_each_bad_lin
     lines = str(err.value).splitlines()
     assert lines[0] == f"{path}: 5 problem(s):"
     assert [ln.removeprefix(f"{path}:") for ln in lines[1:]] == [
-        "5: unknown shift 'S99'; known: " + ", ".join(sorted(SHIFTS)),
+        "5: unknown shift 'S99'; known: " + ", ".join(sorted(SPECS)),
         "6: shift id 's12' is written 'S12'",
         "7: S12 parameters: gamma: Extra inputs are not permitted",
         "8: D01 parameters: trigger: Input should be 'approach'",

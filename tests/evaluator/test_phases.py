@@ -12,6 +12,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from liberopro.catalog import shift_class
 from liberopro.episode.phases import (
     APPROACH_RADIUS_M,
     LIFT_M,
@@ -24,7 +25,6 @@ from liberopro.episode.phases import (
 from liberopro.episode.runner import EpisodeRunner, RunSettings
 from liberopro.instances.build import EpisodePlan, Instance, ShiftEntry, semantics_of
 from liberopro.oracle.scripted import Articulate, ScriptedController, drive_to_phase
-from liberopro.shifts import get_shift
 from liberopro.sim.scene import LiberoScene, SceneVariant
 from liberopro.sim.tasks import TaskRef, task_info
 
@@ -365,7 +365,7 @@ def test_d18_at_its_fallback_with_nothing_held_only_opens_the_gripper(serve_app,
 
 
 def test_d18_catalog_and_applicability():
-    cls = get_shift("D18")
+    cls = shift_class("D18")
     assert (cls.kind, cls.category, cls.triggers) == ("runtime", "Robot", ("transport",))
     assert cls.applicable(GOAL5, semantics_of(GOAL5)) is not None  # a pushed plate is never held
     for ref in (GOAL8, GOAL0, GOAL7, LONG9, OBJECT0):

@@ -18,12 +18,11 @@ leave the scene as it was, ``test_shifts_props.py``), and the Observation shifts
 from __future__ import annotations
 
 import pytest
-from liberopro.catalog import get_spec
+from liberopro.catalog import get_spec, shift_class
 from liberopro.episode.local_policy import LocalPolicyClient
 from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.instances.build import EpisodePlan, Instance, make_instance
 from liberopro.instances.generation import _validation_metadata, _ValidationPolicy
-from liberopro.shifts import get_shift
 from liberopro.shifts.base import MAX_DELAY_STEPS
 from liberopro.sim.scene import LiberoScene, SceneVariant
 from liberopro.sim.tasks import TaskRef, task_info
@@ -56,7 +55,7 @@ def cams_of(sid: str) -> tuple[str, ...]:
 
 def variant(inst: Instance) -> SceneVariant:
     entry = inst.shifts[0]
-    return EpisodeRunner.variant_of([get_shift(entry.id)(entry.params)])
+    return EpisodeRunner.variant_of([shift_class(entry.id)(entry.params)])
 
 
 def shared_scenes(scenes: dict) -> None:

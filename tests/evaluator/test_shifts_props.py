@@ -18,9 +18,9 @@ import math
 import mujoco
 import numpy as np
 import pytest
+from liberopro.catalog import shift_class
 from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.instances.build import EpisodePlan, Instance, ShiftEntry, semantics_of
-from liberopro.shifts import get_shift
 from liberopro.shifts._objects import SIZE_M
 from liberopro.sim.scene import LiberoScene, SceneVariant
 from liberopro.sim.tasks import TaskRef, task_info
@@ -104,7 +104,7 @@ _nominal: dict[TaskRef, dict] = {}
 
 
 def variant_of(sid: str, params: dict) -> SceneVariant:
-    cls = get_shift(sid)
+    cls = shift_class(sid)
     return cls.scene_variant(cls.Params.model_validate(params))
 
 
@@ -143,7 +143,7 @@ def run(serve_app, scenes, ref: TaskRef, sid: str | None, max_steps: int = 3, po
     with PolicyClient(url) as client:
         runner = EpisodeRunner(client, policy.metadata, RunSettings(render_size=PX, max_steps=max_steps), scenes=scenes)
         rec = runner.run_episode(EpisodePlan(instance=instance, episode_index=0, init_state_index=0, seed=0))
-        shifts = [get_shift(s.id)(s.params) for s in instance.shifts]
+        shifts = [shift_class(s.id)(s.params) for s in instance.shifts]
         return rec, runner.scene_for(ref, runner.variant_of(shifts)), policy
 
 

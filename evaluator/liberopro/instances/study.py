@@ -68,9 +68,9 @@ def replan_sweep() -> list[int]:
 
 
 def _shift_ids() -> list[str]:
-    from liberopro.shifts import SHIFTS
+    from liberopro.catalog import SPECS
 
-    ids = list(SHIFTS)
+    ids = list(SPECS)
     return sorted((i for i in ids if i.startswith("S")), key=lambda i: int(i[1:])) + sorted(
         (i for i in ids if i.startswith("D")), key=lambda i: int(i[1:])
     )

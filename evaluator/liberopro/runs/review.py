@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 import imageio.v2 as imageio
 import numpy as np
 
+from liberopro.catalog import shift_class
 from liberopro.episode.local_policy import LocalPolicyClient
 from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.episode.video import write_mp4
 from liberopro.instances.build import EpisodePlan, Instance, semantics_of
-from liberopro.shifts import get_shift
 from submission_spec import CameraSpec, Observation, PolicyMetadata
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def _png(path: Path, img: np.ndarray) -> str:
 
 def review_instance(inst: Instance, out_dir: Path, scenes: dict, seed: int = 0) -> dict:
     """Render one instance's review assets into ``out_dir/<instance_id>/``; returns its entry."""
-    classes = [get_shift(s.id) for s in inst.shifts]
+    classes = [shift_class(s.id) for s in inst.shifts]
     runtime = any(c.kind == "runtime" for c in classes)
     execution = any(c.category == "Execution" for c in classes)
     d = out_dir / inst.instance_id
@@ -144,7 +144,9 @@ def review_instance(inst: Instance, out_dir: Path, scenes: dict, seed: int = 0) 
                 {"label": "shifted rollout (scripted)", "file": write_mp4(d / "shifted.mp4", cap.true_view)}
             )
     else:
-        fallback = max(int(s.params.get("fallback_step", 0)) for s in inst.shifts if get_shift(s.id).kind == "runtime")
+        fallback = max(
+            int(s.params.get("fallback_step", 0)) for s in inst.shifts if shift_class(s.id).kind == "runtime"
+        )
         rec, cap = _run(inst, scenes, fallback + 30, scripted=True, seed=seed)
         fired = [s.fired_at_step for s in rec.shifts if s.kind == "runtime"]
         t = fired[0] if fired and fired[0] is not None else None

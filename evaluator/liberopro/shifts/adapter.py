@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from liberopro.shifts import get_shift
+from liberopro.catalog import shift_class
 from liberopro.shifts.base import EpisodeContext, RuntimeShift, Shift, stable_seed
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class ShiftStack:
     @classmethod
     def of(cls, entries: Iterable[ShiftEntry]) -> ShiftStack:
         """The shifts of an instance's entries (``id``, ``params``), each class imported by id."""
-        return cls([get_shift(e.id)(e.params) for e in entries])
+        return cls([shift_class(e.id)(e.params) for e in entries])
 
     def bind(
         self,
