@@ -58,7 +58,7 @@ what is tested.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 
 import mujoco
@@ -193,6 +193,15 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- the controller
+
+
+def _must(value: np.ndarray | None, what: str) -> np.ndarray:
+    """``value``, or ``RuntimeError`` naming ``what`` when the scene has no such point."""
+    if value is None:
+        raise RuntimeError(f"{what} is not in the scene")
+    return value
+
+
 class ScriptedController:
     """Privileged scripted controller (tests and tooling only; see the module docstring).
 
@@ -266,7 +275,9 @@ class ScriptedController:
             self.stage = "done"
             return self._action(self.eef(), self._grip)
 
-    def _action(self, target: np.ndarray, grip: float, speed: float = 1.0, gain: float = 1.5) -> np.ndarray:
+    def _action(
+        self, target: np.ndarray | Sequence[float], grip: float, speed: float = 1.0, gain: float = 1.5
+    ) -> np.ndarray:
         a = np.zeros(7)
         a[:3] = np.clip((np.asarray(target) - self.eef()) / POS_SCALE_M * gain, -speed, speed)
         a[3:6] = np.clip(_rotvec(self._rot @ self.eef_rot().T) / ROT_SCALE_RAD, -MAX_ROT_ACTION, MAX_ROT_ACTION)
@@ -442,20 +453,23 @@ class ScriptedController:
             dirs = [dv for dv in dirs if abs(float(dv @ np.asarray(across)[:2])) < 0.2]
         reach = np.array([float(((rim - centre) @ dv).max()) for dv in dirs])
         med = float(np.median(reach))
-        best, best_score = None, -np.inf
+        chosen: tuple[np.ndarray, float] | None = None
+        best_score = -np.inf
         spread = self.spread_axis()[:2]
         for dv, r in zip(dirs, reach, strict=True):
             outer = centre + dv * (r + 0.03)
             clear = self._clearance(boxes, outer)
             turn = math.acos(min(1.0, abs(float(dv @ spread))))
             wall = centre + dv * (r - 0.006)
-            reach = self._reach_excess(wall)
+            excess = self._reach_excess(wall)
             if goal_xy is not None:
-                reach = max(reach, self._reach_excess(np.asarray(goal_xy)[:2] + wall - centre))
-            score = min(clear, 0.06) - 0.02 * turn - (0.05 if r > med + 0.01 else 0.0) - 2.0 * reach
+                excess = max(excess, self._reach_excess(np.asarray(goal_xy)[:2] + wall - centre))
+            score = min(clear, 0.06) - 0.02 * turn - (0.05 if r > med + 0.01 else 0.0) - 2.0 * excess
             if score > best_score:
-                best, best_score = (dv, r), score
-        dv, r = best
+                chosen, best_score = (dv, float(r)), score
+        if chosen is None:
+            raise RuntimeError(f"no rim direction to grasp {name} from")
+        dv, r = chosen
         wall = centre + dv * (r - 0.006)
         return np.array([wall[0], wall[1], top - RIM_DEPTH_M]), np.array([dv[0], dv[1], 0.0]), "rim"
 
@@ -571,7 +585,7 @@ class ScriptedController:
         g1, g2 = np.asarray(d.contact.geom1[:n]), np.asarray(d.contact.geom2[:n])
         return bool(np.any((grip[g1] & mask[g2]) | (grip[g2] & mask[g1])))
 
-    def _place(self, stage: Place) -> Iterator[np.ndarray]:
+    def _place(self, stage: Place) -> Generator[np.ndarray, None, None]:
         """Pick and place, starting over (up to :data:`PICK_ATTEMPTS` times) when the object is
         missed or lost before it is over the goal: after a slip, or after an evaluator forced the
         gripper open (D18), the controller picks the object up again."""
@@ -580,10 +594,39 @@ class ScriptedController:
             if done:
                 return
 
-    def _pick_and_place(self, stage: Place, attempt: int) -> Iterator[np.ndarray]:
-        scene, name = self.scene, stage.obj
-        root = scene.root_body(name)
+    def _pick_and_place(self, stage: Place, attempt: int) -> Generator[np.ndarray, None, bool]:
+        """One attempt at ``stage``: grasp, lift, carry, lower and release (or insert, or tuck in);
+        returns whether it got the object to its goal (False: missed or lost on the way)."""
+        name = stage.obj
         label = f"place {name}" + (f" (attempt {attempt + 1})" if attempt else "")
+        grasped = yield from self._grasp(stage, label)
+        if grasped is None:
+            return False
+        kind, opening, tuck = grasped
+        if opening is not None:
+            return (yield from self._insert(stage, label, opening))
+        lifted = yield from self._lift(stage, label)
+        if lifted is None:
+            return False
+        goal, carry_z = lifted
+        if goal is None:
+            return True
+        goal = yield from self._carry(stage, label, goal, carry_z, 0.6 if kind == "rim" else 0.8, tuck)
+        if goal is None:
+            return False
+        if tuck is not None:
+            yield from self._tuck_in(name, label, tuck)
+            return True
+        yield from self._lower_and_release(name, label, goal)
+        return True
+
+    def _grasp(
+        self, stage: Place, label: str
+    ) -> Generator[np.ndarray, None, tuple[str, tuple[np.ndarray, float, float] | None, dict | None] | None]:
+        """Open, go above the object's grasp, descend and close; returns (grasp kind, the side
+        opening to insert through or None, the tuck plan or None), or None when the hand closed on
+        nothing."""
+        name = stage.obj
         goal = self._goal(stage)
         tuck = self._tuck(stage) if goal is not None else None
         grasp, closing, kind = self.grasp_plan(
@@ -610,19 +653,19 @@ class ScriptedController:
         self.stage = f"{label}: close"
         yield from self._gripper(CLOSE, 12)
         if not self._holding(name):
-            return False
-        if opening is not None:
-            return (yield from self._insert(stage, label, opening))
-        # Lift high enough for the object to clear everything between it and the goal.
-        goal = self._goal(stage)
-        pts = self._points(name)
+            return None
+        return kind, opening, tuck
+
+    def _carry_height(self, stage: Place, goal: np.ndarray | None) -> tuple[float, float]:
+        """(the object's bottom now, the hand's height to carry it at): high enough for the object
+        to clear everything between it and the goal, at most :data:`MAX_ABOVE_HOME_M` above home."""
+        pts = self._points(stage.obj)
         obj_bottom = float(pts[:, 2].min())
-        start_bottom = obj_bottom
         obj_xy = 0.5 * (pts[:, :2].min(axis=0) + pts[:, :2].max(axis=0))
         radius = float(np.max(np.linalg.norm(pts[:, :2] - obj_xy, axis=1)))
         clear_z = obj_bottom + 0.08
         if goal is not None:
-            others = self._others_points({root})
+            others = self._others_points({self.scene.root_body(stage.obj)})
             if len(others):
                 seg = goal[:2] - obj_xy
                 t = np.clip(((others[:, :2] - obj_xy) @ seg) / max(float(seg @ seg), 1e-9), 0.0, 1.0)
@@ -631,7 +674,20 @@ class ScriptedController:
                     clear_z = max(clear_z, float(others[near, 2].max()) + 0.05)
             clear_z = max(clear_z, goal[2] + 0.05)
         eef = self.eef()
-        carry_z = min(eef[2] + (clear_z - obj_bottom), self._home[2] + MAX_ABOVE_HOME_M)
+        return obj_bottom, min(eef[2] + (clear_z - obj_bottom), self._home[2] + MAX_ABOVE_HOME_M)
+
+    def _lift(self, stage: Place, label: str) -> Generator[np.ndarray, None, tuple[np.ndarray | None, float] | None]:
+        """Lift the held object to its carry height (sliding it out from under anything overhead
+        first); returns (the goal, the carry height), or None when the object was lost (the hand
+        has let go)."""
+        name = stage.obj
+        root = self.scene.root_body(name)
+        goal = self._goal(stage)
+        start_bottom, carry_z = self._carry_height(stage, goal)
+        pts = self._points(name)
+        obj_xy = 0.5 * (pts[:, :2].min(axis=0) + pts[:, :2].max(axis=0))
+        radius = float(np.max(np.linalg.norm(pts[:, :2] - obj_xy, axis=1)))
+        eef = self.eef()
         # Something overhead (the open drawer above the bowl of libero_goal 3)? Lift a little,
         # then slide the object out from under it along the table before rising.
         obj_top = float(pts[:, 2].max())
@@ -649,36 +705,45 @@ class ScriptedController:
                 if min(self._clearance(over, obj_xy, 0.1), 0.1) >= radius + 0.02 or not self._holding(name):
                     break
                 e = self.eef()
-                yield self._action([e[0] + away[0] * 0.03, e[1] + away[1] * 0.03, e[2]], CLOSE, speed=0.5)
+                yield self._action(np.array([e[0] + away[0] * 0.03, e[1] + away[1] * 0.03, e[2]]), CLOSE, speed=0.5)
             eef = self.eef()
         self.stage = f"{label}: lift"
         yield from self._move([eef[0], eef[1], carry_z], tol=0.015, max_steps=60, speed=0.9)
         if not self._holding(name) or float(self._points(name)[:, 2].min()) < start_bottom + 0.02:
             yield from self._let_go(label)
-            return False
-        if goal is None:
-            return True
+            return None
+        return goal, carry_z
+
+    def _carry(
+        self, stage: Place, label: str, goal: np.ndarray, carry_z: float, speed: float, tuck: dict | None
+    ) -> Generator[np.ndarray, None, np.ndarray | None]:
+        """Carry the held object at ``carry_z`` until it is over the goal (the tuck's entry point
+        with a tuck plan); returns the goal it reached, or None when the object was lost."""
+        name = stage.obj
         self.stage = f"{label}: carry"
-        speed = 0.6 if kind == "rim" else 0.8
         if tuck is not None:
             goal = tuck["entry"]
         for _ in range(120):
             if not self._holding(name):
                 yield from self._let_go(label)
-                return False
+                return None
             pts = self._points(name)
             obj_xy = 0.5 * (pts[:, :2].min(axis=0) + pts[:, :2].max(axis=0))
             off = goal[:2] - obj_xy
             if float(np.linalg.norm(off)) <= 0.012:
                 break
             eef = self.eef()
-            yield self._action([eef[0] + off[0], eef[1] + off[1], carry_z], CLOSE, speed=speed)
-            goal = tuck["entry"] if tuck is not None else self._goal(stage)
-        if tuck is not None:
-            yield from self._tuck_in(name, label, tuck)
-            return True
+            yield self._action(np.array([eef[0] + off[0], eef[1] + off[1], carry_z]), CLOSE, speed=speed)
+            now = tuck["entry"] if tuck is not None else self._goal(stage)
+            if now is None:
+                raise RuntimeError(f"{label}: the goal region of {name} is gone")
+            goal = now
+        return goal
+
+    def _lower_and_release(self, name: str, label: str, goal: np.ndarray) -> Iterator[np.ndarray]:
+        """Lower the held object to 3 cm above the surface under ``goal``, open and retreat."""
         self.stage = f"{label}: lower"
-        surface = self._surface_z(goal[:2], {root})
+        surface = self._surface_z(goal[:2], {self.scene.root_body(name)})
         pts = self._points(name)
         drop = float(pts[:, 2].min()) - (surface + 0.03)
         if drop > 0:
@@ -694,7 +759,6 @@ class ScriptedController:
         eef = self.eef()
         self.stage = f"{label}: retreat"
         yield from self._move([eef[0], eef[1], eef[2] + 0.10], tol=0.02, max_steps=30)
-        return True
 
     def _opening(self, stage: Place) -> tuple[np.ndarray, float, float] | None:
         """For a goal region inside a roofed fixture entered from the side (the microwave's
@@ -709,7 +773,7 @@ class ScriptedController:
         site = scene.inner.object_sites_dict.get(stage.region)
         if site is None or getattr(site, "joints", None):
             return None
-        goal = region_pos(scene, stage.region)
+        goal = _must(region_pos(scene, stage.region), f"the goal region {stage.region}")
         geomid = np.array([-1], dtype=np.int32)
         skip = {self._robot_root, scene.root_body(stage.obj)}
 
@@ -751,7 +815,9 @@ class ScriptedController:
         roof_s = float(np.max(geom_world_points(scene, [roof]) @ best))
         return best, roof_s, float(goal[2] - down)
 
-    def _insert(self, stage: Place, label: str, opening: tuple[np.ndarray, float, float]) -> Iterator[np.ndarray]:
+    def _insert(
+        self, stage: Place, label: str, opening: tuple[np.ndarray, float, float]
+    ) -> Generator[np.ndarray, None, bool]:
         """Put an object held by its handle (vertical hand) into a roofed enclosure through its
         opening (:meth:`_opening`): turn it so the handle points out of the opening, carry it in
         front of the opening with its bottom 2 cm above the enclosure's floor, slide it in as
@@ -762,7 +828,7 @@ class ScriptedController:
         scene, name = self.scene, stage.obj
         o, roof_s, floor_z = opening
         root = scene.root_body(name)
-        goal = self._goal(stage)
+        goal = _must(self._goal(stage), f"the goal of {stage.obj}")
         pts = self._points(name)
         eef = self.eef()
         grip_above_bottom = float(eef[2] - pts[:, 2].min())
@@ -1029,7 +1095,7 @@ class ScriptedController:
                 float(pts[:, 2].max()),
             )
 
-        goal = region_pos(scene, stage.region)
+        goal = _must(region_pos(scene, stage.region), f"the goal region {stage.region}")
         xy, radius, bottom, top = centre()
         d = _unit(goal[:2] - xy)
         if top - bottom < 0.03 and radius > 0.045:
@@ -1142,11 +1208,12 @@ class ScriptedController:
 
     def _pull_drawer(self, part: Part) -> Iterator[np.ndarray]:
         label = f"open {part.name}" + self._try_suffix
-        u = _unit(np.array([part.pull_dir[0], part.pull_dir[1], 0.0]))
+        pull = _must(part.pull_dir, f"the pull direction of {part.name}")
+        u = _unit(np.array([pull[0], pull[1], 0.0]))
         # Point the hand into the drawer with the fingers above and below the handle bar: turn so
         # the fingers open along u, then tip the hand 90 degrees about the horizontal normal.
         self._rot = _axis_rot(np.cross([0, 0, 1.0], u), math.pi / 2) @ self._yawed(u)
-        h = part.handle_pos(self.scene)
+        h = _must(part.handle_pos(self.scene), f"the handle of {part.name}")
         self.stage = f"{label}: open gripper"
         yield from self._gripper(OPEN, 4)
         eef = self.eef()
@@ -1182,9 +1249,10 @@ class ScriptedController:
 
     def _push_drawer(self, part: Part) -> Iterator[np.ndarray]:
         label = f"close {part.name}" + self._try_suffix
-        u = _unit(np.array([part.pull_dir[0], part.pull_dir[1], 0.0]))
+        pull = _must(part.pull_dir, f"the pull direction of {part.name}")
+        u = _unit(np.array([pull[0], pull[1], 0.0]))
         self._rot = self._base_rot.copy()
-        h = part.handle_pos(self.scene)
+        h = _must(part.handle_pos(self.scene), f"the handle of {part.name}")
         self.stage = f"{label}: close gripper"
         yield from self._gripper(CLOSE, 6)
         pre = h + u * 0.08
@@ -1208,7 +1276,7 @@ class ScriptedController:
         self.stage = f"{label}: push level"
         across = np.cross([0, 0, 1.0], u)
         self._rot = _axis_rot(across, math.pi / 2) @ self._yawed(across)
-        h = part.handle_pos(self.scene)
+        h = _must(part.handle_pos(self.scene), f"the handle of {part.name}")
         pre = h + u * 0.06
         eef = self.eef()
         yield from self._move([pre[0], pre[1], max(eef[2], h[2])], tol=0.015, max_steps=40)
