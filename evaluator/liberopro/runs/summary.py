@@ -93,9 +93,6 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> Headline:
         }
         return bootstrap_mean_of_rates(sel)
 
-    def sr(recs: list[EpisodeRecord]) -> float | None:
-        return success_rate((r.task_key, r.success) for r in recs if r.valid)["success_rate"]
-
     categories: dict[str, dict[str, Any]] = {"static": {}, "runtime": {}}
     for v in singles.values():
         s = v[0].shifts[0]
@@ -104,65 +101,9 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> Headline:
         for cat in sorted(cats):
             cats[cat] = group(kind, cat)
 
-    def paired(recs: list[EpisodeRecord]) -> dict[PairKey, bool]:
-        return {r.pair_key: r.success for r in recs if r.valid}
-
-    compositions = []
-    for key, recs in standard.items():
-        ids = [s.id for s in recs[0].shifts]
-        if len(ids) < 2:
-            continue
-        gap = (
-            weakest_single_gap(paired(recs), {i: paired(standard[i]) for i in ids if i in standard})
-            if all(i in standard for i in ids)
-            else None
-        )
-        compositions.append(
-            {
-                "case": key,
-                "success_rate": sr(recs),
-                # SR of each constituent over its own tasks (context; the gap does not use these)
-                "constituents": {i: sr(standard[i]) if i in standard else None for i in ids},
-                # the weakest constituent and its rate over the composition's own episodes
-                "weakest_constituent": gap["weakest_single"] if gap else None,
-                "weakest_single": gap["constituent_rates"][gap["weakest_single"]]
-                if gap and gap["weakest_single"]
-                else None,
-                "weakest_single_gap": gap["value"] if gap else None,
-                "gap_ci95": gap["ci95"] if gap else None,
-                "paired_tasks": gap["tasks"] if gap else 0,
-                "paired_episodes": gap["pairs"] if gap else 0,
-                "paired_rates": {"composition": gap["composition_rate"], **gap["constituent_rates"]} if gap else {},
-            }
-        )
-    frozen, frozen_pairs = [], {}
-    for recs in rows.values():
-        if (
-            recs[0].observations == "frozen"
-            and recs[0].recovery.get("protocol", "none") == "none"
-            and recs[0].case in standard
-        ):
-            live, fro = paired(standard[recs[0].case]), paired(recs)
-            d = paired_difference(live, fro)
-            if d["value"] is not None:
-                frozen_pairs[recs[0].case] = (live, fro)
-                frozen.append(
-                    {
-                        "case": recs[0].case,
-                        "live": sr(standard[recs[0].case]),
-                        "frozen": sr(recs),
-                        "gap": d["value"],
-                        "ci95": d["ci95"],
-                        "paired_episodes": d["pairs"],
-                    }
-                )
-    recovery: dict[str, dict] = defaultdict(dict)
-    for recs in rows.values():
-        proto = recs[0].recovery.get("protocol", "none")
-        if proto != "none" and recs[0].observations == "live" and recs[0].case in standard:
-            base, rec = paired(standard[recs[0].case]), paired(recs)
-            if paired_difference(rec, base)["value"] is not None:
-                recovery[proto][recs[0].case] = (rec, base)
+    compositions = _compositions(standard)
+    frozen, frozen_pairs = _frozen_gaps(rows, standard)
+    recovery = _recovery_pairs(rows, standard)
     mean_frozen = mean_paired_difference(frozen_pairs) if frozen_pairs else None
     nominal = standard.get("nominal")
     return Headline.model_validate(
@@ -182,6 +123,95 @@ def headline(rows: dict[str, list[EpisodeRecord]]) -> Headline:
             "recovery_gain": {p: _gain(g) for p, g in sorted(recovery.items())},
         }
     )
+
+
+def _sr(recs: list[EpisodeRecord]) -> float | None:
+    """The task-averaged success rate of the valid episodes of ``recs``."""
+    return success_rate((r.task_key, r.success) for r in recs if r.valid)["success_rate"]
+
+
+def _paired(recs: list[EpisodeRecord]) -> dict[PairKey, bool]:
+    """Start -> success of the valid episodes of ``recs``."""
+    return {r.pair_key: r.success for r in recs if r.valid}
+
+
+def _compositions(standard: dict[str, list[EpisodeRecord]]) -> list[dict[str, Any]]:
+    """The headline's ``compositions``: per multi-shift standard row, its SR and its
+    weakest-single gap (:func:`headline`)."""
+    compositions: list[dict[str, Any]] = []
+    for key, recs in standard.items():
+        ids = [s.id for s in recs[0].shifts]
+        if len(ids) < 2:
+            continue
+        gap = (
+            weakest_single_gap(_paired(recs), {i: _paired(standard[i]) for i in ids if i in standard})
+            if all(i in standard for i in ids)
+            else None
+        )
+        compositions.append(
+            {
+                "case": key,
+                "success_rate": _sr(recs),
+                # SR of each constituent over its own tasks (context; the gap does not use these)
+                "constituents": {i: _sr(standard[i]) if i in standard else None for i in ids},
+                # the weakest constituent and its rate over the composition's own episodes
+                "weakest_constituent": gap["weakest_single"] if gap else None,
+                "weakest_single": gap["constituent_rates"][gap["weakest_single"]]
+                if gap and gap["weakest_single"]
+                else None,
+                "weakest_single_gap": gap["value"] if gap else None,
+                "gap_ci95": gap["ci95"] if gap else None,
+                "paired_tasks": gap["tasks"] if gap else 0,
+                "paired_episodes": gap["pairs"] if gap else 0,
+                "paired_rates": {"composition": gap["composition_rate"], **gap["constituent_rates"]} if gap else {},
+            }
+        )
+    return compositions
+
+
+def _frozen_gaps(
+    rows: dict[str, list[EpisodeRecord]], standard: dict[str, list[EpisodeRecord]]
+) -> tuple[list[dict[str, Any]], dict[str, tuple[dict[PairKey, bool], dict[PairKey, bool]]]]:
+    """Per case run both ways, SR(live) - SR(frozen) with its paired interval, and the paired
+    outcomes their mean is taken over (:func:`headline`)."""
+    frozen: list[dict[str, Any]] = []
+    frozen_pairs: dict[str, tuple[dict[PairKey, bool], dict[PairKey, bool]]] = {}
+    for recs in rows.values():
+        if (
+            recs[0].observations == "frozen"
+            and recs[0].recovery.get("protocol", "none") == "none"
+            and recs[0].case in standard
+        ):
+            live, fro = _paired(standard[recs[0].case]), _paired(recs)
+            d = paired_difference(live, fro)
+            if d["value"] is not None:
+                frozen_pairs[recs[0].case] = (live, fro)
+                frozen.append(
+                    {
+                        "case": recs[0].case,
+                        "live": _sr(standard[recs[0].case]),
+                        "frozen": _sr(recs),
+                        "gap": d["value"],
+                        "ci95": d["ci95"],
+                        "paired_episodes": d["pairs"],
+                    }
+                )
+    return frozen, frozen_pairs
+
+
+def _recovery_pairs(
+    rows: dict[str, list[EpisodeRecord]], standard: dict[str, list[EpisodeRecord]]
+) -> dict[str, dict[str, tuple[dict[PairKey, bool], dict[PairKey, bool]]]]:
+    """Protocol -> case -> (paired outcomes with the protocol, without) for the cases run both
+    ways (:func:`headline`)."""
+    recovery: dict[str, dict[str, tuple[dict[PairKey, bool], dict[PairKey, bool]]]] = defaultdict(dict)
+    for recs in rows.values():
+        proto = recs[0].recovery.get("protocol", "none")
+        if proto != "none" and recs[0].observations == "live" and recs[0].case in standard:
+            base, rec = _paired(standard[recs[0].case]), _paired(recs)
+            if paired_difference(rec, base)["value"] is not None:
+                recovery[proto][recs[0].case] = (rec, base)
+    return recovery
 
 
 def _fired_counts(valid: list[EpisodeRecord]) -> dict[str, Any] | None:

@@ -338,92 +338,133 @@ def run_workers(
     :data:`WORKER_CRASHED`. Interrupted (``KeyboardInterrupt``), the records that came back are
     written (in canonical order, skipping the missing), the workers terminated, and it re-raises.
     """
-    from liberopro.runs.summary import EpisodeRecord
+    _Pool(
+        plans,
+        access,
+        meta,
+        settings,
+        write,
+        arrived,
+        note,
+        target,
+        initializer,
+        assign(plans, n) if by_task else assign_blocks(plans, n),
+    ).run(between)
 
-    ctx = multiprocessing.get_context("spawn")
-    shares = assign(plans, n) if by_task else assign_blocks(plans, n)
-    order = canonical_order(plans)
-    done: dict[int, EpisodeRecord] = {}
-    written = 0
-    attempts = [0] * n
-    live: dict[int, tuple[cf.ProcessPoolExecutor, list]] = {}
-    futures: dict[cf.Future, tuple[int, int]] = {}  # future -> (worker, plan index)
 
-    def launch(w: int, indices: list[int]) -> None:
-        attempts[w] += 1
-        ex = cf.ProcessPoolExecutor(1, mp_context=ctx, initializer=initializer, initargs=(access, meta, settings))
+class _Pool:
+    """The state of one :func:`run_workers` call: the workers' executors, the futures of the
+    episodes in flight, the records that came back and how many were written in order."""
+
+    def __init__(
+        self,
+        plans: Sequence[EpisodePlan],
+        access: PolicyAccess,
+        meta: PolicyMetadata,
+        settings: RunSettings,
+        write: Callable[[EpisodeRecord], None],
+        arrived: Callable[[EpisodeRecord], None] | None,
+        note: Callable[[str], None] | None,
+        target: Callable[[EpisodePlan], str],
+        initializer: Callable[..., None],
+        shares: list[list[int]],
+    ) -> None:
+        self.plans, self.access, self.meta, self.settings = plans, access, meta, settings
+        self.write, self.arrived, self.note = write, arrived, note
+        self.target, self.initializer, self.shares = target, initializer, shares
+        self.ctx = multiprocessing.get_context("spawn")
+        self.order = canonical_order(plans)
+        self.done: dict[int, EpisodeRecord] = {}
+        self.written = 0
+        self.attempts = [0] * len(shares)
+        self.live: dict[int, tuple[cf.ProcessPoolExecutor, list]] = {}
+        self.futures: dict[cf.Future, tuple[int, int]] = {}  # future -> (worker, plan index)
+
+    def launch(self, w: int, indices: list[int]) -> None:
+        self.attempts[w] += 1
+        ex = cf.ProcessPoolExecutor(
+            1, mp_context=self.ctx, initializer=self.initializer, initargs=(self.access, self.meta, self.settings)
+        )
         with _thread_env():  # the process starts at the first submit and inherits the environment
             for i in indices:
-                futures[ex.submit(target, plans[i])] = (w, i)
-        live[w] = (ex, list(getattr(ex, "_processes", {}).values()))  # to read the exit code of a crash
+                self.futures[ex.submit(self.target, self.plans[i])] = (w, i)
+        self.live[w] = (ex, list(getattr(ex, "_processes", {}).values()))  # to read the exit code of a crash
 
-    def flush(final: bool = False) -> None:
-        nonlocal written
-        while written < len(order) and (order[written] in done or final):
-            if order[written] in done:
-                write(done[order[written]])
-            written += 1
+    def flush(self, final: bool = False) -> None:
+        order, done = self.order, self.done
+        while self.written < len(order) and (order[self.written] in done or final):
+            if order[self.written] in done:
+                self.write(done[order[self.written]])
+            self.written += 1
 
-    def accept(i: int, record: EpisodeRecord) -> None:
-        done[i] = record
-        if arrived is not None:
-            arrived(record)
+    def accept(self, i: int, record: EpisodeRecord) -> None:
+        self.done[i] = record
+        if self.arrived is not None:
+            self.arrived(record)
 
-    def failed(w: int, exc: BaseException) -> None:
-        ex, procs = live.pop(w)
+    def failed(self, w: int, exc: BaseException) -> None:
+        ex, procs = self.live.pop(w)
         ex.shutdown(wait=True, cancel_futures=True)
         codes = [p.exitcode for p in procs if p.exitcode is not None]
-        left = [i for i in shares[w] if i not in done]
+        left = [i for i in self.shares[w] if i not in self.done]
         if not left:
             return
         how = f"exit code {codes[0]}" if codes else repr(exc)[:300]
-        if attempts[w] < 2:
-            if note is not None:
-                note(
+        if self.attempts[w] < 2:
+            if self.note is not None:
+                self.note(
                     f"worker {w + 1} died ({how}); running its {len(left)} unfinished episode(s) again in a fresh worker"
                 )
-            launch(w, left)
+            self.launch(w, left)
             return
         from liberopro.episode.runner import failed_record
 
-        if note is not None:
-            note(
+        if self.note is not None:
+            self.note(
                 f"worker {w + 1} died again ({how}); its {len(left)} unfinished episode(s) are recorded as {WORKER_CRASHED}"
             )
         detail = f"the worker process running this episode died twice (its first run and one retry; last: {how})"
         for i in left:
-            accept(i, failed_record(plans[i], meta, settings, WORKER_CRASHED, detail))
+            self.accept(i, failed_record(self.plans[i], self.meta, self.settings, WORKER_CRASHED, detail))
 
-    try:
-        for w, indices in enumerate(shares):
-            if indices:
-                launch(w, indices)
-        last = time.monotonic()
-        while futures:
-            finished, _ = cf.wait(list(futures), timeout=1.0, return_when=cf.FIRST_COMPLETED)
-            broken: dict[int, BaseException] = {}
-            for fut in finished:
-                w, i = futures.pop(fut)
-                exc = fut.exception()
-                if exc is None:
-                    accept(i, EpisodeRecord.model_validate_json(fut.result()))
-                else:
-                    broken.setdefault(w, exc)
-            for w, exc in broken.items():
-                for fut in [f for f, (k, _) in futures.items() if k == w]:  # the broken pool's others
-                    _, i = futures.pop(fut)
-                    if fut.done() and not fut.cancelled() and fut.exception() is None:
-                        accept(i, EpisodeRecord.model_validate_json(fut.result()))
-                    fut.cancel()
-                failed(w, exc)
-            flush()
-            if between is not None and time.monotonic() - last >= 1.0:
-                between()
-                last = time.monotonic()
-        for w in list(live):  # every episode came back: the workers leave
-            live.pop(w)[0].shutdown(wait=True)
-        flush()
-    finally:
-        for ex, procs in live.values():  # interrupted: stop what still runs
-            stop_pool(ex, procs)
-        flush(final=True)
+    def collect(self, finished: set[cf.Future]) -> None:
+        """Take the records of ``finished`` futures; a worker whose episode raised is replaced
+        (:meth:`failed`) after the records its pool had already returned are taken."""
+        from liberopro.runs.summary import EpisodeRecord
+
+        broken: dict[int, BaseException] = {}
+        for fut in finished:
+            w, i = self.futures.pop(fut)
+            exc = fut.exception()
+            if exc is None:
+                self.accept(i, EpisodeRecord.model_validate_json(fut.result()))
+            else:
+                broken.setdefault(w, exc)
+        for w, exc in broken.items():
+            for fut in [f for f, (k, _) in self.futures.items() if k == w]:  # the broken pool's others
+                _, i = self.futures.pop(fut)
+                if fut.done() and not fut.cancelled() and fut.exception() is None:
+                    self.accept(i, EpisodeRecord.model_validate_json(fut.result()))
+                fut.cancel()
+            self.failed(w, exc)
+
+    def run(self, between: Callable[[], None] | None) -> None:
+        try:
+            for w, indices in enumerate(self.shares):
+                if indices:
+                    self.launch(w, indices)
+            last = time.monotonic()
+            while self.futures:
+                finished, _ = cf.wait(list(self.futures), timeout=1.0, return_when=cf.FIRST_COMPLETED)
+                self.collect(finished)
+                self.flush()
+                if between is not None and time.monotonic() - last >= 1.0:
+                    between()
+                    last = time.monotonic()
+            for w in list(self.live):  # every episode came back: the workers leave
+                self.live.pop(w)[0].shutdown(wait=True)
+            self.flush()
+        finally:
+            for ex, procs in self.live.values():  # interrupted: stop what still runs
+                stop_pool(ex, procs)
+            self.flush(final=True)
