@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -376,6 +376,64 @@ def _bad_contacts(
     return [f"{n} ({d * 1000:.1f} mm)" for n, d in sorted(worst.items())]
 
 
+def _distances(distance_m: float, min_distance_m: float | None) -> list[float]:
+    """``distance_m``, then 1 cm shorter each down to ``min_distance_m`` (which ends the list;
+    None: ``distance_m`` only), in m."""
+    distances = [distance_m]
+    if min_distance_m is not None:
+        while distances[-1] - 0.01 >= min_distance_m - 1e-9:
+            distances.append(round(distances[-1] - 0.01, 6))
+        if distances[-1] > min_distance_m + 1e-9:
+            distances.append(min_distance_m)
+    return distances
+
+
+def _placement_problem(
+    scene,
+    sem: TaskSemantics,
+    group: list[str],
+    bodies: set[int],
+    start_xy: dict[str, np.ndarray],
+    avoid: set[int],
+    keep_lookalike_order: bool,
+    contact_tol_m: float,
+    moving_ok: bool = False,
+) -> str | None:
+    """What is wrong with the group's current placement (None: nothing): a collision, the
+    workspace, the task's referring expressions, the look-alike order when kept. ``moving_ok``:
+    touching the robot or the ``avoid`` bodies is allowed (were they the only problem?)."""
+    if moving_ok:
+        bad = _bad_contacts(scene, bodies, allow_robot=True, tol=contact_tol_m, ignore=avoid)
+    else:
+        bad = _bad_contacts(scene, bodies, allow_robot=False, tol=contact_tol_m)
+    why = (
+        (f"collides with {', '.join(bad)}" if bad else None)
+        or workspace_problem(scene, group, start_xy)
+        or referring_ok(scene, sem)
+    )
+    if why is None and keep_lookalike_order:
+        why = lookalike_order_problem(scene, group, start_xy)
+    return why
+
+
+def _pose_group(
+    scene,
+    start: dict[str, tuple[np.ndarray, np.ndarray]],
+    site_start: dict[int, tuple[np.ndarray, np.ndarray]],
+    move_xy: Callable[[np.ndarray], np.ndarray],
+    qyaw: np.ndarray,
+) -> None:
+    """Pose every entity of ``start`` (name -> its start (pos, quat)) and every site of
+    ``site_start`` at its start moved horizontally by ``move_xy`` and turned by ``qyaw``."""
+    for n, (pos, quat) in start.items():
+        set_entity_pose(scene, n, np.array([*move_xy(pos[:2]), pos[2]]), quat_mul(qyaw, quat))
+    scene.inner.sim.forward()
+    if site_start:
+        for sid, (pos, quat) in site_start.items():
+            set_site_world(scene, sid, np.array([*move_xy(pos[:2]), pos[2]]), quat_mul(qyaw, quat))
+        scene.inner.sim.forward()
+
+
 def relocate(
     scene,
     sem: TaskSemantics,
@@ -433,12 +491,7 @@ def relocate(
         rel = xy - centre
         return new_centre + np.array([cos * rel[0] - sin * rel[1], sin * rel[0] + cos * rel[1]])
 
-    distances = [distance_m]
-    if min_distance_m is not None:
-        while distances[-1] - 0.01 >= min_distance_m - 1e-9:
-            distances.append(round(distances[-1] - 0.01, 6))
-        if distances[-1] > min_distance_m + 1e-9:
-            distances.append(min_distance_m)
+    distances = _distances(distance_m, min_distance_m)
     candidates = [(dist, step) for dist in distances for step in DIRECTION_STEPS_DEG]
     reasons = []
     blocked_by_moving = False  # some candidate was refused only by the robot / excluded objects
@@ -446,30 +499,13 @@ def relocate(
         direction = (direction_deg + step) % 360
         d = np.array([math.cos(math.radians(direction)), math.sin(math.radians(direction))]) * dist
         new_centre = centre + d
-        for n in group:
-            pos, quat = start[n]
-            set_entity_pose(scene, n, np.array([*moved(pos[:2], new_centre), pos[2]]), quat_mul(qyaw, quat))
-        scene.inner.sim.forward()
-        if site_start:
-            for sid, (pos, quat) in site_start.items():
-                set_site_world(scene, sid, np.array([*moved(pos[:2], new_centre), pos[2]]), quat_mul(qyaw, quat))
-            scene.inner.sim.forward()
-        bad = _bad_contacts(scene, bodies, allow_robot=False, tol=contact_tol_m)
-        why = (
-            (f"collides with {', '.join(bad)}" if bad else None)
-            or workspace_problem(scene, group, start_xy)
-            or referring_ok(scene, sem)
-        )
-        if why is None and keep_lookalike_order:
-            why = lookalike_order_problem(scene, group, start_xy)
+        _pose_group(scene, start, site_start, lambda xy: moved(xy, new_centre), qyaw)
+        why = _placement_problem(scene, sem, group, bodies, start_xy, avoid, keep_lookalike_order, contact_tol_m)
         if why is None and clearance_m > 0:
             why = clearance_problem(scene, bodies, avoid, clearance_m)
         if why is not None and not blocked_by_moving:
-            blocked_by_moving = not (
-                _bad_contacts(scene, bodies, allow_robot=True, tol=contact_tol_m, ignore=avoid)
-                or workspace_problem(scene, group, start_xy)
-                or referring_ok(scene, sem)
-                or (keep_lookalike_order and lookalike_order_problem(scene, group, start_xy))
+            blocked_by_moving = not _placement_problem(
+                scene, sem, group, bodies, start_xy, avoid, keep_lookalike_order, contact_tol_m, moving_ok=True
             )
         if why is None:
             scene.refresh()
