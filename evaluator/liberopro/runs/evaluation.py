@@ -17,7 +17,7 @@ from typing import Any
 
 from liberopro import EVALUATOR_VERSION
 from liberopro.episode.policy_connection import PolicyConnection, open_policy
-from liberopro.episode.runner import EpisodeRunner, RunSettings
+from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.instances.build import EpisodePlan, Instance
 from liberopro.runs.summary import EpisodeRecord, ResultsWriter
 from liberopro.runs.workers import PolicyAccess, choose_workers, run_workers
@@ -31,6 +31,100 @@ def auto_render_size(meta: PolicyMetadata) -> int:
     resolution)."""
     sizes = [max(c.height, c.width) for c in meta.cameras] or [128]
     return 128 if max(sizes) <= 128 else 256
+
+
+def _write_instances(out_dir: Path, plans: list[EpisodePlan]) -> dict[str, Instance]:
+    """Write ``out_dir/instances.jsonl``: each instance of ``plans`` once, in plan order; returns
+    them by id."""
+    instances: dict[str, Instance] = {p.instance.instance_id: p.instance for p in plans}
+    with (out_dir / "instances.jsonl").open("w") as fh:
+        for inst in instances.values():
+            fh.write(inst.model_dump_json() + "\n")
+    return instances
+
+
+def _policy_header(
+    policy: PolicyConnection,
+    policy_url: str | None,
+    policy_cmd: str | None,
+    protocol: str,
+    encoding: str,
+    protocol_options: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The run header's ``policy`` for a policy reached over the wire (an API key masked)."""
+    return {
+        "url": policy_url,
+        "cmd": policy_cmd,
+        "protocol": protocol,
+        "encoding": encoding,
+        "protocol_options": {k: "***" if k == "api_key" else v for k, v in (protocol_options or {}).items()},
+        "metadata": policy.metadata.model_dump(mode="json"),
+        "restarts": policy.restarts,
+        "pids": policy.pids,
+    }
+
+
+def _connect(
+    out_dir: Path,
+    policy_url: str | None,
+    policy_cmd: str | None,
+    local_policy: Callable[[Callable[[], Any]], Policy] | None,
+    scene: CurrentScene,
+    protocol: str,
+    options: dict[str, Any],
+    startup_timeout: float,
+) -> contextlib.AbstractContextManager[PolicyConnection]:
+    """The policy's connection (:func:`run_evaluation`): ``local_policy(scene)`` in this process,
+    or the policy at ``policy_url`` / started by ``policy_cmd`` (its log: ``out_dir/policy.log``)."""
+    if local_policy is not None:
+        from liberopro.episode.local_policy import LocalPolicyClient
+
+        local = local_policy(scene)
+        return contextlib.nullcontext(
+            PolicyConnection(client=LocalPolicyClient(local), metadata=local.metadata, url="in-process")
+        )
+    return open_policy(
+        policy_url,
+        policy_cmd,
+        protocol=protocol,
+        client_options=options,
+        startup_timeout=startup_timeout,
+        log_path=out_dir / "policy.log",
+    )
+
+
+def _execute(
+    plans: list[EpisodePlan],
+    n: int,
+    runner: EpisodeRunner,
+    access: PolicyAccess,
+    policy: PolicyConnection,
+    writer: ResultsWriter,
+    on_record: Callable[[EpisodeRecord], None] | None,
+    note: Callable[[str], None] | None,
+) -> None:
+    """Run ``plans`` with ``runner`` in this process (``n`` = 1) or on ``n`` worker processes
+    reaching the policy through ``access``; every record goes to ``writer`` and ``on_record``."""
+
+    def record(r: EpisodeRecord) -> None:
+        writer.add(r)
+        if on_record is not None:
+            on_record(r)
+
+    if n == 1:
+        runner.run(plans, record)
+        return
+    run_workers(
+        plans,
+        n,
+        access,
+        runner.meta,
+        runner.settings,
+        writer.add,
+        arrived=on_record,
+        note=note,
+        between=policy.ensure_running if policy.process is not None else None,
+    )
 
 
 def run_evaluation(
@@ -86,23 +180,8 @@ def run_evaluation(
     options = {"connect_timeout": connect_timeout, "request_timeout": request_timeout, **(protocol_options or {})}
     if protocol == "liberopro":
         options["encoding"] = encoding
-    runners: list[EpisodeRunner] = []  # the runner, once built: the local policy reads its scene
-    if local_policy is not None:
-        from liberopro.episode.local_policy import LocalPolicyClient
-
-        local = local_policy(lambda: runners[0].current_scene if runners else None)
-        connection: contextlib.AbstractContextManager[PolicyConnection] = contextlib.nullcontext(
-            PolicyConnection(client=LocalPolicyClient(local), metadata=local.metadata, url="in-process")
-        )
-    else:
-        connection = open_policy(
-            policy_url,
-            policy_cmd,
-            protocol=protocol,
-            client_options=options,
-            startup_timeout=startup_timeout,
-            log_path=out_dir / "policy.log",
-        )
+    scene = CurrentScene()  # the runner's, once built: a local policy reads its scene
+    connection = _connect(out_dir, policy_url, policy_cmd, local_policy, scene, protocol, options, startup_timeout)
     with connection as policy:
         client, meta = policy.client, policy.metadata
         settings = settings or RunSettings()
@@ -112,62 +191,29 @@ def run_evaluation(
         n, why = choose_workers(workers, meta, in_process=local_policy is not None, protocol=protocol, plans=plans)
         if note is not None and workers != 1:
             note(why)
-        instances: dict[str, Instance] = {p.instance.instance_id: p.instance for p in plans}
-        with (out_dir / "instances.jsonl").open("w") as fh:
-            for inst in instances.values():
-                fh.write(inst.model_dump_json() + "\n")
+        instances = _write_instances(out_dir, plans)
         writer = ResultsWriter(out_dir)
         runner = EpisodeRunner(
             client, meta, settings, before_episode=policy.ensure_running if policy.process is not None else None
         )
-        runners.append(runner)
+        scene.bind(runner)
 
-        def record(r: EpisodeRecord) -> None:
-            writer.add(r)
-            if on_record is not None:
-                on_record(r)
-
-        if n == 1:
-            try:
-                runner.run(plans, record)
-            finally:
-                runner.close()
-        else:
-            access = (
-                PolicyAccess(local_policy=local_policy)
-                if local_policy is not None
-                else PolicyAccess(url=policy.url, protocol=protocol, client_options=options)
-            )
-            try:
-                run_workers(
-                    plans,
-                    n,
-                    access,
-                    meta,
-                    settings,
-                    writer.add,
-                    arrived=on_record,
-                    note=note,
-                    between=policy.ensure_running if policy.process is not None else None,
-                )
-            finally:
-                runner.close()
+        access = (
+            PolicyAccess(local_policy=local_policy)
+            if local_policy is not None
+            else PolicyAccess(url=policy.url, protocol=protocol, client_options=options)
+        )
+        try:
+            _execute(plans, n, runner, access, policy, writer, on_record, note)
+        finally:
+            runner.close()
         header = run_header(
             evaluator_version=EVALUATOR_VERSION,
             stack=versions,
             started=started,
             finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             command=sys.argv,
-            policy={
-                "url": policy_url,
-                "cmd": policy_cmd,
-                "protocol": protocol,
-                "encoding": encoding,
-                "protocol_options": {k: "***" if k == "api_key" else v for k, v in (protocol_options or {}).items()},
-                "metadata": meta.model_dump(mode="json"),
-                "restarts": policy.restarts,
-                "pids": policy.pids,
-            }
+            policy=_policy_header(policy, policy_url, policy_cmd, protocol, encoding, protocol_options)
             if local_policy is None
             else {"in_process": meta.policy_name, "metadata": meta.model_dump(mode="json")},
             settings=asdict(settings),

@@ -12,6 +12,7 @@ a fixture: its root body pose in the model.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -499,7 +500,7 @@ def relocate(
         direction = (direction_deg + step) % 360
         d = np.array([math.cos(math.radians(direction)), math.sin(math.radians(direction))]) * dist
         new_centre = centre + d
-        _pose_group(scene, start, site_start, lambda xy: moved(xy, new_centre), qyaw)
+        _pose_group(scene, start, site_start, functools.partial(moved, new_centre=new_centre), qyaw)
         why = _placement_problem(scene, sem, group, bodies, start_xy, avoid, keep_lookalike_order, contact_tol_m)
         if why is None and clearance_m > 0:
             why = clearance_problem(scene, bodies, avoid, clearance_m)
