@@ -350,6 +350,52 @@ class CollectResult:
         return [r for r in self.records if r["kept"]]
 
 
+def _keep_settings(out: Path, work: Path, settings: dict[str, Any]) -> None:
+    """Write ``settings`` to ``work/settings.json``; :class:`DemosError` when the progress there
+    was collected with other settings (a resumed collection must not mix them)."""
+    settings_path = work / "settings.json"
+    if settings_path.exists():
+        before = json.loads(settings_path.read_text())
+        if before != settings:
+            diff = {k: (before.get(k), v) for k, v in settings.items() if before.get(k) != v}
+            raise DemosError(
+                f"{out} holds episodes collected with other settings ({diff}, as (before, now)): "
+                f"give another --out, or delete {work} to start again"
+            )
+    settings_path.write_text(json.dumps(settings, indent=1))
+
+
+def _run_jobs(jobs: list[dict], workers: int, on_record: Callable[[dict], None] | None) -> list[dict]:
+    """Every job's records (:func:`_collect_task`), in this process or on up to ``workers``
+    spawned processes; interrupted, the workers are stopped (finished episodes stay in
+    ``.progress``) and the exception re-raised."""
+    results: list[dict] = []
+    if workers <= 1 or len(jobs) == 1:
+        for job in jobs:
+            results.extend(_collect_task(job, on_record))
+        return results
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(jobs)), mp_context=get_context("spawn"), initializer=_ignore_sigint
+    )
+    try:
+        for recs in pool.map(_collect_task, jobs):
+            for r in recs:
+                results.append(r)
+                if on_record:
+                    on_record(r)
+    except BaseException as exc:  # Ctrl-C (or a failure): stop the workers now; finished episodes stay in .progress
+        if isinstance(exc, KeyboardInterrupt):  # a second signal (uv forwards one) must not break the shutdown
+            import signal
+
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        from liberopro.runs.workers import stop_pool
+
+        stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+    return results
+
+
 def collect(
     manifest_path: Path,
     out: Path,
@@ -396,23 +442,17 @@ def collect(
         )
     work = out / PROGRESS_DIR
     work.mkdir(parents=True, exist_ok=True)
-    settings = {
-        "manifest_content_hash": manifest.header.content_hash,
-        "image_size": image_size,
-        "max_steps": max_steps,
-        "seed": seed,
-        "keep_failures": keep_failures,
-    }
-    settings_path = work / "settings.json"
-    if settings_path.exists():
-        before = json.loads(settings_path.read_text())
-        if before != settings:
-            diff = {k: (before.get(k), v) for k, v in settings.items() if before.get(k) != v}
-            raise DemosError(
-                f"{out} holds episodes collected with other settings ({diff}, as (before, now)): "
-                f"give another --out, or delete {work} to start again"
-            )
-    settings_path.write_text(json.dumps(settings, indent=1))
+    _keep_settings(
+        out,
+        work,
+        {
+            "manifest_content_hash": manifest.header.content_hash,
+            "image_size": image_size,
+            "max_steps": max_steps,
+            "seed": seed,
+            "keep_failures": keep_failures,
+        },
+    )
     plans = plan_episodes(manifest.instances, episodes, seed)
     by_task: dict[str, list[dict]] = {}
     for p in plans:
@@ -438,30 +478,7 @@ def collect(
         for ps in by_task.values()
     ]
     t0 = time.perf_counter()
-    results: list[dict] = []
-    if workers <= 1 or len(jobs) == 1:
-        for job in jobs:
-            results.extend(_collect_task(job, on_record))
-    else:
-        pool = ProcessPoolExecutor(
-            max_workers=min(workers, len(jobs)), mp_context=get_context("spawn"), initializer=_ignore_sigint
-        )
-        try:
-            for recs in pool.map(_collect_task, jobs):
-                for r in recs:
-                    results.append(r)
-                    if on_record:
-                        on_record(r)
-        except BaseException as exc:  # Ctrl-C (or a failure): stop the workers now; finished episodes stay in .progress
-            if isinstance(exc, KeyboardInterrupt):  # a second signal (uv forwards one) must not break the shutdown
-                import signal
-
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-            from liberopro.runs.workers import stop_pool
-
-            stop_pool(pool)
-            raise
-        pool.shutdown(wait=True)
+    results = _run_jobs(jobs, workers, on_record)
     order = {_episode_key(p.instance.instance_id, p.episode_index): n for n, p in enumerate(plans)}
     results.sort(key=lambda r: order[r["key"]])
     assemble(out, [r for r in results if r["kept"]], image_size, fmt)
@@ -560,6 +577,35 @@ def _concat_videos(parts: list[Path], dest: Path) -> None:
     listing.unlink()
 
 
+def _v30_episode_rows(per_episode: list[tuple[int, Any, Any]], episodes: list[dict]) -> dict[str, list]:
+    """The columns of LeRobot v3.0's ``meta/episodes`` table: per episode its tasks, length,
+    frame range in the one data file and time range in each camera's one video file."""
+    rows: dict[str, list] = {}
+    start = 0
+    for ep_index, ((n, ep_tasks, _), rec) in enumerate(zip(per_episode, episodes, strict=True)):
+        row: dict[str, Any] = {
+            "episode_index": ep_index,
+            "tasks": ep_tasks,
+            "length": n,
+            "data/chunk_index": 0,
+            "data/file_index": 0,
+            "dataset_from_index": start,
+            "dataset_to_index": start + n,
+        }
+        for key in CAMERA_KEYS:
+            row |= {
+                f"videos/{key}/chunk_index": 0,
+                f"videos/{key}/file_index": 0,
+                f"videos/{key}/from_timestamp": start / FPS,
+                f"videos/{key}/to_timestamp": (start + n) / FPS,
+            }
+        row |= {"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0, **_episode_extras(rec)}
+        for k, v in row.items():
+            rows.setdefault(k, []).append(v)
+        start += n
+    return rows
+
+
 def assemble(out: Path, episodes: list[dict], image_size: int, fmt: str = "v3.0") -> None:
     """(Re)write the dataset files of ``out`` from the progress entries of ``episodes`` (kept
     records, in dataset order): ``meta/``, ``data/`` and ``videos/`` are replaced whole.
@@ -606,29 +652,7 @@ def assemble(out: Path, episodes: list[dict], image_size: int, fmt: str = "v3.0"
                 [work / r["key"] / f"{key}.mp4" for r in episodes],
                 out / V30_VIDEO_PATH.format(video_key=key, chunk_index=0, file_index=0),
             )
-        rows: dict[str, list] = {}
-        start = 0
-        for ep_index, ((n, ep_tasks, _), rec) in enumerate(zip(per_episode, episodes, strict=True)):
-            row: dict[str, Any] = {
-                "episode_index": ep_index,
-                "tasks": ep_tasks,
-                "length": n,
-                "data/chunk_index": 0,
-                "data/file_index": 0,
-                "dataset_from_index": start,
-                "dataset_to_index": start + n,
-            }
-            for key in CAMERA_KEYS:
-                row |= {
-                    f"videos/{key}/chunk_index": 0,
-                    f"videos/{key}/file_index": 0,
-                    f"videos/{key}/from_timestamp": start / FPS,
-                    f"videos/{key}/to_timestamp": (start + n) / FPS,
-                }
-            row |= {"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0, **_episode_extras(rec)}
-            for k, v in row.items():
-                rows.setdefault(k, []).append(v)
-            start += n
+        rows = _v30_episode_rows(per_episode, episodes)
         path = out / "meta/episodes/chunk-000/file-000.parquet"
         path.parent.mkdir(parents=True)
         pq.write_table(pa.Table.from_pydict(rows), path)
