@@ -738,6 +738,50 @@ def _short(reason: str, limit: int = 400) -> str:
     return reason if len(reason) <= limit else reason[: limit - 1] + "… (whole in the report JSON)"
 
 
+def _dropped_by_stage(dropped: list[dict[str, Any]]) -> list[str]:
+    """The report's "Dropped pairs by shift" table (no lines when nothing was dropped)."""
+    lines: list[str] = []
+    by_stage: dict[str, dict[str, list[str]]] = {}
+    for d in dropped:
+        task = f"{d['suite'].removeprefix('libero_')}:{d['task_index']}"
+        by_stage.setdefault(d["case"], {}).setdefault(d["stage"], []).append(task)
+    if by_stage:
+        stages = ("applicability", "validation", "proof")
+        lines += [
+            "",
+            "## Dropped pairs by shift",
+            "",
+            "The tasks (`suite:index`, suite without `libero_`) each shift was dropped on, by stage.",
+            "",
+            "| case | " + " | ".join(stages) + " |",
+            "|---|" + "---|" * len(stages),
+        ]
+        for case in sorted(by_stage, key=lambda c: (c != NOMINAL, c[:1] != "S", c)):
+            cells = " | ".join(", ".join(by_stage[case].get(st, [])) or "-" for st in stages)
+            lines.append(f"| {case} | {cells} |")
+    return lines
+
+
+def _fired_by_table(fired_by: dict[str, dict[str, int]]) -> list[str]:
+    """The report's "How the runtime shifts fired" table (no lines without runtime shifts)."""
+    lines: list[str] = []
+    if fired_by:
+        lines += [
+            "",
+            "## How the runtime shifts fired",
+            "",
+            "Per runtime shift, instances whose shift fired by its trigger phase, by its fallback step, or not",
+            "at all, in the instance's validation episode (the oracle with the fallbacks suspended: a shift",
+            "fires by its fallback there only where the oracle never reaches its phase).",
+            "",
+            "| shift | phase | fallback | not fired |",
+            "|---|---:|---:|---:|",
+        ]
+        for sid, c in fired_by.items():
+            lines.append(f"| {sid} | {c.get('phase', 0)} | {c.get('fallback', 0)} | {c.get('not_fired', 0)} |")
+    return lines
+
+
 def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "") -> str:
     """A generation report (:func:`report`, the ``*.report.json`` beside a manifest) as a Markdown
     page: totals against the reference (:data:`REFERENCE`: 1,313 train / 335 eval shifted
@@ -803,42 +847,12 @@ def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "
         cells = " | ".join(str(c.get(k, 0)) for k in cols)
         lines.append(f"| {case} | {cat} | {name} | {rep['per_shift'].get(case, 0)} | {cells} | {other.get(case, 0)} |")
     dropped = rep.get("dropped_pairs", [])
-    by_stage: dict[str, dict[str, list[str]]] = {}
-    for d in dropped:
-        task = f"{d['suite'].removeprefix('libero_')}:{d['task_index']}"
-        by_stage.setdefault(d["case"], {}).setdefault(d["stage"], []).append(task)
-    if by_stage:
-        stages = ("applicability", "validation", "proof")
-        lines += [
-            "",
-            "## Dropped pairs by shift",
-            "",
-            "The tasks (`suite:index`, suite without `libero_`) each shift was dropped on, by stage.",
-            "",
-            "| case | " + " | ".join(stages) + " |",
-            "|---|" + "---|" * len(stages),
-        ]
-        for case in sorted(by_stage, key=lambda c: (c != NOMINAL, c[:1] != "S", c)):
-            cells = " | ".join(", ".join(by_stage[case].get(st, [])) or "-" for st in stages)
-            lines.append(f"| {case} | {cells} |")
+    lines += _dropped_by_stage(dropped)
     lines += ["", "## Dropped pairs", ""]
     lines += [
         f"- {d['suite']}:{d['task_index']} {d['case']} ({d['stage']}): {_short(d['reason'])}" for d in dropped
     ] or ["None."]
-    if proof.get("fired_by"):
-        lines += [
-            "",
-            "## How the runtime shifts fired",
-            "",
-            "Per runtime shift, instances whose shift fired by its trigger phase, by its fallback step, or not",
-            "at all, in the instance's validation episode (the oracle with the fallbacks suspended: a shift",
-            "fires by its fallback there only where the oracle never reaches its phase).",
-            "",
-            "| shift | phase | fallback | not fired |",
-            "|---|---:|---:|---:|",
-        ]
-        for sid, c in proof["fired_by"].items():
-            lines.append(f"| {sid} | {c.get('phase', 0)} | {c.get('fallback', 0)} | {c.get('not_fired', 0)} |")
+    lines += _fired_by_table(proof.get("fired_by") or {})
     lines += ["", "## Kept unproved", ""]
     lines += [f"- {u['task']} {u['case']}: {_short(u['reason'])}" for u in proof.get("unproved", [])] or ["None."]
     return "\n".join(lines) + "\n"
