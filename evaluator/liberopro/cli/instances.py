@@ -167,7 +167,7 @@ def instances_report_md(
     ),
 ) -> None:
     """Print a generation report as Markdown: proved counts per suite and shift against the reference."""
-    from liberopro.instances.generation import report_markdown, runtime_validity_markdown
+    from liberopro.instances.generation_report import report_markdown, runtime_validity_markdown
 
     try:
         rep = json.loads(report_path.read_text())

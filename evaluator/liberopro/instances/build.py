@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from liberopro.catalog import get_spec, shift_problems
+from liberopro.catalog import get_spec, shift_class, shift_problems
 from liberopro.schema.manifest import (
     INSTANCE_SCHEMA_VERSION,
     NOMINAL,
@@ -145,7 +145,7 @@ def make_instance(ref: TaskRef, shift_ids: list[str], seed: int, attempt: int = 
     specs = []
     for sid in shift_ids:
         spec = get_spec(sid)
-        reason = spec.load().applicable(ref, sem)
+        reason = shift_class(spec.id).applicable(ref, sem)
         if reason is not None:
             return f"{sid} not applicable to {ref}: {reason}"
         parts = (seed, ref.suite, ref.index, sid) + ((attempt,) if attempt else ())

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from liberopro.catalog import SPECS, get_spec
+from liberopro.catalog import SPECS, shift_class
 from liberopro.shifts.base import CATEGORIES, RuntimeShift, Shift, ShiftDeferred, ShiftInvalid, ShiftParams
 
 
 def get_shift(shift_id: str) -> type[Shift]:
     """The shift class for an id (case-insensitive; imports its module); ``KeyError`` lists the
     known ids."""
-    return get_spec(shift_id).load()
+    return shift_class(shift_id)
 
 
 class _ShiftClasses(Mapping[str, type[Shift]]):
@@ -29,7 +29,7 @@ class _ShiftClasses(Mapping[str, type[Shift]]):
     def __getitem__(self, shift_id: str) -> type[Shift]:
         if shift_id not in SPECS:
             raise KeyError(shift_id)
-        return SPECS[shift_id].load()
+        return shift_class(shift_id)
 
     def __iter__(self) -> Iterator[str]:
         return iter(SPECS)
