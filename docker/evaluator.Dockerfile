@@ -1,7 +1,7 @@
 # The LIBERO-Pro2.0 evaluator: `liberopro[sim]` (the pinned simulation stack, MuJoCo on Mesa EGL)
 # and the policy client (liberopro-submission-spec, without its server extra); its shard runner
 # is the entry point. Runs inside a sandbox next to a policy container:
-#   python -m liberopro.runs.shard check URL CHECK_JSON | run URL SHARD_JSON
+#   python -m liberopro.cli.shard check URL CHECK_JSON | run URL SHARD_JSON
 # Built offline by docker/build-images.sh. Context: wheelhouse/ (the wheels of requirements.txt:
 # `uv export --package liberopro --extra sim` of uv.lock, nothing listed by hand) and ours/ (the
 # wheels of the workspace members it installs).
@@ -22,7 +22,7 @@ RUN /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /tmp/ours '
  && /opt/venv/bin/pip uninstall -y -q pip && rm -rf /tmp/ours
 # Compile robosuite's numba functions once, here (each sandbox copies this cache to its /tmp).
 RUN MUJOCO_GL=egl PYOPENGL_PLATFORM=egl NUMBA_CACHE_DIR=/opt/numba-cache HOME=/tmp \
-    /opt/venv/bin/python -m liberopro.runs.shard warmup >/dev/null 2>&1 \
+    /opt/venv/bin/python -m liberopro.cli.shard warmup >/dev/null 2>&1 \
  && chmod -R a+rX /opt/numba-cache \
  && (useradd --uid 10001 --no-create-home --home-dir /tmp evaluator 2>/dev/null \
      || echo 'evaluator:x:10001:10001::/tmp:/usr/sbin/nologin' >> /etc/passwd)
@@ -43,4 +43,4 @@ ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 MUJOCO_GL=egl PYOPENGL_PLATFORM=
     NUMBA_CACHE_DIR=/tmp/numba-cache LIBEROPRO_NUMBA_CACHE_SEED=/opt/numba-cache
 USER 10001:10001
 WORKDIR /tmp
-ENTRYPOINT ["python", "-m", "liberopro.runs.shard"]
+ENTRYPOINT ["python", "-m", "liberopro.cli.shard"]

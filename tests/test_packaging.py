@@ -56,7 +56,7 @@ def test_the_spec_core_has_no_web_server():
 
 
 def test_entry_points_live_in_the_member_that_provides_them():
-    assert _project("evaluator")["scripts"] == {"liberopro": "liberopro.cli:app"}
+    assert _project("evaluator")["scripts"] == {"liberopro": "liberopro.cli.main:app"}
     assert _project("platform")["entry-points"]["liberopro.commands"] == {
         "platform": "liberopro_platform.submitter_cli:register"
     }

@@ -1,6 +1,6 @@
 """What one evaluation is asked to do: :class:`EvalConfig`, built by ``liberopro evaluate`` (from
 its options, by keyword) and ``liberopro demo`` (from embedded defaults), and read by the code that
-runs it (``liberopro.cli._evaluate``).
+runs it (``liberopro.cli.evaluate._evaluate``).
 
 A light module: it imports no simulator (robosuite, MuJoCo, LIBERO, OpenCV; the ``light`` contract
 in ``pyproject.toml``), so arguments are refused before anything slow loads. The checks that need
@@ -106,7 +106,7 @@ class EvalConfig(BaseModel):
         ge=32,
         le=1024,
         description="Square render resolution in pixels; None: 128 if the policy asks for at most 128 px, "
-        "else 256 (liberopro.runs.evaluation.auto_render_size).",
+        "else 256 (liberopro.runs.workers.auto_render_size).",
     )
     request_timeout: float = Field(
         30.0, gt=0, description="Wall-clock seconds for one policy request, to the last byte of the answer."

@@ -15,7 +15,7 @@ import pytest
 from liberopro.catalog import CATEGORIES, SPECS, get_spec, make_shift, shift_class
 from liberopro.catalog.compositions import RESOURCES
 from liberopro.catalog.sampling import DistinctSorted, DrawContext, TaskSubset, When, draws
-from liberopro.cli import catalog_markdown
+from liberopro.cli.catalog import catalog_markdown
 from liberopro.sim.tasks import all_task_refs
 
 from tests.evaluator.catalog_draws import PINNED, digests

@@ -94,7 +94,7 @@ def _pgid(pid: int) -> int | None:
 def in_process(*args: str) -> tuple[int, str]:
     """The same command run in this process (typer's test runner): exit code and output. Faster
     than :func:`liberopro` (no interpreter start, no imports), for variations of one command."""
-    from liberopro.cli import app
+    from liberopro.cli.main import app
     from typer.testing import CliRunner
 
     result = CliRunner().invoke(app, list(args))
@@ -364,7 +364,7 @@ def test_sigterm_stops_the_policy_server_and_says_so(tmp_path):
 
 
 def test_a_runtime_shift_whose_fallback_lies_past_max_steps_is_named_before_the_run():
-    from liberopro.cli import _late_fallbacks
+    from liberopro.cli.evaluate import _late_fallbacks
     from liberopro.instances.build import make_instance
     from liberopro.sim.tasks import TaskRef
 

@@ -151,7 +151,7 @@ def test_the_schema_file_names_openpi_s_features() -> None:
 
 
 def test_the_command_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
-    from liberopro.cli import app
+    from liberopro.cli.main import app
     from typer.testing import CliRunner
 
     eval_manifest = _manifest(tmp_path / "eval.jsonl", split="eval")

@@ -87,7 +87,7 @@ def test_committed_measurement_covers_every_task_and_meets_the_target() -> None:
 
 
 def test_oracle_command_refuses_bad_tasks_before_building_a_scene() -> None:
-    from liberopro.cli import app
+    from liberopro.cli.main import app
     from typer.testing import CliRunner
 
     res = CliRunner().invoke(app, ["oracle", "--tasks", "libero_goal:11"])

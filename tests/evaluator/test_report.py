@@ -310,7 +310,7 @@ def test_runs_of_one_policy_combine_and_refuse_duplicates(tmp_path):
 
 
 def test_cli_report(runs, tmp_path):
-    from liberopro.cli import app
+    from liberopro.cli.main import app
 
     result = CliRunner().invoke(app, ["report", str(runs["b"]), "--out", str(tmp_path / "r"), "--no-charts"])
     assert result.exit_code == 0, result.output
@@ -373,7 +373,7 @@ def test_study_presets():
 
 
 def test_evaluate_rejects_bad_presets_before_anything_runs(tmp_path):
-    from liberopro.cli import app
+    from liberopro.cli.main import app
 
     base = ["evaluate", "--policy", "http://127.0.0.1:9", "--tasks", "libero_goal:1", "--out", str(tmp_path / "o")]
     bad = CliRunner().invoke(app, [*base, "--shifts", "nominal,@nope"])

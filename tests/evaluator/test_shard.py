@@ -1,4 +1,4 @@
-"""The shard runner the platform runs in the evaluator container (``python -m liberopro.runs.shard``)
+"""The shard runner the platform runs in the evaluator container (``python -m liberopro.cli.shard``)
 and the one way a run opens its policy (:func:`liberopro.episode.policy_connection.open_policy`, shared by
 ``liberopro evaluate`` and the shard runner).
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from liberopro.cli.shard import main
 from liberopro.episode.policy_connection import open_policy
 from liberopro.episode.policy_process import free_port
-from liberopro.runs.shard import main
 from liberopro.schema.results import DoneEvent, EpisodeEvent, ErrorEvent, HelloEvent, MetadataEvent
 from liberopro.schema.shard import MARK, CheckSpec, ShardSpec, event_line, parse_event
 
@@ -39,7 +39,7 @@ def nominal_instance():
 
 def shard_runner(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "liberopro.runs.shard", *args],
+        [sys.executable, "-m", "liberopro.cli.shard", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -65,11 +65,12 @@ def test_an_event_line_parses_back_and_other_lines_are_not_events():
 def test_the_module_runs_and_bad_arguments_print_the_usage_and_exit_2():
     proc = shard_runner("run", "http://127.0.0.1:9")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert "usage: python -m liberopro.runs.shard check URL CHECK_JSON | run URL SHARD_JSON | warmup" in proc.stderr
+    assert "Usage: python -m liberopro.cli.shard run [OPTIONS] {URL} {SHARD_JSON}" in proc.stderr
+    assert "Missing argument 'SHARD_JSON'" in proc.stderr
 
 
 def run_main(capsys, *args: str) -> tuple[int, list]:
-    """``python -m liberopro.runs.shard ARGS`` in this process (the simulator's imports are paid once
+    """``python -m liberopro.cli.shard ARGS`` in this process (the simulator's imports are paid once
     per test process): its exit code and its stdout events."""
     code = main(list(args))
     return code, events(capsys.readouterr().out)

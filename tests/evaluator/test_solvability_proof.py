@@ -20,8 +20,8 @@ from liberopro.instances.generation import (
     proof_init_states,
     proof_verdict,
     report,
-    report_markdown,
 )
+from liberopro.instances.generation_report import report_markdown
 from liberopro.schema.manifest import (
     INSTANCE_SCHEMA_VERSION,
     Instance,
@@ -283,7 +283,7 @@ def test_the_oracle_takes_a_drawer_handle_again_after_the_arm_is_pushed_aside():
 
 
 def test_a_resumed_sweep_says_which_episodes_this_run_measured():
-    from liberopro.instances.generation import runtime_validity_markdown
+    from liberopro.instances.generation_report import runtime_validity_markdown
 
     counts = {"episodes": 4, "phase": 4, "fallback": 0, "delayed": 0, "not_fired": 0, "invalid": 0}
     sweep = {

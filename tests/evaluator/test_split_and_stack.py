@@ -71,7 +71,7 @@ def test_tasks_and_split_intersect_and_an_empty_intersection_is_refused_naming_e
 
 
 def test_check_policy_refuses_a_url_without_a_scheme_in_one_line():
-    from liberopro.cli import app
+    from liberopro.cli.main import app
     from typer.testing import CliRunner
 
     result = CliRunner().invoke(app, ["check-policy", "127.0.0.1:8765"])

@@ -77,7 +77,7 @@ def token(server) -> tuple[str, str]:
 
 
 def run(args: list[str], env: dict[str, str]):
-    from liberopro.cli import app
+    from liberopro.cli.main import app
 
     return CliRunner().invoke(app, args, env=env)
 

@@ -564,7 +564,7 @@ def test_worker_goes_on_uploaded_archive_runs_and_cancel_removes_the_sandbox(
     tags it liberopro/submission/<id>, validates it and starts its shard. A cancel while the shard
     runs stops the sandbox and removes it. Submitting the same image again goes by id, without
     an upload, since the team now owns it."""
-    from liberopro.cli import app
+    from liberopro.cli.main import app
     from typer.testing import CliRunner
 
     env = {"LIBEROPRO_API_URL": api.url, "LIBEROPRO_TOKEN": team_token, "LIBEROPRO_CONFIG": str(tmp_path / "x.toml")}

@@ -104,7 +104,7 @@ def _keys(obj) -> set[str]:
 
 def _submitter_views(server, token: str, sid: str, tmp_path: Path) -> dict[str, str]:
     """Every text a submitter (or anyone, for the leaderboard) can read about ``sid``."""
-    from liberopro.cli import app as cli
+    from liberopro.cli.main import app as cli
     from typer.testing import CliRunner
 
     views: dict[str, str] = {}

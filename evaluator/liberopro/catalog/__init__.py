@@ -4,7 +4,8 @@ Importing this package loads pydantic and numpy only (no robosuite, MuJoCo, LIBE
 ``tests/evaluator/test_catalog.py`` checks it), so the CLI listing, ``docs/shifts.md``, the
 leaderboard's methodology page, the platform and manifest validation read shift metadata from
 here. The simulator-side class of a shift (its hooks) is named by the spec's ``entry_point`` and
-imported only by :func:`make_shift` / :func:`shift_class`, as Gymnasium's ``make()`` does.
+imported only by :func:`make_shift` / :func:`shift_class` (:mod:`liberopro.catalog.registry`), as
+Gymnasium's ``make()`` does.
 
 One module per category holds its shifts' ``Params`` models (validity bounds and the sampling
 declaration, :mod:`liberopro.catalog.sampling`) and specs::
@@ -18,11 +19,11 @@ declaration, :mod:`liberopro.catalog.sampling`) and specs::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
-from liberopro.catalog import condition, environment, execution, language, observation, robot
+from liberopro.catalog.registry import SPECS, get_spec, make_shift, shift_class
 from liberopro.catalog.spec import (
     CATEGORIES,
     PHASES,
@@ -35,36 +36,6 @@ from liberopro.catalog.spec import (
     ShiftParams,
     ShiftSpec,
 )
-
-if TYPE_CHECKING:
-    from liberopro.shifts.base import Shift
-
-#: Every shift by id, in id order (``D01``...``D20``, then ``S01``...``S22``: the order of the
-#: listing and of manifest generation).
-SPECS: dict[str, ShiftSpec] = dict(
-    sorted(
-        (s.id, s) for module in (condition, environment, observation, execution, robot, language) for s in module.SPECS
-    )
-)
-
-
-def get_spec(shift_id: str) -> ShiftSpec:
-    """The spec of a shift id (case-insensitive); ``KeyError`` lists the known ids."""
-    try:
-        return SPECS[shift_id.strip().upper()]
-    except KeyError:
-        raise KeyError(f"unknown shift {shift_id!r}; known: {', '.join(SPECS)}") from None
-
-
-def shift_class(shift_id: str) -> type[Shift]:
-    """The simulator-side class of a shift (imports its module: MuJoCo, robosuite)."""
-    return get_spec(shift_id).load()
-
-
-def make_shift(shift_id: str, params: Mapping[str, Any] | ShiftParams) -> Shift:
-    """A shift ready for an episode: its class, imported from the entry point, with ``params``
-    validated against its Params model (``pydantic.ValidationError`` names the bad field)."""
-    return get_spec(shift_id).make(params)
 
 
 def shift_problems(shifts: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:

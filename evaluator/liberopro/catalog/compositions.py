@@ -13,7 +13,7 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-from liberopro.catalog import SPECS, get_spec
+from liberopro.catalog.registry import SPECS, get_spec
 
 #: What each shift takes over (:attr:`liberopro.catalog.ShiftSpec.resources`). ``pose:*`` are
 #: object poses, ``space:*`` regions of the table a prop occupies, ``view``/``camera``/``lights``/

@@ -1,12 +1,12 @@
 """A shift's specification: everything known about it without the simulator, in the spirit of
 Gymnasium's ``EnvSpec``. The behaviour (the hooks that edit the scene, the observations and the
-actions) lives in the class its ``entry_point`` names, imported only by :meth:`ShiftSpec.load`.
+actions) lives in the class its ``entry_point`` names, imported only by
+:func:`liberopro.catalog.registry.shift_class`.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +19,6 @@ from liberopro.catalog.sampling import draws, sample_fields
 
 if TYPE_CHECKING:
     from liberopro.semantics import TaskSemantics
-    from liberopro.shifts.base import Shift
     from liberopro.sim.tasks import TaskRef
 
 Category = Literal["Condition", "Environment", "Observation", "Execution", "Robot", "Language"]
@@ -154,7 +153,7 @@ class ShiftSpec:
         Params: the :class:`ShiftParams` model: validity bounds and the sampling declaration.
         resources: what the shift takes over (:data:`RESOURCE_CHANNELS`).
         entry_point: ``"module:Class"`` of the simulator-side class, imported only by
-            :meth:`load` / :func:`liberopro.catalog.make_shift`.
+            :func:`liberopro.catalog.registry.shift_class` / :func:`~liberopro.catalog.registry.make_shift`.
         notes: extra lines of the listing (units, what is left untouched).
         differs_from_definition: field -> why its default magnitude differs from the
             benchmark's definition (shown in ``docs/shifts.md``).
@@ -250,17 +249,3 @@ class ShiftSpec:
             elif not info.is_required() and info.default is not None:
                 out[name] = info.default
         return {**out, **self.notes}
-
-    # ------------------------------------------------------------------ behaviour
-    def load(self) -> type[Shift]:
-        """Import the simulator-side class (loads MuJoCo/robosuite). ``ImportError`` when the
-        simulator is not installed; ``TypeError`` when the class is not this spec's."""
-        module, _, name = self.entry_point.partition(":")
-        cls = getattr(importlib.import_module(module), name)
-        if getattr(cls, "spec", None) is not self:
-            raise TypeError(f"{self.entry_point} does not declare spec {self.id}")
-        return cls
-
-    def make(self, params: Mapping[str, Any] | ShiftParams) -> Shift:
-        """An instance of the shift with validated ``params``."""
-        return self.load()(self.validate_params(params))

@@ -284,7 +284,7 @@ def _collect_task(job: dict, on_record: Callable[[dict], None] | None = None) ->
     from liberopro.episode.local_policy import LocalPolicyClient
     from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
     from liberopro.instances.build import EpisodePlan
-    from liberopro.runs.evaluation import auto_render_size
+    from liberopro.runs.workers import auto_render_size
     from liberopro.schema.manifest import Instance
 
     work = Path(job["work"])

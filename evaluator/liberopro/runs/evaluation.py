@@ -20,17 +20,10 @@ from liberopro.episode.policy_connection import PolicyConnection, open_policy
 from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.instances.build import EpisodePlan, Instance
 from liberopro.runs.summary import EpisodeRecord, ResultsWriter
-from liberopro.runs.workers import PolicyAccess, choose_workers, run_workers
+from liberopro.runs.workers import PolicyAccess, auto_render_size, choose_workers, run_workers
 from liberopro.schema.results import Summary, run_header
 from liberopro.stack import check_stack
-from submission_spec import Policy, PolicyMetadata
-
-
-def auto_render_size(meta: PolicyMetadata) -> int:
-    """128 when every camera the policy wants is at most 128 px, else 256 (LIBERO's evaluation
-    resolution)."""
-    sizes = [max(c.height, c.width) for c in meta.cameras] or [128]
-    return 128 if max(sizes) <= 128 else 256
+from submission_spec import Policy
 
 
 def _write_instances(out_dir: Path, plans: list[EpisodePlan]) -> dict[str, Instance]:

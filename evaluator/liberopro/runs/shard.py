@@ -1,23 +1,12 @@
 """The shard runner: what the platform runs inside the evaluator container (or in-process for its
 local backend).
 
-``python -m liberopro.runs.shard`` has three commands, all talking to the platform's worker only
-through marked lines on stdout (``LIBEROPRO-EVENT {json}``, one
-:data:`liberopro.schema.results.Event` each; :mod:`liberopro.schema.shard`); anything else the
-evaluator prints goes to stderr, which the worker keeps for admins and never shows to the
-submitter:
-
-``check URL CHECK_JSON``   the spec conformance check (validation): one ``conformance`` event;
-                exit 0.
-``run URL SHARD_JSON_PATH``   the shard's episodes: ``hello`` (evaluator and simulator versions),
-                ``metadata``, one ``episode`` per finished episode (in the order they finish
-                when several streams run), then ``done`` (exit 0) or
-                ``error`` (exit 3: the policy could not be used; exit 4: the simulation stack or
-                the shard's instances were refused).
-``warmup``      compile robosuite's numba functions into ``NUMBA_CACHE_DIR`` (the image build).
-
-Anything else: a usage line on stderr, exit 2. No signal handler is installed: SIGTERM (the
-worker stopping the container on cancel or time limit) ends the process at once.
+Its command line is :mod:`liberopro.cli.shard` (``python -m liberopro.cli.shard check|run|warmup``,
+the evaluator image's entry point): :func:`check`, :func:`run_shard` and :func:`warmup` here talk
+to the platform's worker only through marked lines on stdout (``LIBEROPRO-EVENT {json}``, one
+:data:`liberopro.schema.results.Event` each, written by :func:`stdout_emit`;
+:mod:`liberopro.schema.shard`); anything else the evaluator prints goes to stderr, which the
+worker keeps for admins and never shows to the submitter.
 
 The shard file (:class:`liberopro.schema.shard.ShardSpec`) holds only this shard's instances (a
 slice of the hidden manifest) and the ``[instance_id, episode_index]`` pairs still to run.
@@ -40,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from liberopro.episode.policy_connection import PolicyConnection
+from liberopro.runs.workers import RestartWait, ShardStopped
 from liberopro.schema.results import (
-    ConformanceEvent,
     DoneEvent,
     EpisodeEvent,
-    ErrorEvent,
     Event,
     HelloEvent,
     MetadataEvent,
@@ -55,17 +43,11 @@ log = logging.getLogger("liberopro.runs.shard")
 
 Emit = Callable[[Event], None]
 
-USAGE = "usage: python -m liberopro.runs.shard check URL CHECK_JSON | run URL SHARD_JSON | warmup"
-
 
 def stdout_emit(event: Event) -> None:
     """Write one event line to stdout and flush it (the worker reads the stream live)."""
     sys.stdout.write(event_line(event) + "\n")
     sys.stdout.flush()
-
-
-class ShardStopped(Exception):
-    """The worker asked the shard to stop (cancel or time limit) between episodes."""
 
 
 def shard_streams(requested: int, meta: Any, protocol: str, episodes: int) -> tuple[int, str]:
@@ -99,56 +81,14 @@ def _init_stream(*args: Any) -> None:
     _init_worker(*args)
 
 
-def _log_to_stderr() -> None:
+def log_to_stderr() -> None:
     """This module's INFO lines (the streams chosen, a stream that died) on stderr when nothing
-    configured logging (``python -m liberopro.runs.shard``); stdout stays the event channel."""
+    configured logging (``python -m liberopro.cli.shard run``); stdout stays the event channel."""
     if not logging.getLogger().handlers and not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
-
-
-class RestartWait:
-    """Called before each episode: when the policy does not answer its health check, wait up to
-    ``wait_s`` seconds for it (a crashed policy being restarted), polling every 0.5 s; once it
-    stayed down for a whole wait, do not wait again until it answers (its episodes then fail
-    fast with the transport's reason). ``should_stop`` is asked before and during the wait
-    (raises :class:`ShardStopped`); ``ensure_running`` restarts a policy process first (a
-    command-started policy; None for a URL)."""
-
-    def __init__(
-        self,
-        client: Any,
-        wait_s: float,
-        should_stop: Callable[[], bool] = lambda: False,
-        ensure_running: Callable[[], None] | None = None,
-    ) -> None:
-        self.client = client
-        self.wait_s = wait_s
-        self.should_stop = should_stop
-        self.ensure_running = ensure_running
-        self.down = False
-
-    def _answered(self, _left: float) -> bool:
-        if self.should_stop():
-            raise ShardStopped("stop requested")
-        return bool(self.client.health(timeout=2.0))
-
-    def __call__(self) -> None:
-        from submission_spec.polling import poll_until
-
-        if self.should_stop():
-            raise ShardStopped("stop requested")
-        if self.ensure_running is not None:
-            self.ensure_running()
-        if self.client.health(timeout=2.0):
-            self.down = False
-            return
-        if self.down:
-            return  # it stayed down after a full wait: do not wait again for every episode
-        if not poll_until(self._answered, self.wait_s, 0.5):
-            self.down = True
 
 
 # ---------------------------------------------------------------- validation
@@ -254,7 +194,7 @@ def run_shard(
     from liberopro.episode.policy_connection import open_policy
     from liberopro.episode.runner import EpisodeRunner, RunSettings
     from liberopro.instances.build import instance_problems, plan_episodes
-    from liberopro.runs.evaluation import auto_render_size
+    from liberopro.runs.workers import auto_render_size
     from liberopro.schema.manifest import ManifestError
     from liberopro.stack import check_stack
 
@@ -353,41 +293,3 @@ def seed_numba_cache() -> None:
     seed, target = os.environ.get("LIBEROPRO_NUMBA_CACHE_SEED"), os.environ.get("NUMBA_CACHE_DIR")
     if seed and target and os.path.isdir(seed) and not os.path.exists(target):
         shutil.copytree(seed, target)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m liberopro.runs.shard check URL CHECK_JSON``, ``... run URL SHARD_JSON_PATH`` or
-    ``... warmup`` (module docstring); returns the exit code: 0 done, 2 usage, 3 the policy could
-    not be used, 4 the stack or the shard's instances were refused (each with an ``error``
-    event). Other exceptions propagate (a traceback on stderr, exit 1)."""
-    args = sys.argv[1:] if argv is None else argv
-    if args == ["warmup"]:
-        warmup()
-        return 0
-    if len(args) == 3 and args[0] == "check":
-        report = check(args[1], CheckSpec.model_validate_json(args[2]))
-        stdout_emit(ConformanceEvent(report=report))
-        return 0
-    if len(args) == 3 and args[0] == "run":
-        from liberopro.schema.manifest import ManifestError
-        from liberopro.stack import StackError
-        from submission_spec import PolicyError
-
-        spec = ShardSpec.model_validate_json(Path(args[2]).read_text())
-        _log_to_stderr()
-        seed_numba_cache()  # robosuite's numba functions, compiled at image build (~0.9 MB)
-        try:
-            run_shard(spec, stdout_emit, policy_url=args[1])
-        except PolicyError as exc:
-            stdout_emit(ErrorEvent(kind="policy", reason=exc.reason, message=exc.detail))
-            return 3
-        except (StackError, ManifestError) as exc:
-            stdout_emit(ErrorEvent(kind="internal", message=str(exc)))
-            return 4
-        return 0
-    print(USAGE, file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -165,6 +165,13 @@ def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     return None
 
 
+def auto_render_size(meta: PolicyMetadata) -> int:
+    """128 when every camera the policy wants is at most 128 px, else 256 (LIBERO's evaluation
+    resolution)."""
+    sizes = [max(c.height, c.width) for c in meta.cameras] or [128]
+    return 128 if max(sizes) <= 128 else 256
+
+
 def policy_limit(meta: PolicyMetadata, in_process: bool) -> int | None:
     """Episodes the policy may run at once: None (no limit) for an in-process policy (each worker
     builds its own instance), else the ``max_concurrent_episodes`` its ``/metadata`` declares;
@@ -256,7 +263,7 @@ class PolicyAccess:
     client_options: dict[str, Any] = field(default_factory=dict)
     local_policy: Callable[[Callable[[], Any]], Any] | None = None
     #: Seconds a worker waits, before an episode, for a policy at ``url`` that does not answer its
-    #: health check (:class:`liberopro.runs.shard.RestartWait`); None: no wait.
+    #: health check (:class:`RestartWait`); None: no wait.
     restart_wait_s: float | None = None
 
 
@@ -282,8 +289,6 @@ def _init_worker(access: PolicyAccess, meta: PolicyMetadata, settings: RunSettin
         client = make_client(access.url, access.protocol, **access.client_options)
     before = None
     if access.restart_wait_s is not None and access.local_policy is None:
-        from liberopro.runs.shard import RestartWait
-
         before = RestartWait(client, access.restart_wait_s)
     _RUNNER = EpisodeRunner(client, meta, settings, before_episode=before)
 
@@ -468,3 +473,49 @@ class _Pool:
             for ex, procs in self.live.values():  # interrupted: stop what still runs
                 stop_pool(ex, procs)
             self.flush(final=True)
+
+
+class ShardStopped(Exception):
+    """The worker asked the shard to stop (cancel or time limit) between episodes."""
+
+
+class RestartWait:
+    """Called before each episode: when the policy does not answer its health check, wait up to
+    ``wait_s`` seconds for it (a crashed policy being restarted), polling every 0.5 s; once it
+    stayed down for a whole wait, do not wait again until it answers (its episodes then fail
+    fast with the transport's reason). ``should_stop`` is asked before and during the wait
+    (raises :class:`ShardStopped`); ``ensure_running`` restarts a policy process first (a
+    command-started policy; None for a URL)."""
+
+    def __init__(
+        self,
+        client: Any,
+        wait_s: float,
+        should_stop: Callable[[], bool] = lambda: False,
+        ensure_running: Callable[[], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.wait_s = wait_s
+        self.should_stop = should_stop
+        self.ensure_running = ensure_running
+        self.down = False
+
+    def _answered(self, _left: float) -> bool:
+        if self.should_stop():
+            raise ShardStopped("stop requested")
+        return bool(self.client.health(timeout=2.0))
+
+    def __call__(self) -> None:
+        from submission_spec.polling import poll_until
+
+        if self.should_stop():
+            raise ShardStopped("stop requested")
+        if self.ensure_running is not None:
+            self.ensure_running()
+        if self.client.health(timeout=2.0):
+            self.down = False
+            return
+        if self.down:
+            return  # it stayed down after a full wait: do not wait again for every episode
+        if not poll_until(self._answered, self.wait_s, 0.5):
+            self.down = True

@@ -1,8 +1,8 @@
 """The shard contract between the platform and the evaluator's shard runner (:mod:`liberopro.runs.shard`).
 
-* :class:`ShardSpec`: what one shard run needs (the JSON file ``python -m liberopro.runs.shard run``
+* :class:`ShardSpec`: what one shard run needs (the JSON file ``python -m liberopro.cli.shard run``
   reads; the platform writes it).
-* :class:`CheckSpec`: the time limits of the validation check (``python -m liberopro.runs.shard check``
+* :class:`CheckSpec`: the time limits of the validation check (``python -m liberopro.cli.shard check``
   reads it as its JSON argument).
 * :func:`shard_streams` (with :func:`shard_streams_reason`): how many simulator streams a shard
   runs against one policy, the one rule for the platform (which sets ``ShardSpec.streams``) and
@@ -62,7 +62,7 @@ class ShardSpec(BaseModel):
     answer time per episode, seconds), ``startup_timeout_s`` (seconds for the policy to answer
     its health check before the first episode), ``restart_wait_s`` (seconds to wait for a
     policy that is down before an episode), ``render_size`` (camera pixels, square; None: from
-    the policy's metadata, :func:`liberopro.runs.evaluation.auto_render_size`), ``streams`` (simulator
+    the policy's metadata, :func:`liberopro.runs.workers.auto_render_size`), ``streams`` (simulator
     processes run at once against the one policy, capped by what it declares it serves at once
     and by the episodes: :func:`shard_streams`). Unknown keys are refused
     (``extra="forbid"``).

@@ -84,7 +84,7 @@ class ObjectInstance(Shift[InstanceParams]):
         if obj is None or obj.category_name != p.to_type:
             raise ShiftInvalid(self.id, f"{p.object} is not a {p.to_type} in this scene variant")
         try:
-            variants.check_state_size(scene, scene.task.init_states())
+            variants.check_state_size(scene.model, scene.task.init_states())
         except ValueError as exc:
             raise ShiftInvalid(self.id, str(exc)) from exc
         if list(scene.inner.objects_dict) != variants.object_order(scene.task.bddl_path):

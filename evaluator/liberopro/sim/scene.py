@@ -53,6 +53,7 @@ from liberopro.episode.blame import PhysicsUnstable
 from liberopro.sim import variants
 from liberopro.sim.frames import LazyImages
 from liberopro.sim.tasks import SETTLE_STEPS, TaskInfo
+from liberopro.sim.variants import PropSpec
 from liberopro.stack import configure_rendering
 
 configure_rendering()
@@ -124,34 +125,6 @@ def proprio_from_obs(obs: dict) -> dict[str, np.ndarray]:
         "joint_pos": np.asarray(obs["robot0_joint_pos"], dtype=np.float64).copy(),
         "joint_vel": np.asarray(obs["robot0_joint_vel"], dtype=np.float64).copy(),
     }
-
-
-@dataclass(frozen=True)
-class PropSpec:
-    """An extra body a shift needs in the scene (an obstacle, an occluder, a look-alike).
-
-    Props are static bodies (no joint), so LIBERO's init states (qpos/qvel vectors) still fit
-    the model; they are parked out of sight at every episode start and moved in by the shift
-    through ``model.body_pos``/``body_quat`` (see :mod:`liberopro.sim.variants`). A prop's body
-    frame is its centre for a box or cylinder and the object's own origin for an object copy.
-
-    Attributes:
-        name: body name, unique in the scene (``liberopro_prop_<what>``).
-        kind: ``box``, ``cylinder``, ``object:<type>`` (a static copy of a LIBERO registry object,
-            ``libero.libero.envs.objects``, e.g. ``object:white_bowl``) or ``clone:<object>``
-            (a static copy of a scene object's type).
-        size: MuJoCo geom size (half-extents for a box; radius, half-height for a cylinder);
-            ignored for object copies.
-        rgba: colour of a box or cylinder (None: grey); for an object copy None keeps its own
-            textures, a colour recolours every visual geom (a look-alike of another colour).
-        collide: whether it has collisions (occluders near the camera may not need them).
-    """
-
-    name: str
-    kind: str
-    size: tuple[float, ...] = ()
-    rgba: tuple[float, float, float, float] | None = None
-    collide: bool = True
 
 
 @dataclass(frozen=True)
@@ -232,7 +205,7 @@ class LiberoScene:
         self._snapshots: dict[str, np.ndarray] = {}
         self._obs: dict | None = None
         #: Prop name -> body id (empty for a scene without props).
-        self.props: dict[str, int] = variants.add_props(self, variant.props) if variant.props else {}
+        self.props: dict[str, int] = variants.add_props(self.inner, variant.props) if variant.props else {}
         # After the props: adding them rebuilds the simulation and puts robosuite's own camera
         # sensors back in place of the wrapped ones (variants.add_props).
         self._wrap_camera_sensors()
@@ -371,7 +344,7 @@ class LiberoScene:
         for name, original in self._snapshots.items():
             self._model_array(name)[...] = original
         if self.props:  # static props: LIBERO's reset leaves their model pose alone
-            variants.park_props(self)
+            variants.park_props(self.model, self.props)
         self._obs = self.env.set_init_state(init_state)
 
     def settle(self, steps: int = SETTLE_STEPS) -> None:

@@ -36,12 +36,39 @@ import os
 import re
 import tempfile
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from liberopro.sim.scene import LiberoScene, PropSpec
+
+@dataclass(frozen=True)
+class PropSpec:
+    """An extra body a shift needs in the scene (an obstacle, an occluder, a look-alike).
+
+    Props are static bodies (no joint), so LIBERO's init states (qpos/qvel vectors) still fit
+    the model; they are parked out of sight at every episode start and moved in by the shift
+    through ``model.body_pos``/``body_quat`` (see this module). A prop's body
+    frame is its centre for a box or cylinder and the object's own origin for an object copy.
+
+    Attributes:
+        name: body name, unique in the scene (``liberopro_prop_<what>``).
+        kind: ``box``, ``cylinder``, ``object:<type>`` (a static copy of a LIBERO registry object,
+            ``libero.libero.envs.objects``, e.g. ``object:white_bowl``) or ``clone:<object>``
+            (a static copy of a scene object's type).
+        size: MuJoCo geom size (half-extents for a box; radius, half-height for a cylinder);
+            ignored for object copies.
+        rgba: colour of a box or cylinder (None: grey); for an object copy None keeps its own
+            textures, a colour recolours every visual geom (a look-alike of another colour).
+        collide: whether it has collisions (occluders near the camera may not need them).
+    """
+
+    name: str
+    kind: str
+    size: tuple[float, ...] = ()
+    rgba: tuple[float, float, float, float] | None = None
+    collide: bool = True
+
 
 #: Parking spot of prop ``i`` (metres, world): far below the floor, 1 m apart.
 PARK_Z_M = -20.0
@@ -126,14 +153,14 @@ def object_order(bddl_path: str) -> list[str]:
     return [n for names in parsed["objects"].values() for n in names]
 
 
-def check_state_size(scene: LiberoScene, init_states: np.ndarray) -> None:
-    """Raise ``ValueError`` unless LIBERO's init states (``[time, qpos, qvel]``) fit the scene's
-    model: ``1 + nq + nv`` columns."""
-    need = 1 + scene.model.nq + scene.model.nv
+def check_state_size(model: Any, init_states: np.ndarray) -> None:
+    """Raise ``ValueError`` unless LIBERO's init states (``[time, qpos, qvel]``) fit a scene's
+    MuJoCo ``model`` (``LiberoScene.model``): ``1 + nq + nv`` columns."""
+    need = 1 + model.nq + model.nv
     if init_states.shape[1] != need:
         raise ValueError(
             f"init states have {init_states.shape[1]} columns, the variant's model needs {need} "
-            f"(nq={scene.model.nq}, nv={scene.model.nv})"
+            f"(nq={model.nq}, nv={model.nv})"
         )
 
 
@@ -238,11 +265,10 @@ def props_xml(xml: str, props: tuple[PropSpec, ...], types: dict[str, str], stat
     return ET.tostring(root, encoding="unicode")
 
 
-def add_props(scene: LiberoScene, props: tuple[PropSpec, ...]) -> dict[str, int]:
-    """Rebuild ``scene``'s simulation with ``props`` (see the module docstring). Returns prop
-    name -> body id. The ids of every body, geom, joint and site of the task's own model are
-    unchanged (props come last)."""
-    inner = scene.inner
+def add_props(inner: Any, props: tuple[PropSpec, ...]) -> dict[str, int]:
+    """Rebuild the simulation of a scene's LIBERO env (``LiberoScene.inner``) with ``props`` (see
+    the module docstring). Returns prop name -> body id. The ids of every body, geom, joint and
+    site of the task's own model are unchanged (props come last)."""
     types = {name: obj.category_name for name, obj in inner.objects_dict.items()}
     counts = (inner.sim.model.nbody, inner.sim.model.ngeom, inner.sim.model.nq, inner.sim.model.nv)
 
@@ -277,9 +303,10 @@ def add_props(scene: LiberoScene, props: tuple[PropSpec, ...]) -> dict[str, int]
     return ids
 
 
-def park_props(scene: LiberoScene) -> None:
-    """Put every prop back at its parking spot with identity orientation (called by
+def park_props(model: Any, props: dict[str, int]) -> None:
+    """Put every prop (``props``: name -> body id, ``LiberoScene.props``) of a scene's MuJoCo
+    ``model`` back at its parking spot with identity orientation (called by
     :meth:`LiberoScene.start_episode` after LIBERO's reset)."""
-    for i, bid in enumerate(scene.props.values()):
-        scene.model.body_pos[bid] = parked_pos(i)
-        scene.model.body_quat[bid] = (1.0, 0.0, 0.0, 0.0)
+    for i, bid in enumerate(props.values()):
+        model.body_pos[bid] = parked_pos(i)
+        model.body_quat[bid] = (1.0, 0.0, 0.0, 0.0)

@@ -36,7 +36,7 @@ Image identity (docs/platform.md): the evaluator image is pinned by id when the 
 and every evaluator container's image id is checked before it starts; a policy image is used by
 id only, never one of the platform's own images. The shard's slice of the hidden manifest goes
 into a volume mounted into the evaluator container only. The evaluator reports through marked
-stdout lines (:mod:`liberopro.runs.shard`, the image's entry point); its stderr is kept for admins only.
+stdout lines (:mod:`liberopro.cli.shard`, the image's entry point); its stderr is kept for admins only.
 
 Every container, volume and network carries ``org.liberopro.sandbox=1`` and the owning
 worker's name: :class:`~.docker.containers.Sandbox` removes them on every return path, and

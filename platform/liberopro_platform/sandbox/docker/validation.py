@@ -1,5 +1,5 @@
 """A validation on the Docker backend: the policy alone in a fresh sandbox, checked by the
-conformance checker of the evaluator image (``python -m liberopro.runs.shard check``) within
+conformance checker of the evaluator image (``python -m liberopro.cli.shard check``) within
 ``validation_time_limit_s``; what failed, the fix and the policy's output go to the submitter."""
 
 from __future__ import annotations

@@ -1,0 +1,73 @@
+"""What every command of ``liberopro`` shares: the two consoles (``console``: messages on stderr;
+``out``: results on stdout, wide tables when piped), the one-line failure, the renderer check, the
+checked evaluation config and the SIGTERM-as-Ctrl-C guard."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from liberopro.config import EvalConfig, config_error
+
+# Piped output (CI logs, `| tee`) gets wide tables instead of rich's 80 columns.
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+out = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    # unwrapped (one line stays one line in a log) and escaped (a message may quote file content)
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
+    raise typer.Exit(code)
+
+
+class _StopOnSignal:
+    """SIGTERM (a batch scheduler, ``timeout``, ``kill``) ends an evaluation the way Ctrl-C does:
+    as ``KeyboardInterrupt``, so every ``with``/``finally`` on the way out runs and the policy
+    server started by ``--policy-cmd`` (in a session of its own, which no signal to us reaches)
+    is stopped instead of left running. ``signum``/``name``: the signal that came (SIGINT unless
+    SIGTERM did). Outside the main thread it does nothing (signals are delivered there only)."""
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self.signum, self.name, self._previous = signal.SIGINT, "SIGINT", None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._on_term)
+
+    def _on_term(self, signum: int, frame: object) -> None:
+        self.signum, self.name = signum, "SIGTERM"
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+
+def _require_renderer() -> None:
+    """End the command with one line saying what to set when ``MUJOCO_GL`` cannot work here
+    (before anything imports mujoco, whose own failures are tracebacks or silent)."""
+    from liberopro.stack import RenderingError, check_rendering
+
+    try:
+        check_rendering()
+    except RenderingError as exc:
+        _fail(str(exc))
+
+
+def _config(**fields: object) -> EvalConfig:
+    """An :class:`~liberopro.config.EvalConfig` of ``fields``; a refused one ends the command with
+    the check's message (exit code 2)."""
+    from pydantic import ValidationError
+
+    try:
+        return EvalConfig(**fields)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        _fail(config_error(exc))

