@@ -20,9 +20,11 @@ POLICY_URL_SCHEMES = ("http://", "https://", "ws://", "wss://")
 #: ``--encoding``: the body encoding of the ``liberopro`` protocol's requests and answers.
 ENCODINGS = ("msgpack", "json")
 #: ``--observations`` (``docs/definition.md``, "Diagnostic studies"; :class:`liberopro.instances.build.Diagnostic`).
-OBSERVATION_MODES = ("live", "frozen")
+ObservationMode = Literal["live", "frozen"]
+OBSERVATION_MODES: tuple[ObservationMode, ...] = ("live", "frozen")
 #: ``--recovery`` (``docs/definition.md``, "Diagnostic studies"; :class:`liberopro.instances.build.Diagnostic`).
-RECOVERY_PROTOCOLS = ("none", "hold", "retry", "restore")
+RecoveryProtocol = Literal["none", "hold", "retry", "restore"]
+RECOVERY_PROTOCOLS: tuple[RecoveryProtocol, ...] = ("none", "hold", "retry", "restore")
 
 
 def _items(text: str) -> list[str]:
@@ -205,14 +207,16 @@ class EvalConfig(BaseModel):
         return parse_protocol_options(self.protocol_options)
 
     @property
-    def observation_modes(self) -> list[str]:
-        """``observations`` as a list, e.g. ``["live", "frozen"]``."""
-        return _items(self.observations)
+    def observation_modes(self) -> list[ObservationMode]:
+        """``observations`` as a list, e.g. ``["live", "frozen"]`` (checked: each is one of
+        :data:`OBSERVATION_MODES`)."""
+        return [next(m for m in OBSERVATION_MODES if m == o) for o in _items(self.observations)]
 
     @property
-    def recovery_protocols(self) -> list[str]:
-        """``recovery`` as a list, e.g. ``["none", "hold"]``."""
-        return _items(self.recovery)
+    def recovery_protocols(self) -> list[RecoveryProtocol]:
+        """``recovery`` as a list, e.g. ``["none", "hold"]`` (checked: each is one of
+        :data:`RECOVERY_PROTOCOLS`)."""
+        return [next(r for r in RECOVERY_PROTOCOLS if r == p) for p in _items(self.recovery)]
 
     def replace(self, **changes: object) -> EvalConfig:
         """A copy with ``changes``, checked again (``model_copy`` would not check them)."""

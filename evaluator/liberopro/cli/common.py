@@ -35,7 +35,8 @@ class _StopOnSignal:
         import signal
         import threading
 
-        self.signum, self.name, self._previous = signal.SIGINT, "SIGINT", None
+        self.signum: int = signal.SIGINT
+        self.name, self._previous = "SIGINT", None
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGTERM, self._on_term)
 

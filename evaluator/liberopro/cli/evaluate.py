@@ -18,6 +18,7 @@ from liberopro.runs.quickstart import (  # the main job's defaults (``liberopro 
     DEMO_TASKS,
     EXAMPLE_STEPS,
 )
+from liberopro.schema.manifest import Instance
 from liberopro.schema.results import Summary
 
 
@@ -37,7 +38,7 @@ def _late_fallbacks(instances: list, max_steps: int | None) -> list[str]:
     ]
 
 
-def _instances(a: EvalConfig):
+def _instances(a: EvalConfig) -> tuple[list[Instance], list[str], int]:
     """(instances, skipped reasons, episodes per instance) from a manifest or from tasks x cases."""
     from liberopro.instances.build import make_instance, parse_cases
     from liberopro.instances.generation import check_manifest, first_valid_static
@@ -60,7 +61,8 @@ def _instances(a: EvalConfig):
         cases = parse_cases(a.shifts)
     except (ValueError, KeyError) as exc:
         _fail(str(exc).strip("'\""))
-    instances, skipped = [], []
+    instances: list[Instance] = []
+    skipped: list[str] = []
     cache: dict = {}
     try:
         for ref in refs:
@@ -74,7 +76,10 @@ def _instances(a: EvalConfig):
                         )
                 else:
                     inst = make_instance(ref, case, a.seed)
-                (skipped if isinstance(inst, str) else instances).append(inst)
+                if isinstance(inst, str):
+                    skipped.append(inst)
+                else:
+                    instances.append(inst)
             for scene in cache.values():  # one task's validation scenes at a time
                 scene.close()
             cache.clear()
@@ -96,10 +101,12 @@ def _diagnostics(a: EvalConfig):
     return [Diagnostic(o, r) for o in a.observation_modes for r in a.recovery_protocols]
 
 
-def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None = None) -> Summary:
+def _evaluate(
+    a: EvalConfig, prepared: tuple[list[Instance], list[str], int] | None = None, title: str | None = None
+) -> Summary:
     """Run the evaluation ``a`` asks for (a checked :class:`~liberopro.config.EvalConfig`), print its
     summary and return it; ends the command through :func:`_fail` on anything that stops it.
-    ``instances``: what :func:`_instances` returned for ``a`` (or for the same tasks, cases and
+    ``prepared``: what :func:`_instances` returned for ``a`` (or for the same tasks, cases and
     seed), when the caller has it already; ``title``: what ran, in the summary's title.
     The caller has checked the renderer (:func:`_require_renderer`): the imports here load mujoco."""
     from rich.progress import (
@@ -115,7 +122,7 @@ def _evaluate(a: EvalConfig, instances: tuple | None = None, title: str | None =
     from liberopro.schema.manifest import content_hash
     from submission_spec import PolicyError
 
-    instances, skipped, episodes = instances if instances is not None else _instances(a)
+    instances, skipped, episodes = prepared if prepared is not None else _instances(a)
     episodes = a.episodes or episodes
     diagnostics = _diagnostics(a)
     for reason in skipped:

@@ -209,7 +209,8 @@ def review(
     if shifts:
         wanted = {c.strip().upper() for c in shifts.split(",")}
         chosen = [i for i in chosen if i.case.upper() in wanted]
-    entries, scenes = [], {}
+    entries: list[dict] = []
+    scenes: dict = {}
     try:
         for n, inst in enumerate(chosen, 1):
             console.print(f"[{n}/{len(chosen)}] {inst.case} on {inst.task}")

@@ -25,7 +25,7 @@ def oracle_cmd(
     nominal tasks, without cameras, and print per-task success."""
     import subprocess
 
-    from liberopro.oracle.nominal import run_task, select_tasks, write_results
+    from liberopro.oracle.nominal import OracleTask, run_task, select_tasks, write_results
     from liberopro.sim.tasks import SUITES
 
     try:
@@ -34,7 +34,7 @@ def oracle_cmd(
         _fail(str(exc))
     started = t0 = dt.datetime.now(dt.UTC)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
-    results = []
+    results: list[OracleTask] = []
 
     def settings() -> dict:
         return {

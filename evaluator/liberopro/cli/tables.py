@@ -59,15 +59,15 @@ def print_summary(summary: Summary, title: str | None = None) -> None:
             _fired(c),
         )
     out.print(table)
-    head = summary.headline
-    if head.compositions:
+    headline = summary.headline
+    if headline.compositions:
         comp = Table(
             title="Compositions: weakest-single gap SR(C) - min SR(c_i), paired over the composition's "
             "own tasks and starts"
         )
         for col in ("composition", "SR", "weakest constituent (paired SR)", "gap", "95% CI", "paired episodes"):
             comp.add_column(col, justify="left" if col.startswith(("composition", "weakest")) else "right")
-        for co in head.compositions:
+        for co in headline.compositions:
             gap = co.weakest_single_gap
             comp.add_row(
                 co.case,
@@ -78,7 +78,7 @@ def print_summary(summary: Summary, title: str | None = None) -> None:
                 str(co.paired_episodes),
             )
         out.print(comp)
-    lmf = head.live_minus_frozen
+    lmf = headline.live_minus_frozen
     for f in lmf.cases:
         if f.gap is None:
             continue
@@ -88,7 +88,7 @@ def print_summary(summary: Summary, title: str | None = None) -> None:
         )
     if lmf.mean_gap is not None:
         out.print(f"live minus frozen, mean: {100 * lmf.mean_gap:+.1f} points {_ci(lmf.mean_gap_ci95)}")
-    for proto, g in head.recovery_gain.items():
+    for proto, g in headline.recovery_gain.items():
         if g.mean_gain is not None:
             out.print(f"recovery gain, {proto}: {100 * g.mean_gain:+.1f} points {_ci(g.ci95)} over {g.cases} case(s)")
     ep = summary.episodes
@@ -101,11 +101,11 @@ def print_summary(summary: Summary, title: str | None = None) -> None:
                 "(the episode ended before its phase and its fallback step; see `liberopro shifts` for the "
                 "fallback steps, and raise --max-steps): those episodes count with their outcome"
             )
-        f = c.runtime_fired
-        if f and f.succeeded_before_firing:
+        fired = c.runtime_fired
+        if fired and fired.succeeded_before_firing:
             out.print(
-                f"[yellow]note:[/] {escape(c.case)}: {f.succeeded_before_firing} episode(s) succeeded before the runtime "
-                f"shift fired, on {', '.join(f.late_fallback_tasks)}: faster than the fallback rule's margin allows "
+                f"[yellow]note:[/] {escape(c.case)}: {fired.succeeded_before_firing} episode(s) succeeded before the runtime "
+                f"shift fired, on {', '.join(fired.late_fallback_tasks)}: faster than the fallback rule's margin allows "
                 "(evaluator/liberopro/data/fastest_success.json is too late for those tasks)"
             )
         for reason in c.invalid_reasons:
