@@ -5,13 +5,55 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
 from liberopro.cli.common import _fail, _require_renderer, console, out
 
+if TYPE_CHECKING:
+    from liberopro.schema.manifest import ManifestHeader
+
 app = typer.Typer(no_args_is_help=True, help="Instance manifests.")
+
+
+def _generation_seed(split: str, seed: int | None, seed_env: str) -> int:
+    """The manifest's seed: ``seed`` for train/all; for eval, the secret in the environment
+    variable ``seed_env`` (never on the command line). Ends the command otherwise."""
+    import os
+
+    if split == "eval":
+        if seed is not None:
+            _fail(
+                "the evaluation manifest's seed is secret: put it in the environment variable named by "
+                f"--seed-env ({seed_env}), never on the command line"
+            )
+        raw = os.environ.get(seed_env)
+        if not raw or not raw.strip().isdigit():
+            _fail(f"set {seed_env} to the secret evaluation seed (an integer)")
+        return int(raw)
+    if seed is None:
+        _fail("give --seed for a train/all manifest")
+    return seed
+
+
+def _proof_settings(proof: bool | None, validate: bool, proof_init_states: str | None) -> tuple[bool, list[int] | None]:
+    """(whether the solvability proof runs, its init states or None for the default) from the
+    options; ends the command for a proof without validation or unreadable init states."""
+    if proof and not validate:
+        _fail(
+            "--proof needs --validate (the proof runs the oracle on validated instances): drop --no-validate, or give --no-proof"
+        )
+    proof = validate if proof is None else proof
+    if proof_init_states is not None and not proof:
+        _fail("--proof-init-states only applies to the solvability proof: drop it, or run with --validate and --proof")
+    if proof_init_states is None:
+        return proof, None
+    items = [x.strip() for x in proof_init_states.split(",") if x.strip()]
+    if not items or not all(x.isdigit() for x in items):
+        _fail(f"--proof-init-states takes init state indices separated by commas, e.g. 0,1 (got {proof_init_states!r})")
+    return proof, sorted({int(x) for x in items})
 
 
 @app.command("generate")
@@ -46,40 +88,13 @@ def instances_generate(
     ),
 ) -> None:
     """Generate a validated, schema-versioned instance manifest, with a report of every dropped pair."""
-    import os
-
     if split not in ("train", "eval", "all"):
         _fail(f"--split must be train, eval or all, not {split!r}")
-    if split == "eval":
-        if seed is not None:
-            _fail(
-                "the evaluation manifest's seed is secret: put it in the environment variable named by "
-                f"--seed-env ({seed_env}), never on the command line"
-            )
-        raw = os.environ.get(seed_env)
-        if not raw or not raw.strip().isdigit():
-            _fail(f"set {seed_env} to the secret evaluation seed (an integer)")
-        seed = int(raw)
-    elif seed is None:
-        _fail("give --seed for a train/all manifest")
-    if proof and not validate:
-        _fail(
-            "--proof needs --validate (the proof runs the oracle on validated instances): drop --no-validate, or give --no-proof"
-        )
-    proof = validate if proof is None else proof
-    if proof_init_states is not None and not proof:
-        _fail("--proof-init-states only applies to the solvability proof: drop it, or run with --validate and --proof")
-    states: list[int] | None = None
-    if proof_init_states is not None:
-        items = [x.strip() for x in proof_init_states.split(",") if x.strip()]
-        if not items or not all(x.isdigit() for x in items):
-            _fail(
-                f"--proof-init-states takes init state indices separated by commas, e.g. 0,1 (got {proof_init_states!r})"
-            )
-        states = sorted({int(x) for x in items})
+    seed = _generation_seed(split, seed, seed_env)
+    proof, states = _proof_settings(proof, validate, proof_init_states)
     _require_renderer()  # before the imports below load mujoco
-    from liberopro.instances.build import NOMINAL, parse_cases
-    from liberopro.instances.generation import REFERENCE, default_cases, generate, report
+    from liberopro.instances.build import parse_cases
+    from liberopro.instances.generation import default_cases, generate, report
     from liberopro.instances.generation import proof_init_states as proof_states_of
     from liberopro.schema.manifest import ManifestError, write_manifest
     from liberopro.sim.tasks import parse_task_list
@@ -135,11 +150,23 @@ def instances_generate(
         rep["reference_instances"] = rep["difference_vs_reference"] = None
     report_path = out_path.with_name(out_path.name + ".report.json")
     report_path.write_text(json.dumps(rep, indent=2) + "\n")
-    table = Table(title=f"{split} manifest: {header.instances} instances of {pairs} pairs ({len(dropped)} dropped)")
+    _print_generation(split, header, rep, pairs, len(dropped), cases or default_cases())
+    out.print(f"wrote {out_path} (content hash {header.content_hash[:16]}...) and {report_path}")
+
+
+def _print_generation(
+    split: str, header: ManifestHeader, rep: dict[str, Any], pairs: int, dropped: int, cases: list[list[str]]
+) -> None:
+    """The generation's table per case (instances, dropped, proved, unproved) and its per-suite
+    line against the reference counts."""
+    from liberopro.instances.build import NOMINAL
+    from liberopro.instances.generation import REFERENCE
+
+    table = Table(title=f"{split} manifest: {header.instances} instances of {pairs} pairs ({dropped} dropped)")
     for col in ("shift", "instances", "dropped", "proved", "unproved"):
         table.add_column(col)
     proved = rep["proof"]["per_shift"]
-    for sid in ("+".join(c) or NOMINAL for c in cases or default_cases()):
+    for sid in ("+".join(c) or NOMINAL for c in cases):
         p = proved.get(sid, {})
         table.add_row(
             sid,
@@ -154,7 +181,6 @@ def instances_generate(
         f"catalog on every task of the split: {REFERENCE.get(split, REFERENCE['total'])} shifted instances "
         f"(train {REFERENCE['train']}, eval {REFERENCE['eval']}; nominal not counted)"
     )
-    out.print(f"wrote {out_path} (content hash {header.content_hash[:16]}...) and {report_path}")
 
 
 @app.command("report-md")
