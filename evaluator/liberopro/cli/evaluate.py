@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -20,6 +21,12 @@ from liberopro.runs.quickstart import (  # the main job's defaults (``liberopro 
 )
 from liberopro.schema.manifest import Instance
 from liberopro.schema.results import Summary
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from liberopro.episode.runner import RunSettings
+    from submission_spec import PolicyError
 
 
 def _late_fallbacks(instances: list, max_steps: int | None) -> list[str]:
@@ -101,14 +108,19 @@ def _diagnostics(a: EvalConfig):
     return [Diagnostic(o, r) for o in a.observation_modes for r in a.recovery_protocols]
 
 
-def _evaluate(
-    a: EvalConfig, prepared: tuple[list[Instance], list[str], int] | None = None, title: str | None = None
-) -> Summary:
-    """Run the evaluation ``a`` asks for (a checked :class:`~liberopro.config.EvalConfig`), print its
-    summary and return it; ends the command through :func:`_fail` on anything that stops it.
-    ``prepared``: what :func:`_instances` returned for ``a`` (or for the same tasks, cases and
-    seed), when the caller has it already; ``title``: what ran, in the summary's title.
-    The caller has checked the renderer (:func:`_require_renderer`): the imports here load mujoco."""
+def _clear_earlier_run(out_dir: Path) -> None:
+    """Remove an earlier run's videos and action logs from ``out_dir`` (its files would mix with
+    this run's; the episodes and summary are rewritten)."""
+    if (out_dir / "episodes.jsonl").exists():
+        import shutil
+
+        for sub in ("videos", "actions"):
+            shutil.rmtree(out_dir / sub, ignore_errors=True)
+        console.print(f"replacing the earlier run in {out_dir} (its episodes, summary, videos and action logs)")
+
+
+def _progress_bar() -> Progress:
+    """The episodes' progress bar (shown on a terminal only)."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -118,6 +130,49 @@ def _evaluate(
         TimeRemainingColumn,
     )
 
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("ok {task.fields[ok]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not console.is_terminal,
+    )
+
+
+def _run_settings(a: EvalConfig) -> RunSettings:
+    """The episode runner's settings from the evaluation's configuration."""
+    from liberopro.episode.runner import RunSettings
+
+    return RunSettings(
+        max_steps=a.max_steps,
+        episode_policy_budget_s=a.episode_budget,
+        replan_steps=a.replan_steps,
+        video=a.video,
+        record_actions=a.record_actions,
+    )
+
+
+def _policy_failure(exc: PolicyError, a: EvalConfig) -> str:
+    """The error line for a policy that could not be used (with a hint for a URL that refused)."""
+    hint = (
+        "; start the server first, or let the evaluator start it with --policy-cmd"
+        if exc.reason == "policy_connect_error" and a.policy
+        else ""
+    )
+    return f"the policy could not be used: {exc.reason}: {exc.detail}{hint}"
+
+
+def _evaluate(
+    a: EvalConfig, prepared: tuple[list[Instance], list[str], int] | None = None, title: str | None = None
+) -> Summary:
+    """Run the evaluation ``a`` asks for (a checked :class:`~liberopro.config.EvalConfig`), print its
+    summary and return it; ends the command through :func:`_fail` on anything that stops it.
+    ``prepared``: what :func:`_instances` returned for ``a`` (or for the same tasks, cases and
+    seed), when the caller has it already; ``title``: what ran, in the summary's title.
+    The caller has checked the renderer (:func:`_require_renderer`): the imports here load mujoco."""
     from liberopro.instances.build import plan_episodes
     from liberopro.schema.manifest import content_hash
     from submission_spec import PolicyError
@@ -133,7 +188,6 @@ def _evaluate(
         console.print(f"[yellow]note:[/] {escape(warning)}")
     plans = plan_episodes(instances, episodes, a.seed, diagnostics)
     # The episode runner loads robosuite and MuJoCo (~1 s): only once the arguments are known good.
-    from liberopro.episode.runner import RunSettings
     from liberopro.runs.evaluation import run_evaluation
     from liberopro.stack import StackError
 
@@ -142,24 +196,10 @@ def _evaluate(
         f"{len(plans)} episodes ({len(instances)} instances x {episodes} x {len(diagnostics)} "
         f"condition(s)) -> {out_dir}"
     )
-    if (out_dir / "episodes.jsonl").exists():  # an earlier run's: its files would mix with this run's
-        import shutil
-
-        for sub in ("videos", "actions"):
-            shutil.rmtree(out_dir / sub, ignore_errors=True)
-        console.print(f"replacing the earlier run in {out_dir} (its episodes, summary, videos and action logs)")
+    _clear_earlier_run(out_dir)
     if a.policy:
         console.print(f"waiting for the policy at {a.policy} (up to {a.startup_timeout:.0f} s, --startup-timeout)")
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("ok {task.fields[ok]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not console.is_terminal,
-    )
+    progress = _progress_bar()
     with progress:
         bar = progress.add_task("episodes", total=len(plans), ok=0)
         ok = 0
@@ -188,13 +228,7 @@ def _evaluate(
                 encoding=a.encoding,
                 protocol=a.protocol,
                 protocol_options=a.protocol_option_values(),
-                settings=RunSettings(
-                    max_steps=a.max_steps,
-                    episode_policy_budget_s=a.episode_budget,
-                    replan_steps=a.replan_steps,
-                    video=a.video,
-                    record_actions=a.record_actions,
-                ),
+                settings=_run_settings(a),
                 render_size=a.render_size,
                 request_timeout=a.request_timeout,
                 startup_timeout=a.startup_timeout,
@@ -211,12 +245,7 @@ def _evaluate(
         except StackError as exc:
             _fail(str(exc))
         except PolicyError as exc:
-            hint = (
-                "; start the server first, or let the evaluator start it with --policy-cmd"
-                if exc.reason == "policy_connect_error" and a.policy
-                else ""
-            )
-            _fail(f"the policy could not be used: {exc.reason}: {exc.detail}{hint}")
+            _fail(_policy_failure(exc, a))
         except ValueError as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
@@ -234,14 +263,48 @@ def _evaluate(
     return summary
 
 
+#: ``liberopro evaluate``'s longer options (declared here to keep its signature readable).
+_ORACLE = typer.Option(
+    False,
+    "--oracle",
+    help="Run the privileged oracle in process instead of a policy (a reference, never a submission).",
+)
+_PROTOCOL_OPTION = typer.Option(
+    None,
+    "--protocol-option",
+    help="KEY=VALUE for the protocol's client, repeatable, e.g. chunk_length=10, "
+    "variant=oft, image_size=224 (see docs/adapters.md).",
+)
+_REPLAN_STEPS = typer.Option(
+    None,
+    help="Diagnostic: execute K actions of each chunk (overrides the policy's). Several values "
+    "(K1,K2,... or @sweep, the committed study values) run one evaluation each, into OUT/replan-K.",
+)
+_CHECK_STATIC = typer.Option(
+    True,
+    help="Without --manifest: realise each static case on init state 0 first "
+    "and take the first parameter draw whose post-conditions hold (as manifests do).",
+)
+_VIDEO = typer.Option(
+    "none",
+    help="Episode videos, OUT/videos/*.mp4: none, failures (episodes that did not succeed) or all. Policy's "
+    "view beside the clean agentview, step number, runtime shift marked. Costs renders: the recorded "
+    "camera is rendered at every other step, which on-demand rendering otherwise skips.",
+)
+_RECORD_ACTIONS = typer.Option(
+    False, help="Write each episode's executed and commanded actions, OUT/actions/*.npz (np.load)."
+)
+_WORKERS = typer.Option(
+    None,
+    help="Simulator processes, one task's episodes in one (default: the smallest of the CPUs, the policy's "
+    "max_concurrent_episodes (none: 1), ~2 GB of memory each and the tasks; docs/evaluator.md).",
+)
+
+
 def evaluate(
     policy: str | None = typer.Option(None, "--policy", help="URL of a running policy server."),
     policy_cmd: str | None = typer.Option(None, "--policy-cmd", help="Command that starts a policy server on $PORT."),
-    oracle: bool = typer.Option(
-        False,
-        "--oracle",
-        help="Run the privileged oracle in process instead of a policy (a reference, never a submission).",
-    ),
+    oracle: bool = _ORACLE,
     split: str | None = typer.Option(None, help="train (32 tasks), eval (8) or all (40)."),
     tasks: str | None = typer.Option(None, help="e.g. libero_goal:0,libero_10:3 (a bare suite means its 10 tasks)."),
     shifts: str = typer.Option(
@@ -258,12 +321,7 @@ def evaluate(
     protocol: str = typer.Option(
         "liberopro", help="The policy's wire protocol: liberopro (our spec), openpi, openvla."
     ),
-    protocol_option: list[str] | None = typer.Option(
-        None,
-        "--protocol-option",
-        help="KEY=VALUE for the protocol's client, repeatable, e.g. chunk_length=10, "
-        "variant=oft, image_size=224 (see docs/adapters.md).",
-    ),
+    protocol_option: list[str] | None = _PROTOCOL_OPTION,
     render_size: int | None = typer.Option(
         None, help="Render resolution (default: 128 if the policy asks <=128 px, else 256)."
     ),
@@ -280,30 +338,11 @@ def evaluate(
     recovery: str = typer.Option(
         "none", help="Diagnostic after a runtime shift fires: none, hold, retry, restore (comma list)."
     ),
-    replan_steps: str | None = typer.Option(
-        None,
-        help="Diagnostic: execute K actions of each chunk (overrides the policy's). Several values "
-        "(K1,K2,... or @sweep, the committed study values) run one evaluation each, into OUT/replan-K.",
-    ),
-    check_static: bool = typer.Option(
-        True,
-        help="Without --manifest: realise each static case on init state 0 first "
-        "and take the first parameter draw whose post-conditions hold (as manifests do).",
-    ),
-    video: str = typer.Option(
-        "none",
-        help="Episode videos, OUT/videos/*.mp4: none, failures (episodes that did not succeed) or all. Policy's "
-        "view beside the clean agentview, step number, runtime shift marked. Costs renders: the recorded "
-        "camera is rendered at every other step, which on-demand rendering otherwise skips.",
-    ),
-    record_actions: bool = typer.Option(
-        False, help="Write each episode's executed and commanded actions, OUT/actions/*.npz (np.load)."
-    ),
-    workers: int | None = typer.Option(
-        None,
-        help="Simulator processes, one task's episodes in one (default: the smallest of the CPUs, the policy's "
-        "max_concurrent_episodes (none: 1), ~2 GB of memory each and the tasks; docs/evaluator.md).",
-    ),
+    replan_steps: str | None = _REPLAN_STEPS,
+    check_static: bool = _CHECK_STATIC,
+    video: str = _VIDEO,
+    record_actions: bool = _RECORD_ACTIONS,
+    workers: int | None = _WORKERS,
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
     from liberopro.instances.study import PresetError, parse_replan_steps
