@@ -98,7 +98,7 @@ class FallbackRule(BaseModel):
 def phase_fallback(*triggers: str) -> FallbackRule:
     """``phase_fallback("approach", "transport")``: the fallback rule for a shift triggered by
     these phases (the first is the default trigger)."""
-    return FallbackRule(triggers=triggers)  # type: ignore[arg-type]
+    return FallbackRule(triggers=triggers)
 
 
 class RuntimeParams(ShiftParams):

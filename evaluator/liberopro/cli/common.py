@@ -69,6 +69,6 @@ def _config(**fields: object) -> EvalConfig:
     from pydantic import ValidationError
 
     try:
-        return EvalConfig(**fields)  # type: ignore[arg-type]
+        return EvalConfig(**fields)
     except ValidationError as exc:
         _fail(config_error(exc))

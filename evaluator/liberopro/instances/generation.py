@@ -426,7 +426,7 @@ def prove_instance(
     # runs keep the instance's fallbacks, as a policy as slow as the oracle would meet them
     fired = dict(validation_fired) if validation_fired is not None else (runs[0].fired_by if own and ids else {})
     record = OracleProof(
-        verdict=verdict,  # type: ignore[arg-type]
+        verdict=verdict,
         basis="shifted" if own else "nominal",
         init_states=list(init_states),
         seed=seed,
@@ -435,7 +435,7 @@ def prove_instance(
         steps=[a.steps for a in runs],
         stages=[a.stage for a in runs],
         nominal_successes=sum(a.success for a in base),
-        fired_by=fired,  # type: ignore[arg-type]
+        fired_by=fired,
         reason=f"{why}: {measured}" if why else "",
     )
     return Instance.model_validate({**inst.model_dump(mode="json"), "oracle": record.model_dump(mode="json")}), ""

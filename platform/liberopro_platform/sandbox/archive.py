@@ -128,7 +128,7 @@ class _HashingReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buf) -> int:  # type: ignore[override]
+    def readinto(self, buf) -> int:
         data = self.src.read(len(buf))
         if len(self.head) < 8:
             self.head += data[: 8 - len(self.head)]
@@ -281,7 +281,7 @@ class _Slice(io.RawIOBase):
         self.pos = {0: offset, 1: self.pos + offset, 2: self.size + offset}[whence]
         return self.pos
 
-    def readinto(self, buf) -> int:  # type: ignore[override]
+    def readinto(self, buf) -> int:
         n = max(0, min(len(buf), self.size - self.pos))
         self.fh.seek(self.start + self.pos)
         data = self.fh.read(n)
