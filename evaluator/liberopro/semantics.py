@@ -27,10 +27,11 @@ moves the bowl can check that the instruction still names it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Literal
 
-from liberopro.sim.tasks import TaskRef
+from liberopro.sim.tasks import TaskRef, task_info
 
 Kind = Literal["pick_place", "articulated", "push"]
 
@@ -178,3 +179,14 @@ def task_semantics(ref: TaskRef, goal_state: list[list[str]], objects: list[str]
         placements=placements,
         articulations=articulations,
     )
+
+
+@functools.cache
+def semantics_of(ref: TaskRef) -> TaskSemantics:
+    """Task roles from the BDDL file alone (no simulator)."""
+    from libero.libero.envs import bddl_utils
+
+    parsed = bddl_utils.robosuite_parse_problem(task_info(ref).bddl_path)
+    objects = [n for names in parsed["objects"].values() for n in names]
+    fixtures = [n for names in parsed["fixtures"].values() for n in names]
+    return task_semantics(ref, parsed["goal_state"], objects, fixtures)

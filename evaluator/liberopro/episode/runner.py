@@ -57,9 +57,10 @@ from liberopro.episode.loop import (
     start_action,
 )
 from liberopro.episode.phases import PhaseTracker
-from liberopro.instances.build import EpisodePlan, semantics_of
+from liberopro.instances.build import EpisodePlan
 from liberopro.runs.summary import EpisodeRecord, LatencyStats
 from liberopro.schema.reasons import TerminationReason
+from liberopro.semantics import semantics_of
 from liberopro.shifts import Shift, ShiftInvalid
 from liberopro.shifts.adapter import ShiftStack
 from liberopro.sim.frames import LazyImages

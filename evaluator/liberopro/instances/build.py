@@ -12,7 +12,6 @@ draws their parameters and checks them against the shift catalog.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -27,9 +26,9 @@ from liberopro.schema.manifest import (
     Instance,
     ShiftEntry,
 )
-from liberopro.semantics import TaskSemantics, task_semantics
+from liberopro.semantics import semantics_of
 from liberopro.shifts.base import stable_seed
-from liberopro.sim.tasks import TaskRef, task_info
+from liberopro.sim.tasks import TaskRef
 
 __all__ = [
     "INSTANCE_SCHEMA_VERSION",
@@ -92,17 +91,6 @@ class EpisodePlan:
     init_state_index: int
     seed: int
     diagnostic: Diagnostic = Diagnostic()
-
-
-@functools.cache
-def semantics_of(ref: TaskRef) -> TaskSemantics:
-    """Task roles from the BDDL file alone (no simulator)."""
-    from libero.libero.envs import bddl_utils
-
-    parsed = bddl_utils.robosuite_parse_problem(task_info(ref).bddl_path)
-    objects = [n for names in parsed["objects"].values() for n in names]
-    fixtures = [n for names in parsed["fixtures"].values() for n in names]
-    return task_semantics(ref, parsed["goal_state"], objects, fixtures)
 
 
 def parse_cases(text: str) -> list[list[str]]:

@@ -98,8 +98,8 @@ def run_task(
     (camera-less scene, env seed ``seed + init state``), up to ``max_steps`` policy steps
     (default: the suite's horizon, :data:`liberopro.sim.tasks.HORIZONS`). Raises ``RuntimeError``
     if the scene cannot be built."""
-    from liberopro.instances.build import semantics_of
     from liberopro.oracle.scripted import ScriptedController
+    from liberopro.semantics import semantics_of
     from liberopro.sim.scene import LiberoScene
 
     info = task_info(ref)

@@ -62,8 +62,8 @@ class OraclePolicy:
         self._controller: ScriptedController | None = None
 
     def reset(self, episode_id: str, instruction: str) -> None:
-        from liberopro.instances.build import semantics_of
         from liberopro.oracle.scripted import ScriptedController
+        from liberopro.semantics import semantics_of
 
         scene = self._scene_of()
         if scene is None:
