@@ -14,6 +14,16 @@ from liberopro.sim.tasks import SUITES, TASKS_PER_SUITE, TaskRef
 
 SPLIT_SEED = 142
 Split = Literal["train", "eval", "all"]
+#: The splits by name.
+SPLITS: tuple[Split, ...] = ("train", "eval", "all")
+
+
+def as_split(name: str) -> Split:
+    """``name`` as a :data:`Split`; ``ValueError`` for anything but train, eval or all."""
+    for split in SPLITS:
+        if split == name:
+            return split
+    raise ValueError(f"unknown split {name!r}; expected train, eval or all")
 
 
 def held_out() -> dict[str, list[int]]:

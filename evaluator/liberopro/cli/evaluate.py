@@ -51,7 +51,7 @@ def _instances(a: EvalConfig) -> tuple[list[Instance], list[str], int]:
     from liberopro.instances.generation import check_manifest, first_valid_static
     from liberopro.schema.manifest import ManifestError
     from liberopro.sim.tasks import parse_task_list
-    from liberopro.split import tasks_in_split
+    from liberopro.split import as_split, tasks_in_split
 
     if a.manifest is not None:
         try:
@@ -62,7 +62,7 @@ def _instances(a: EvalConfig) -> tuple[list[Instance], list[str], int]:
     try:
         refs = parse_task_list(a.tasks) if a.tasks else None
         if a.split:
-            refs = tasks_in_split(a.split, refs)  # type: ignore[arg-type]
+            refs = tasks_in_split(as_split(a.split), refs)
         if not refs:
             _fail("choose tasks with --tasks SUITE:INDEX[,...] and/or --split train|eval|all, or give --manifest FILE")
         cases = parse_cases(a.shifts)

@@ -98,14 +98,14 @@ def instances_generate(
     from liberopro.instances.generation import proof_init_states as proof_states_of
     from liberopro.schema.manifest import ManifestError, write_manifest
     from liberopro.sim.tasks import parse_task_list
-    from liberopro.split import tasks_in_split
+    from liberopro.split import as_split, tasks_in_split
     from liberopro.stack import StackError
 
     try:
         refs = parse_task_list(tasks) if tasks else None
         cases = parse_cases(shifts) if shifts else None
         if refs is not None:
-            tasks_in_split(split, refs)  # type: ignore[arg-type]
+            tasks_in_split(as_split(split), refs)
         if proof and validate:
             proof_states_of(split, episodes, states)  # ValueError for an init state out of range
     except (ValueError, KeyError) as exc:
