@@ -39,6 +39,10 @@ FailureReason = Literal[
 
 #: Largest ``/health`` answer read (bytes).
 HEALTH_REPLY_BYTES = 64 * 1024
+#: Longest single ``/health`` attempt of :meth:`PolicyClient.wait_healthy` (seconds).
+_HEALTH_ATTEMPT_S = 2.0
+#: How a health attempt that ran out of time is told (its budget follows).
+_NO_ANSWER = "no complete answer within"
 
 
 class PolicyError(Exception):
@@ -197,7 +201,7 @@ class PolicyClient:
         except httpx.ConnectError:
             return "connection refused (nothing listens there)"
         except DeadlineExceeded:
-            return f"no complete answer within {timeout:.1f} s"
+            return f"{_NO_ANSWER} {timeout:.1f} s"
         except (httpx.HTTPError, ReplyTooLarge) as exc:
             return type(exc).__name__
         return None if r.status_code == 200 else f"HTTP {r.status_code}"
@@ -214,8 +218,14 @@ class PolicyClient:
 
         def probe(left: float) -> str | None:
             nonlocal last
-            last = self._probe_health(min(2.0, max(0.1, left)))
-            return last
+            budget = min(_HEALTH_ATTEMPT_S, max(0.1, left))
+            why = self._probe_health(budget)
+            # An attempt cut short by the end of the wait says less than an earlier one's answer:
+            # a refusal stays the reason given when the last, shortened attempt runs out of time.
+            cut_short = why is not None and why.startswith(_NO_ANSWER) and budget < _HEALTH_ATTEMPT_S
+            if not cut_short or last == "no attempt":
+                last = why
+            return why
 
         poll_until(probe, timeout, poll, done=lambda why: why is None)
         if last is None:
