@@ -15,6 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from submission_spec.client import fail_fast_if_refused
+
 from liberopro import EVALUATOR_VERSION
 from liberopro.instances import EpisodePlan, Instance
 from liberopro.policy_connection import PolicyConnection, open_policy
@@ -48,6 +50,7 @@ def run_evaluation(
     connect_timeout: float = 5.0,
     request_timeout: float = 30.0,
     startup_timeout: float = 120.0,
+    refused_grace: float = 5.0,
     skipped: list[str] | None = None,
     extra_header: dict[str, Any] | None = None,
     on_record: Callable[[EpisodeRecord], None] | None = None,
@@ -65,7 +68,10 @@ def run_evaluation(
     :class:`liberopro.oracle_policy.OraclePolicy`, never a submission), built as
     ``local_policy(scene_of)`` where ``scene_of()`` returns the scene of the episode being run
     (:attr:`liberopro.runner.EpisodeRunner.current_scene`). ``protocol`` names the policy's wire protocol
-    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises
+    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. A
+    ``policy_url`` whose host refuses every connection for ``refused_grace`` seconds fails then,
+    before ``out_dir`` is made (:func:`submission_spec.client.fail_fast_if_refused`);
+    ``startup_timeout`` is for a server that accepts connections but is not healthy yet. Raises
     :class:`liberopro.stack.StackError` for a refused simulation stack, :class:`submission_spec.PolicyError`
     when the policy cannot be reached or its metadata is invalid (nothing can run then) and
     ``ValueError`` for not exactly one of ``policy_url`` / ``policy_cmd`` / ``local_policy``, a
@@ -80,6 +86,8 @@ def run_evaluation(
     if sum(p is not None for p in (policy_url, policy_cmd, local_policy)) != 1:
         raise ValueError("give exactly one of policy_url, policy_cmd or local_policy")
     versions = check_stack()
+    if policy_url is not None:  # a dead URL fails in seconds, before the run folder exists
+        fail_fast_if_refused(policy_url, refused_grace)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
