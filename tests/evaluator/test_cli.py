@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -116,6 +117,17 @@ def test_bad_arguments_get_clear_errors():
         "evaluate", "--policy", "http://127.0.0.1:9", "--tasks", "libero_goal:1", "--max-steps", "0"
     )
     assert code == 2 and "--max-steps must be at least 1" in text
+
+
+def test_a_dead_policy_url_fails_in_seconds_and_leaves_no_run_folder(tmp_path):
+    """Nothing listens at the URL: the run ends after the 5 s refusal grace (not the 120 s
+    startup timeout, which is for servers that accept connections but are not healthy yet),
+    names the address, and makes no run folder (issue 23: it took 128 s and left one)."""
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    code, text = in_process("evaluate", "--policy", "http://127.0.0.1:9", "--tasks", "libero_goal:1", "--out", str(out))
+    assert code == 2 and "nothing listens at 127.0.0.1:9" in text and "--policy-cmd" in text, text
+    assert time.monotonic() - t0 < 60 and not out.exists()
 
 
 def test_proof_options_that_cannot_apply_are_refused_naming_the_option(tmp_path):

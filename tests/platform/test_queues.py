@@ -114,7 +114,8 @@ def queue_db() -> str:
 @pytest.fixture(scope="module")
 def env(queue_db, redis_server, tmp_path_factory) -> dict[str, str]:
     """Settings of the processes: local backend, heartbeats every second, a worker gone after
-    6 s, the sweep every second, a lost message re-sent after 3 s."""
+    6 s, the sweep every second, a lost message re-sent after 3 s, the hidden stage's view moving
+    at 2 s ticks (the default, 60 s, would make a wait of 30 s depend on where the minute falls)."""
     return {
         "LIBEROPRO_DATABASE_URL": queue_db,
         "LIBEROPRO_BROKER_URL": redis_server.url,
@@ -128,6 +129,7 @@ def env(queue_db, redis_server, tmp_path_factory) -> dict[str, str]:
         "LIBEROPRO_RESEND_GRACE_S": "3",
         "LIBEROPRO_VALIDATION_HEALTH_TIMEOUT_S": "6",
         "LIBEROPRO_MAX_CONCURRENT": "20",
+        "LIBEROPRO_HIDDEN_VIEW_INTERVAL_S": "2",
     }
 
 

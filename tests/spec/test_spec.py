@@ -4,6 +4,7 @@ checks, the committed OpenAPI document and the conformance checker."""
 from __future__ import annotations
 
 import json
+import time
 
 import msgpack
 import numpy as np
@@ -279,3 +280,18 @@ def test_conformance_checks_the_declared_concurrency(serve_app):
     (failed,) = [c for c in report.checks if not c.ok]
     assert failed.name == "concurrency (2 episodes at once)" and "409" in failed.detail
     assert "declares max_concurrent_episodes=2" in failed.hint
+
+
+def test_a_dead_address_fails_in_seconds_and_a_listening_one_passes(serve_app):
+    """fail_fast_if_refused: refused for its grace -> policy_connect_error naming the address;
+    a port that accepts returns at once (before any health check)."""
+    from submission_spec.client import fail_fast_if_refused
+
+    t0 = time.monotonic()
+    with pytest.raises(PolicyError) as info:
+        fail_fast_if_refused("http://127.0.0.1:9", grace=1.0)
+    assert time.monotonic() - t0 < 10
+    assert info.value.reason == "policy_connect_error" and "nothing listens at 127.0.0.1:9" in info.value.detail
+    fail_fast_if_refused(serve_app(create_app(ZeroPolicy())), grace=1.0)
+    with pytest.raises(ValueError, match="names no host"):
+        fail_fast_if_refused("http:///health")

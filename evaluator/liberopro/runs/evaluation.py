@@ -24,6 +24,7 @@ from liberopro.runs.workers import PolicyAccess, auto_render_size, choose_worker
 from liberopro.schema.results import Summary, run_header
 from liberopro.stack import check_stack
 from submission_spec import Policy
+from submission_spec.client import fail_fast_if_refused
 
 
 def _write_instances(out_dir: Path, plans: list[EpisodePlan]) -> dict[str, Instance]:
@@ -135,6 +136,7 @@ def run_evaluation(
     connect_timeout: float = 5.0,
     request_timeout: float = 30.0,
     startup_timeout: float = 120.0,
+    refused_grace: float = 5.0,
     skipped: list[str] | None = None,
     extra_header: dict[str, Any] | None = None,
     on_record: Callable[[EpisodeRecord], None] | None = None,
@@ -152,7 +154,10 @@ def run_evaluation(
     :class:`liberopro.oracle.policy.OraclePolicy`, never a submission), built as
     ``local_policy(scene_of)`` where ``scene_of()`` returns the scene of the episode being run
     (:attr:`liberopro.episode.runner.EpisodeRunner.current_scene`). ``protocol`` names the policy's wire protocol
-    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. Raises
+    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. A
+    ``policy_url`` whose host refuses every connection for ``refused_grace`` seconds fails then,
+    before ``out_dir`` is made (:func:`submission_spec.client.fail_fast_if_refused`);
+    ``startup_timeout`` is for a server that accepts connections but is not healthy yet. Raises
     :class:`liberopro.stack.StackError` for a refused simulation stack, :class:`submission_spec.PolicyError`
     when the policy cannot be reached or its metadata is invalid (nothing can run then) and
     ``ValueError`` for not exactly one of ``policy_url`` / ``policy_cmd`` / ``local_policy``, a
@@ -167,6 +172,8 @@ def run_evaluation(
     if sum(p is not None for p in (policy_url, policy_cmd, local_policy)) != 1:
         raise ValueError("give exactly one of policy_url, policy_cmd or local_policy")
     versions = check_stack()
+    if policy_url is not None:  # a dead URL fails in seconds, before the run folder exists
+        fail_fast_if_refused(policy_url, refused_grace)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -6,7 +6,9 @@ the evaluator can end that one episode with a named reason and go on.
 
 from __future__ import annotations
 
+import socket
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,6 +41,10 @@ FailureReason = Literal[
 
 #: Largest ``/health`` answer read (bytes).
 HEALTH_REPLY_BYTES = 64 * 1024
+#: Longest single ``/health`` attempt of :meth:`PolicyClient.wait_healthy` (seconds).
+_HEALTH_ATTEMPT_S = 2.0
+#: How a health attempt that ran out of time is told (its budget follows).
+_NO_ANSWER = "no complete answer within"
 
 
 class PolicyError(Exception):
@@ -197,7 +203,7 @@ class PolicyClient:
         except httpx.ConnectError:
             return "connection refused (nothing listens there)"
         except DeadlineExceeded:
-            return f"no complete answer within {timeout:.1f} s"
+            return f"{_NO_ANSWER} {timeout:.1f} s"
         except (httpx.HTTPError, ReplyTooLarge) as exc:
             return type(exc).__name__
         return None if r.status_code == 200 else f"HTTP {r.status_code}"
@@ -214,8 +220,14 @@ class PolicyClient:
 
         def probe(left: float) -> str | None:
             nonlocal last
-            last = self._probe_health(min(2.0, max(0.1, left)))
-            return last
+            budget = min(_HEALTH_ATTEMPT_S, max(0.1, left))
+            why = self._probe_health(budget)
+            # An attempt cut short by the end of the wait says less than an earlier one's answer:
+            # a refusal stays the reason given when the last, shortened attempt runs out of time.
+            cut_short = why is not None and why.startswith(_NO_ANSWER) and budget < _HEALTH_ATTEMPT_S
+            if not cut_short or last == "no attempt":
+                last = why
+            return why
 
         poll_until(probe, timeout, poll, done=lambda why: why is None)
         if last is None:
@@ -276,3 +288,35 @@ class PolicyClient:
             raise PolicyError("policy_nonfinite_action", "the action chunk contains NaN or infinity")
         server_ms = msg.server_timing.infer_ms if msg.server_timing else None
         return ActResult(actions=actions.astype(np.float64), latency_ms=latency_ms, server_ms=server_ms)
+
+
+def fail_fast_if_refused(url: str, grace: float = 5.0, poll: float = 0.2) -> None:
+    """Raise at once-ish when nothing listens at ``url``: a TCP connection to its host and port
+    refused for ``grace`` wall-clock seconds (every attempt, ``poll`` seconds apart) raises
+    :class:`PolicyError` (``policy_connect_error``) naming the address. Returns as soon as one
+    connection is accepted, or when an attempt fails otherwise (a timeout, an unreachable host):
+    a server that is starting, or one behind a slow network, is left to the caller's longer
+    health wait (``wait_healthy``). Works for every protocol (``http``, ``https``, ``ws``, ``wss``:
+    the port defaults to 80 or 443); raises ``ValueError`` for a URL without a host."""
+    parts = urllib.parse.urlsplit(url)
+    if grace <= 0:
+        return
+    if not parts.hostname:
+        raise ValueError(f"{url!r} names no host")
+    port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+
+    def attempt(left: float) -> str | None:
+        try:
+            with socket.create_connection((parts.hostname, port), timeout=min(1.0, max(0.1, left))):
+                return "accepted"
+        except ConnectionRefusedError:
+            return None
+        except OSError as exc:
+            return type(exc).__name__
+
+    if poll_until(attempt, grace, poll, done=lambda outcome: outcome is not None) is None:
+        raise PolicyError(
+            "policy_connect_error",
+            f"nothing listens at {parts.hostname}:{port} (every connection refused for {grace:.0f} s): "
+            "is the policy server started, and on this host and port?",
+        )
