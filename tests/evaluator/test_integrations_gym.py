@@ -66,6 +66,11 @@ def test_builds_from_a_manifest_line():
         obs, info = env.reset(seed=0, options={"init_state": 0})
         assert info["instance_id"] == inst.instance_id and info["valid"] and not info["is_success"]
         assert obs["instruction"] == info["instruction"] and set(obs["proprio"]) == set(META.state_fields)
+        # Not realisable from init state 1 (the bowl collides wherever it goes): over at the first step.
+        obs, info = env.reset(seed=0, options={"init_state": 1})
+        assert not info["valid"] and info["termination_reason"] == "shift_invalid" and "S01" in info["detail"]
+        _, reward, terminated, truncated, info = env.step(np.zeros(7, dtype=np.float32))
+        assert (reward, terminated, truncated, info["steps"]) == (0.0, True, False, 0)
     finally:
         env.close()
     with pytest.raises(ValueError, match="either manifest_line"):

@@ -435,11 +435,18 @@ class EpisodeRunner:
         """Begin one episode of ``plan`` to be stepped from outside the runner (an external
         policy, :mod:`liberopro.integrations`): the same start as :meth:`run_episode`'s (scene,
         static shifts, settle steps) without asking any policy server; the returned
-        :class:`EpisodeSteps` runs the policy loop one step at a time. Raises
-        :class:`liberopro.shifts.ShiftInvalid` when a static shift cannot be realised, and any
-        evaluator or simulator fault (nothing is charged or replayed)."""
+        :class:`EpisodeSteps` runs the policy loop one step at a time. A static shift that cannot
+        be realised ends the episode before its first step: the steps' ``out.reason`` is
+        ``shift_invalid`` (``out.detail`` says why) and none may be run. Evaluator and simulator
+        faults are raised (nothing is charged or replayed)."""
         stack, out = self._start(plan)
-        scene = self._begin(plan, stack, out)
+        try:
+            scene = self._begin(plan, stack, out)
+        except ShiftInvalid as exc:
+            if self.current_scene is None:
+                raise
+            scene = self.current_scene
+            out.reason, out.detail, out.success = TerminationReason.shift_invalid, str(exc), False
         return EpisodeSteps(self, scene, stack, plan, out)
 
     def _replay(self, plan: EpisodePlan, session: PolicySession, until: int | None) -> Fault | None:

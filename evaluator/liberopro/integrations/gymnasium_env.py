@@ -115,25 +115,28 @@ class InstanceEnv(gymnasium.Env[dict[str, Any], np.ndarray]):
         if not self.init_states or not all(0 <= k < N_INIT_STATES for k in self.init_states):
             raise ValueError(f"init_states must be some of 0..{N_INIT_STATES - 1}, got {init_states!r}")
         self._last: dict[str, Any] | None = None
+        self._ended: StepOutcome | None = None  # an episode invalid from its reset
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Begin an episode: ``options["init_state"]`` (LIBERO init state 0-49; default drawn
         from ``init_states`` with the environment's generator) and env seed ``seed`` (default drawn likewise), as
-        the evaluator's episode of that init state and seed. Raises
-        :class:`liberopro.shifts.ShiftInvalid` when a static shift cannot be realised there."""
+        the evaluator's episode of that init state and seed. When a static shift cannot be
+        realised there, ``info["valid"]`` is False and the first :meth:`step` ends the episode
+        (``terminated``, reward 0) without simulating."""
         super().reset(seed=seed)
         init_state = (options or {}).get("init_state")
         if init_state is None:
             init_state = self.init_states[int(self.np_random.integers(len(self.init_states)))]
         episode_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         outcome = self.stepper.reset(int(init_state), episode_seed)
+        self._ended = outcome if outcome.terminated else None
         return self._obs(outcome), outcome.info | {"sim_steps": outcome.sim_steps}
 
     def step(self, action: np.ndarray) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         """One policy step (:meth:`liberopro.integrations.stepper.EpisodeStepper.step`)."""
-        outcome = self.stepper.step(action)
+        outcome, self._ended = self._ended or self.stepper.step(action), None
         info = outcome.info | {"sim_steps": outcome.sim_steps}
         return self._obs(outcome), float(outcome.success), outcome.terminated, outcome.truncated, info
 
@@ -141,7 +144,7 @@ class InstanceEnv(gymnasium.Env[dict[str, Any], np.ndarray]):
         self._last = as_dict(outcome.observation)
         return self._last
 
-    def render(self) -> np.ndarray | None:  # type: ignore[override]
+    def render(self) -> np.ndarray | None:
         """``rgb_array``: the first camera's image of the last observation ((H, W, 3) uint8); None
         without a render mode or before a reset."""
         if self.render_mode is None or self._last is None:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+from submission_spec.client import PolicyClient
 from submission_spec.models import PolicyMetadata
 from submission_spec.policy import Observation, as_action_chunk
 
@@ -104,8 +105,9 @@ class EpisodeStepper:
         self.instance = instance
         self.meta = metadata or DEFAULT_METADATA
         self.settings = settings or RunSettings()
-        # No policy server: the runner only builds scenes and episodes here (begin_episode).
-        self.runner = EpisodeRunner(None, self.meta, self.settings)  # type: ignore[arg-type]
+        # No policy server: the runner only builds scenes and begins episodes here (begin_episode
+        # asks no client), so it gets none.
+        self.runner = EpisodeRunner(cast(PolicyClient, None), self.meta, self.settings)
         self._steps: EpisodeSteps | None = None
         self._episode_id = ""
         self._instruction = ""  # the last instruction delivered
@@ -120,12 +122,16 @@ class EpisodeStepper:
         """Begin an episode from LIBERO init state ``init_state`` (0-49) with env seed ``seed``,
         as the evaluator's episode of that init state and seed: static shifts applied and
         settled. Returns the first observation (``sim_steps`` counts steps an intervention
-        supplied before it). Raises :class:`liberopro.shifts.ShiftInvalid` when a static shift
-        cannot be realised from this init state, ``IndexError`` for an init state out of range."""
+        supplied before it). When a static shift cannot be realised from this init state and
+        seed, the episode is over at once: ``terminated``, ``info["valid"]`` False,
+        ``info["termination_reason"]`` ``shift_invalid``, the scene's frame as the observation.
+        Raises ``IndexError`` for an init state out of range."""
         plan = EpisodePlan(instance=self.instance, episode_index=0, init_state_index=init_state, seed=seed)
         self._episode_id = uuid.uuid4().hex
         self._steps = self.runner.begin_episode(plan)
         self._instruction, self._over = self._steps.out.instruction, False
+        if self._steps.out.reason == TerminationReason.shift_invalid:
+            return self._ended(0)
         return self._advance(done=False)
 
     def step(self, action: np.ndarray | Sequence[float]) -> StepOutcome:
@@ -174,11 +180,17 @@ class EpisodeStepper:
         )
 
     def _invalid(self, exc: ShiftInvalid, sim_steps: int) -> StepOutcome:
-        """The end of an episode whose shift could not be realised (not scored)."""
+        """The end of an episode whose runtime shift could not be realised (not scored)."""
         steps = self._steps
         assert steps is not None
         out = steps.out
         out.reason, out.detail, out.success = TerminationReason.shift_invalid, str(exc), False
+        return self._ended(sim_steps)
+
+    def _ended(self, sim_steps: int) -> StepOutcome:
+        """The end of an invalid episode: terminated, no success."""
+        steps = self._steps
+        assert steps is not None
         self._over = True
         obs = self._observe(steps.scene.frame(), final=True)
         return StepOutcome(obs, terminated=True, sim_steps=sim_steps, info=self.info())
