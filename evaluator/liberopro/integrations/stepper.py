@@ -127,9 +127,10 @@ class EpisodeStepper:
         ``info["termination_reason"]`` ``shift_invalid``, the scene's frame as the observation.
         Raises ``IndexError`` for an init state out of range."""
         plan = EpisodePlan(instance=self.instance, episode_index=0, init_state_index=init_state, seed=seed)
+        self._over = True  # until the episode has begun (a fault leaves none to step)
         self._episode_id = uuid.uuid4().hex
         self._steps = self.runner.begin_episode(plan)
-        self._instruction, self._over = self._steps.out.instruction, False
+        self._instruction = self._steps.out.instruction
         if self._steps.out.reason == TerminationReason.shift_invalid:
             return self._ended(0)
         return self._advance(done=False)
@@ -141,7 +142,8 @@ class EpisodeStepper:
         float32, as a policy's chunk is under the contract (:func:`submission_spec.as_action_chunk`),
         so that the same actions give the evaluator's episode bit for bit. Raises
         ``RuntimeError`` after the end (reset first), ``ValueError`` for an action that is not 7
-        finite numbers."""
+        finite numbers; an evaluator or simulator fault (e.g. MuJoCo's instability) is raised
+        and ends the episode (nothing is charged: reset to go on)."""
         steps = self._steps
         if steps is None or self._over:
             raise RuntimeError("the episode is over: reset first")
@@ -149,6 +151,7 @@ class EpisodeStepper:
         if chunk.shape[0] != 1:
             raise ValueError(f"an action is 7 finite numbers, got shape {np.shape(action)}")
         a = chunk[0].astype(np.float64)
+        self._over = True  # until the next step is reached (a fault ends the episode)
         try:
             done = steps.end_step(steps.policy_action(a), a)
         except ShiftInvalid as exc:
@@ -163,6 +166,7 @@ class EpisodeStepper:
             while not done and steps.t < steps.limit:
                 action, frame = steps.begin_step()
                 if action is None:
+                    self._over = False
                     return StepOutcome(self._observe(frame), sim_steps=sim_steps, info=self.info())
                 done = steps.end_step(action, None)
                 sim_steps += 1
