@@ -55,3 +55,23 @@ def test_vla_eval_runs_an_instance(tmp_path):
     for e in episodes:
         assert e["steps"] == STEPS and e["metrics"]["success"] is False and e["metrics"]["valid"] is True
         assert e["metrics"]["shifts"][0]["id"] == "S14"
+
+
+def test_tasks_from_a_manifest(tmp_path):
+    from liberopro.instances.build import make_instance
+    from liberopro.integrations.vla_eval import LiberoProBenchmark
+    from liberopro.schema.manifest import make_header, write_manifest
+    from liberopro.sim.tasks import TaskRef
+
+    instances = [make_instance(TaskRef("libero_goal", 1), case, seed=0) for case in ([], ["S14"], ["D19"])]
+    path = tmp_path / "m.jsonl"
+    write_manifest(path, make_header("train", 0, instances, episodes=1), instances)  # type: ignore[arg-type]
+    bench = LiberoProBenchmark(manifest=str(path))
+    tasks = bench.get_tasks()
+    assert [t["instance_id"] for t in tasks] == [i.instance_id for i in instances]  # type: ignore[union-attr]
+    assert [t["case"] for t in tasks] == ["nominal", "S14", "D19"] and len({t["name"] for t in tasks}) == 3
+    picked = LiberoProBenchmark(manifest=str(path), instance_ids=[tasks[2]["instance_id"]])
+    assert [t["case"] for t in picked.get_tasks()] == ["D19"]
+    with pytest.raises(ValueError, match="not in"):
+        LiberoProBenchmark(manifest=str(path), instance_ids=["inst-nope"])
+    assert bench.get_metadata()["max_steps"] == 300 and set(bench.get_observation_spec()) >= {"agentview", "wrist"}
