@@ -403,17 +403,10 @@ class EpisodeRunner:
         an unrealisable shift set its reason). Returns the fault that ended it (its scene is
         dropped: the next episode gets a fresh one), or None."""
         ref = plan.instance.task
-        info, sem = task_info(ref), semantics_of(ref)
         scene: LiberoScene | None = None
         fault = None
         try:
-            scene = self.current_scene = self.scene_for(ref, self.variant_of(stack.shifts))
-            stack.bind(scene, sem, plan.seed, received=functools.partial(received_image, self.meta))
-            scene.start_episode(info.init_states()[plan.init_state_index], plan.seed)
-            stack.prepare(scene)  # static edits, settle steps, static post-conditions
-            out.tracker = PhaseTracker(scene, sem)
-            stack.track(out.tracker)
-            out.instruction = stack.instruction(info.instruction, 0)
+            scene = self._begin(plan, stack, out)
             session.reset(out.instruction)
             t_loop = time.perf_counter()
             self._policy_loop(scene, stack, session, plan, out, recorder, until)
@@ -430,6 +423,40 @@ class EpisodeRunner:
         if scene is not None:
             out.renders = dict(scene.render_count)
         return fault
+
+    def _begin(self, plan: EpisodePlan, stack: ShiftStack, out: _Outcome) -> LiberoScene:
+        """An episode's start up to its policy loop: the task's scene (the runner's current one),
+        ``stack`` bound to it, reset and init state, static shifts and settle steps (with their
+        post-conditions: :class:`liberopro.shifts.ShiftInvalid` when one fails), the phase
+        tracker and the instruction of step 0 in ``out``. Returns the scene."""
+        ref = plan.instance.task
+        info, sem = task_info(ref), semantics_of(ref)
+        scene = self.current_scene = self.scene_for(ref, self.variant_of(stack.shifts))
+        stack.bind(scene, sem, plan.seed, received=functools.partial(received_image, self.meta))
+        scene.start_episode(info.init_states()[plan.init_state_index], plan.seed)
+        stack.prepare(scene)  # static edits, settle steps, static post-conditions
+        out.tracker = PhaseTracker(scene, sem)
+        stack.track(out.tracker)
+        out.instruction = stack.instruction(info.instruction, 0)
+        return scene
+
+    def begin_episode(self, plan: EpisodePlan) -> EpisodeSteps:
+        """Begin one episode of ``plan`` to be stepped from outside the runner (an external
+        policy, :mod:`liberopro.integrations`): the same start as :meth:`run_episode`'s (scene,
+        static shifts, settle steps) without asking any policy server; the returned
+        :class:`EpisodeSteps` runs the policy loop one step at a time. A static shift that cannot
+        be realised ends the episode before its first step: the steps' ``out.reason`` is
+        ``shift_invalid`` (``out.detail`` says why) and none may be run. Evaluator and simulator
+        faults are raised (nothing is charged or replayed)."""
+        stack, out = self._start(plan)
+        try:
+            scene = self._begin(plan, stack, out)
+        except ShiftInvalid as exc:
+            if self.current_scene is None:
+                raise
+            scene = self.current_scene
+            out.reason, out.detail, out.success = TerminationReason.shift_invalid, str(exc), False
+        return EpisodeSteps(self, scene, stack, plan, out)
 
     def _replay(self, plan: EpisodePlan, session: PolicySession, until: int | None) -> Fault | None:
         """Run ``plan`` again in a fresh scene without the policy (no request, no budget, no video
@@ -492,9 +519,7 @@ class EpisodeRunner:
         A ``recorder`` (:mod:`liberopro.episode.video`) sees the clean frame, the images sent to the
         policy and the actions; the frame the observation layers get holds the policy's cameras
         only (not a camera added for the video)."""
-        recovery, tracker = out.recovery, out.tracker
-        assert tracker is not None
-        recovery.begin(scene)
+        steps = EpisodeSteps(self, scene, stack, plan, out, recorder)
         request = session.act
         if recorder is not None:
 
@@ -504,37 +529,18 @@ class EpisodeRunner:
                 return chunk
 
         policy = ChunkedPolicy(request, self.settings.replan_steps or self.meta.replan_steps)
-        policy_cams = tuple(c.name for c in self.meta.cameras)
-        interventions: list[Intervention] = [*stack.layers, recovery]
-        observations = observation_layers(stack.layers, plan.diagnostic.observations)
-        actions: list[ActionLayer] = [LiberoActions(self.meta), *stack.layers]
-        horizon, last_action, t = self.settings.horizon(plan.instance.task), start_action(), 0
-        while t < min(recovery.limit(horizon), math.inf if until is None else until):
-            out.at = t
-            if stack.fire_due(t, tracker.reached):
-                recovery.arm()
-            action = intervene(interventions, t, last_action)
-            if action is not None or recovery.applied_at == t:
+        while steps.t < min(steps.limit, math.inf if until is None else until):
+            t = steps.t
+            action, frame = steps.begin_step()
+            if action is not None or out.recovery.applied_at == t:
                 policy.flush()  # the policy starts a fresh chunk after an intervention
-            raw = scene.frame()
-            frame = observe(observations, only_cameras(raw, policy_cams), t)
             commanded = None
             if action is None:
                 commanded = policy.next(frame, t)
-                out.acted = True  # from here on, a fault may be of the policy's making
-                action = execute(actions, commanded, t)
-            if recorder is not None:
-                recorder.step(t, raw.images, recording.shift_marks(stack.shifts, t) if recorder.video != "none" else [])
-                recorder.action(action, commanded)
-            last_action = action
-            done = scene.step(action)
-            out.steps = t + 1
-            tracker.update(t)
-            t += 1
-            if done:
-                out.success, out.reason = True, TerminationReason.success
+                action = steps.policy_action(commanded)
+            if steps.end_step(action, commanded):
                 return
-            if self.settings.stop_when_shifts_done and stack.done(t):
+            if self.settings.stop_when_shifts_done and stack.done(steps.t):
                 return
 
     def _record(
@@ -641,3 +647,83 @@ class CurrentScene:
         """Follow ``runner``'s current scene from now on; returns ``runner``."""
         self._runner = runner
         return runner
+
+
+class EpisodeSteps:
+    """One episode's policy loop, one step at a time (the module docstring's steps 1-5, the
+    layers of :mod:`liberopro.episode.loop`), for :meth:`EpisodeRunner._policy_loop` and for a
+    policy outside the runner (:meth:`EpisodeRunner.begin_episode`). A step is
+    :meth:`begin_step` (triggers, interventions, the observed frame), then, unless an
+    intervention supplied the action, :meth:`policy_action`, then :meth:`end_step` (one env step).
+
+    Attributes:
+        t: the policy-loop step to run next (0-based).
+        scene, stack, plan, out: the episode's scene, shift stack, plan and outcome
+            (``out.steps``, ``out.success``, ``out.reason``, ``out.tracker`` as the runner fills them).
+    """
+
+    def __init__(
+        self,
+        runner: EpisodeRunner,
+        scene: LiberoScene,
+        stack: ShiftStack,
+        plan: EpisodePlan,
+        out: _Outcome,
+        recorder: recording.EpisodeRecorder | None = None,
+    ) -> None:
+        self.scene, self.stack, self.plan, self.out, self.recorder = scene, stack, plan, out, recorder
+        self.meta = runner.meta
+        out.recovery.begin(scene)
+        self.interventions: list[Intervention] = [*stack.layers, out.recovery]
+        self.observations = observation_layers(stack.layers, plan.diagnostic.observations)
+        self.actions: list[ActionLayer] = [LiberoActions(runner.meta), *stack.layers]
+        self.policy_cams = tuple(c.name for c in runner.meta.cameras)
+        self.horizon = runner.settings.horizon(plan.instance.task)
+        self.last_action = start_action()
+        self.t = 0
+        self._raw: RawFrame | None = None
+
+    @property
+    def limit(self) -> int:
+        """The step limit: the horizon, plus the Retry protocol's extra steps once armed."""
+        return self.out.recovery.limit(self.horizon)
+
+    def begin_step(self) -> tuple[np.ndarray | None, RawFrame]:
+        """Steps 1-3 of step :attr:`t`: runtime shifts due fire (arming the recovery protocol),
+        the interventions run, the frame passes the observation layers. Returns the
+        intervention's LIBERO action ((7,) float64; None when none acted: the policy supplies
+        it) and the frame the policy sees (its cameras only)."""
+        t, out = self.t, self.out
+        assert out.tracker is not None
+        out.at = t
+        if self.stack.fire_due(t, out.tracker.reached):
+            out.recovery.arm()
+        action = intervene(self.interventions, t, self.last_action)
+        self._raw = raw = self.scene.frame()
+        return action, observe(self.observations, only_cameras(raw, self.policy_cams), t)
+
+    def policy_action(self, commanded: np.ndarray) -> np.ndarray:
+        """Step 4: the policy's action ((7,) in its gripper convention) through the action
+        layers; the LIBERO action (7,) float64. From here on a fault may be of the policy's making."""
+        self.out.acted = True
+        return execute(self.actions, commanded, self.t)
+
+    def end_step(self, action: np.ndarray, commanded: np.ndarray | None) -> bool:
+        """Step 5: one env step with LIBERO ``action`` ((7,); ``commanded``, the policy's own
+        action, or None on an intervention's step, is for the recorder), the phase update;
+        :attr:`t` advances. True when LIBERO's goal predicate holds (the outcome says success)."""
+        raw, t, out = self._raw, self.t, self.out
+        assert raw is not None and out.tracker is not None, "end_step before begin_step"
+        if self.recorder is not None:
+            marks = recording.shift_marks(self.stack.shifts, t) if self.recorder.video != "none" else []
+            self.recorder.step(t, raw.images, marks)
+            self.recorder.action(action, commanded)
+        self.last_action = action
+        done = self.scene.step(action)
+        out.steps = t + 1
+        out.tracker.update(t)
+        self.t = t + 1
+        self._raw = None
+        if done:
+            out.success, out.reason = True, TerminationReason.success
+        return bool(done)

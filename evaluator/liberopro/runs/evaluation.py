@@ -15,6 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from submission_spec.client import fail_fast_if_refused
+
 from liberopro import EVALUATOR_VERSION
 from liberopro.episode.policy_connection import PolicyConnection, open_policy
 from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
@@ -24,7 +26,6 @@ from liberopro.runs.workers import PolicyAccess, auto_render_size, choose_worker
 from liberopro.schema.results import Summary, run_header
 from liberopro.stack import check_stack
 from submission_spec import Policy
-from submission_spec.client import fail_fast_if_refused
 
 
 def _write_instances(out_dir: Path, plans: list[EpisodePlan]) -> dict[str, Instance]:
@@ -154,10 +155,8 @@ def run_evaluation(
     :class:`liberopro.oracle.policy.OraclePolicy`, never a submission), built as
     ``local_policy(scene_of)`` where ``scene_of()`` returns the scene of the episode being run
     (:attr:`liberopro.episode.runner.EpisodeRunner.current_scene`). ``protocol`` names the policy's wire protocol
-    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. A
-    ``policy_url`` whose host refuses every connection for ``refused_grace`` seconds fails then,
-    before ``out_dir`` is made (:func:`submission_spec.client.fail_fast_if_refused`);
-    ``startup_timeout`` is for a server that accepts connections but is not healthy yet. Raises
+    (:mod:`submission_spec.transports`); ``protocol_options`` go to its client. ``refused_grace``:
+    :func:`submission_spec.client.fail_fast_if_refused`, before ``out_dir`` is made. Raises
     :class:`liberopro.stack.StackError` for a refused simulation stack, :class:`submission_spec.PolicyError`
     when the policy cannot be reached or its metadata is invalid (nothing can run then) and
     ``ValueError`` for not exactly one of ``policy_url`` / ``policy_cmd`` / ``local_policy``, a
