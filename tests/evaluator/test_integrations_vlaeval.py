@@ -5,13 +5,20 @@ by import string in its config, against a tiny random model server over its WebS
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
 
 pytestmark = [pytest.mark.vlaeval, pytest.mark.sim]
 
-vla_eval = pytest.importorskip("vla_eval", reason="the vlaeval extra: uv sync --frozen --extra vlaeval")
+
+@pytest.fixture(autouse=True)
+def _vla_eval_installed() -> None:
+    """The tier fails, never skips, without its extra (it runs only when asked for: -m vlaeval)."""
+    if importlib.util.find_spec("vla_eval") is None:
+        pytest.fail("the vlaeval tier needs the vlaeval extra: uv sync --frozen --extra vlaeval")
+
 
 STEPS = 6
 
