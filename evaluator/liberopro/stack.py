@@ -257,3 +257,24 @@ def _gl_strings() -> dict[str, str]:
         return value.decode(errors="replace") if value else ""
 
     return {"gl_vendor": read(GL.GL_VENDOR), "gl_renderer": read(GL.GL_RENDERER)}
+
+
+def version_lines() -> list[str]:
+    """What ``liberopro --version`` prints: the evaluator's version, the policy contract's spec
+    version, the results schema version, then each package of the simulation stack with the
+    version installed and whether it is the pinned one (:data:`PINNED`), and ``MUJOCO_GL``. Reads
+    package metadata only: imports no simulator and probes no renderer (a run records the OpenGL
+    renderer it used, :func:`stack_versions`)."""
+    from liberopro import EVALUATOR_VERSION
+    from liberopro.schema.results import RESULTS_SCHEMA_VERSION
+    from submission_spec import SPEC_VERSION
+
+    lines = [
+        f"liberopro {EVALUATOR_VERSION} (policy contract spec {SPEC_VERSION}, results schema {RESULTS_SCHEMA_VERSION})"
+    ]
+    for dist in (*PINNED, "opencv-python"):
+        have, pin = _version(dist), PINNED.get(dist)
+        mark = "" if pin is None else " (pinned)" if have == pin else f" (pinned: {pin})"
+        lines.append(f"  {dist} {have or 'not installed'}{mark}")
+    lines.append(f"  MUJOCO_GL {os.environ.get('MUJOCO_GL') or 'unset (egl by default)'}")
+    return lines

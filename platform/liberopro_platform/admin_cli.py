@@ -14,6 +14,31 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        from liberopro.schema.results import RESULTS_SCHEMA_VERSION
+
+        from submission_spec import SPEC_VERSION
+
+        typer.echo(
+            f"liberopro-platform {version('liberopro-platform')} (evaluator liberopro {version('liberopro')}, "
+            f"policy contract spec {SPEC_VERSION}, results schema {RESULTS_SCHEMA_VERSION}); the simulation "
+            "stack is the evaluator image's: docker run --rm --entrypoint liberopro liberopro/evaluator:latest --version"
+        )
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the versions, then exit."
+    ),
+) -> None:
+    """Run and administer a LIBERO-Pro2.0 submission platform (settings: LIBEROPRO_* env)."""
+
+
 def _settings():
     from liberopro_platform.config import get_settings
 

@@ -119,6 +119,18 @@ def test_bad_arguments_get_clear_errors():
     assert code == 2 and "--max-steps must be at least 1" in text
 
 
+def test_version_names_the_evaluator_and_the_pinned_stack():
+    """``liberopro --version``: the evaluator's, the spec's and the results schema's versions, then
+    each simulation package with its installed version, marked pinned (the test venv is pinned)."""
+    from liberopro import EVALUATOR_VERSION
+    from liberopro.stack import PINNED
+
+    code, text = in_process("--version")
+    assert code == 0 and text.startswith(f"liberopro {EVALUATOR_VERSION} (policy contract spec ")
+    for dist, pin in PINNED.items():
+        assert f"  {dist} {pin} (pinned)" in text, text
+
+
 def test_a_dead_policy_url_fails_in_seconds_and_leaves_no_run_folder(tmp_path):
     """Nothing listens at the URL: the run ends after the 5 s refusal grace (not the 120 s
     startup timeout, which is for servers that accept connections but are not healthy yet),

@@ -172,3 +172,14 @@ def test_admin_bootstrap_on_the_sqlite_default(tmp_path):
         me = c.get("/me", headers={"Authorization": f"Bearer {token}"})
         assert me.json() == {"user": "root", "team": "ops", "is_admin": True}
         assert c.get("/admin/stuck", headers={"Authorization": f"Bearer {token}"}).json() == []
+
+
+def test_platform_version_names_its_evaluator_and_contract():
+    from importlib.metadata import version
+
+    from liberopro_platform.admin_cli import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"liberopro-platform {version('liberopro-platform')} (evaluator liberopro ")

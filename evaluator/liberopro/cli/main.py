@@ -14,6 +14,29 @@ app = typer.Typer(
     no_args_is_help=True,
     help="LIBERO-Pro2.0: evaluate robot policies on LIBERO under static and runtime shifts.",
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from liberopro.stack import version_lines
+
+        typer.echo("\n".join(version_lines()))
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the evaluator's version and the simulation stack's, then exit.",
+    ),
+) -> None:
+    """LIBERO-Pro2.0: evaluate robot policies on LIBERO under static and runtime shifts."""
+
+
 app.command()(evaluate.evaluate)
 app.command()(evaluate.demo)
 app.command("report")(report.report_cmd)
