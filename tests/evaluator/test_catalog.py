@@ -131,7 +131,10 @@ def test_spec_agrees_with_the_benchmark_table(sid):
 
 
 def test_benchmark_table_lists_every_shift():
-    assert sorted(BENCHMARK) == sorted(SPECS)
+    """Every shift of the definition's tables is in the catalog. The catalog may hold more: a
+    shift added beyond the definition (docs/contributing.md) is listed in docs/shifts.md and
+    not on docs/definition.md, which states the definition as published."""
+    assert set(BENCHMARK) <= set(SPECS), sorted(set(BENCHMARK) - set(SPECS))
 
 
 def test_runtime_params_accept_any_trigger_and_early_fallback_steps():
