@@ -8,6 +8,7 @@ import socket
 import typer
 
 app = typer.Typer(
+    rich_markup_mode=None,
     add_completion=False,
     no_args_is_help=True,
     help="Run and administer a LIBERO-Pro2.0 submission platform (settings: LIBEROPRO_* env).",

@@ -442,3 +442,41 @@ def test_evaluate_with_two_workers_writes_the_records_of_one(tmp_path):
     for a, b in zip(one, two, strict=True):
         assert a.outcome_key() == b.outcome_key()
         assert (a.renders, a.latency.requests) == (b.renders, b.latency.requests) and a.steps == 8
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_results_table_and_help_fit_80_columns(monkeypatch, width):
+    """At 80 (and 100) columns the results table stacks its columns: every line fits, no header
+    or value is cut ("succ..." before), the runtime shifts' firing is printed under it; the help of
+    the top level and of evaluate is rewrapped to the width with no Sphinx markup (issue 23)."""
+    import io
+
+    from liberopro.cli import tables
+    from liberopro.runs.summary import summarize
+    from rich.console import Console
+
+    from .report_runs import TASKS, header, record
+
+    records = [
+        record(case, task, ep, ok=(ep + task) % 2 == 0)
+        for case in ("nominal", "S01", "D10", "S01+D10")
+        for task in TASKS
+        for ep in range(3)
+    ]
+    buffer = io.StringIO()
+    monkeypatch.setattr(tables, "out", Console(file=buffer, width=width, color_system=None))
+    tables.print_summary(summarize(records, header("p")), title="a run")
+    text = buffer.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= width, text
+    assert "…" not in text and " SR " in text and "S01+D10" in text and "D10 3/3/0" not in text, text
+    assert "runtime shifts fired at their phase/at the fallback step/not: D10 0/6/0" in text, text
+    for args in ((), ("evaluate",)):
+        proc = subprocess.run(
+            [str(BIN / "liberopro"), *args, "--help"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COLUMNS": "80"},
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == 0 and max(len(line) for line in proc.stdout.splitlines()) <= 80, proc.stdout
+        assert ":mod:" not in proc.stdout and "…" not in proc.stdout, proc.stdout

@@ -1,11 +1,12 @@
 """What every command of ``liberopro`` shares: the two consoles (``console``: messages on stderr;
-``out``: results on stdout, wide tables when piped), the one-line failure, the renderer check, the
+``out``: results on stdout; piped, ``COLUMNS`` or 100 wide), the one-line failure, the renderer check, the
 checked evaluation config and the SIGTERM-as-Ctrl-C guard."""
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 import typer
 from rich.console import Console
@@ -13,9 +14,21 @@ from rich.markup import escape
 
 from liberopro.config import EvalConfig, config_error
 
-# Piped output (CI logs, `| tee`) gets wide tables instead of rich's 80 columns.
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-out = Console(width=None if sys.stdout.isatty() else 160)
+
+def _width(stream: TextIO) -> int | None:
+    """A terminal's own width (rich reads it, and ``COLUMNS`` when set); piped output (CI logs,
+    ``| tee``) ``COLUMNS`` when set, else 100: the tables stack their columns below 150
+    (:mod:`liberopro.cli.tables`) and fit 80."""
+    if stream.isatty():
+        return None
+    try:
+        return max(40, int(os.environ["COLUMNS"]))
+    except (KeyError, ValueError):
+        return 100
+
+
+console = Console(stderr=True, width=_width(sys.stderr))
+out = Console(width=_width(sys.stdout))
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:

@@ -8,7 +8,11 @@ import typer
 
 from liberopro.cli.common import _fail, _require_renderer, console
 
-app = typer.Typer(no_args_is_help=True, help="Demonstration datasets (LeRobot format) from the privileged oracle.")
+app = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Demonstration datasets (LeRobot format) from the privileged oracle.",
+)
 
 
 @app.command("collect")

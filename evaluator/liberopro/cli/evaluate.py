@@ -399,7 +399,7 @@ def demo(
     """The main job on embedded defaults: the example zero policy, started as a child process and
     served over the spec, then the privileged oracle (the scripted controller, in process; it reads
     the simulator's state: a reference, never a submission), on two real tasks, nominal and the
-    shifts under which the oracle's measured success drops (:mod:`liberopro.runs.quickstart`); both tables,
+    shifts under which the oracle's measured success drops (liberopro.runs.quickstart); both tables,
     then both side by side."""
     from liberopro.runs.quickstart import demo_plan
 

@@ -15,7 +15,7 @@ from liberopro.cli.common import _fail, _require_renderer, console, out
 if TYPE_CHECKING:
     from liberopro.schema.manifest import ManifestHeader
 
-app = typer.Typer(no_args_is_help=True, help="Instance manifests.")
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Instance manifests.")
 
 
 def _generation_seed(split: str, seed: int | None, seed_env: str) -> int:

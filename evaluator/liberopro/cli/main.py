@@ -9,7 +9,11 @@ import typer
 
 from liberopro.cli import catalog, demonstrations, evaluate, instances, oracle, policy, report
 
+#: ``rich_markup_mode=None``: click's plain help, rewrapped to the terminal's width (80 columns
+#: included) and to 80 when piped; typer's rich panels kept the docstrings' line breaks and cut
+#: option help at 80 columns.
 app = typer.Typer(
+    rich_markup_mode=None,
     add_completion=False,
     no_args_is_help=True,
     help="LIBERO-Pro2.0: evaluate robot policies on LIBERO under static and runtime shifts.",

@@ -3,6 +3,7 @@ runs' success rates side by side."""
 
 from __future__ import annotations
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -23,42 +24,90 @@ def _fired(c: CaseSummary) -> str:
     return "-" if not f else f"{f.phase}/{f.fallback}/{f.not_fired}"
 
 
+#: Narrower consoles than this get the stacked table (:func:`_cases_table`): it fits 80 columns.
+WIDE = 150
+
+
+def _drop(c: CaseSummary, sep: str) -> str:
+    d = c.drop_from_nominal
+    return "-" if not d or d.value is None else f"{100 * d.value:+.1f}{sep}{_ci(d.ci95)}"
+
+
+def _cases_table(summary: Summary, title: str | None, wide: bool) -> Table:
+    """One row per case. ``wide``: every field in its own column (about 150 columns); otherwise
+    stacked to fit 80: the case's kind and categories under its name, the drop's interval under
+    it, episodes with tasks in one cell (how runtime shifts fired is printed under the table)."""
+    head = "LIBERO-Pro2.0 results (success rate = mean over tasks of per-task rates)"
+    table = Table(
+        title=head if title is None else f"{escape(title)}: {head}",
+        box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD,
+        pad_edge=wide,
+        caption_justify="left",
+        caption=None
+        if wide
+        else "SR: success rate; 95% CI: Wilson; drop: paired, from nominal; inv.: invalid episodes",
+    )
+    if wide:
+        columns = (
+            "case",
+            "kind",
+            "category",
+            "success rate",
+            "95% CI (Wilson)",
+            "drop from nominal, paired [95% CI]",
+            "episodes",
+            "tasks",
+            "invalid",
+            "fired phase/fallback/not",
+        )
+    else:
+        columns = ("case", "SR", "95% CI", "drop [CI]", "n (tasks)", "inv.")
+    for col in columns:
+        table.add_column(
+            col,
+            justify="left" if col in ("case", "kind", "category") else "right",
+            overflow="fold",
+            min_width=22 if col == "case" and not wide else None,
+        )
+    for c in summary.cases:
+        name = escape(c.case if not c.shift_names else f"{c.case} ({', '.join(c.shift_names)})")
+        categories = ", ".join(c.categories) or "-"
+        if wide:
+            table.add_row(
+                name,
+                c.kind,
+                categories,
+                _pct(c.success_rate),
+                _ci(c.ci95),
+                _drop(c, " "),
+                str(c.episodes),
+                str(c.tasks),
+                str(c.invalid_episodes),
+                _fired(c),
+            )
+        else:
+            kind = "" if c.kind == "nominal" else f"\n[dim]{c.kind}, {categories}[/]"
+            table.add_row(
+                f"{name}{kind}",
+                _pct(c.success_rate),
+                _ci(c.ci95),
+                _drop(c, "\n"),
+                f"{c.episodes} ({c.tasks})",
+                str(c.invalid_episodes),
+            )
+    return table
+
+
 def print_summary(summary: Summary, title: str | None = None) -> None:
     """The summary (:class:`liberopro.schema.results.Summary`) as tables: one row per case (rate,
     Wilson interval, paired drop from nominal, how runtime shifts fired), then compositions and
-    diagnostic gaps with their intervals. ``title``: what ran (prefixed to the main table's title)."""
-    head = "LIBERO-Pro2.0 results (success rate = mean over tasks of per-task rates)"
-    table = Table(title=head if title is None else f"{escape(title)}: {head}")
-    for col in (
-        "case",
-        "kind",
-        "category",
-        "success rate",
-        "95% CI (Wilson)",
-        "drop from nominal, paired [95% CI]",
-        "episodes",
-        "tasks",
-        "invalid",
-        "fired phase/fallback/not",
-    ):
-        table.add_column(col, justify="right" if col not in ("case", "kind", "category") else "left")
-    for c in summary.cases:
-        name = escape(c.case if not c.shift_names else f"{c.case} ({', '.join(c.shift_names)})")
-        d = c.drop_from_nominal
-        drop = "-" if not d or d.value is None else f"{100 * d.value:+.1f} {_ci(d.ci95)}"
-        table.add_row(
-            name,
-            c.kind,
-            ", ".join(c.categories) or "-",
-            _pct(c.success_rate),
-            _ci(c.ci95),
-            drop,
-            str(c.episodes),
-            str(c.tasks),
-            str(c.invalid_episodes),
-            _fired(c),
-        )
-    out.print(table)
+    diagnostic gaps with their intervals. ``title``: what ran (prefixed to the main table's title).
+    Below :data:`WIDE` columns the table is stacked to fit 80 (:func:`_cases_table`)."""
+    wide = out.width >= WIDE
+    out.print(_cases_table(summary, title, wide))
+    fired = [f"{c.case} {_fired(c)}" for c in summary.cases if c.runtime_fired]
+    if not wide and fired:
+        out.print("runtime shifts fired at their phase/at the fallback step/not: " + ", ".join(fired))
     headline = summary.headline
     if headline.compositions:
         comp = Table(
