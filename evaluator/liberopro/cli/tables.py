@@ -47,6 +47,7 @@ def _cases_table(summary: Summary, title: str | None, wide: bool) -> Table:
         if wide
         else "SR: success rate; 95% CI: Wilson; drop: paired, from nominal; inv.: invalid episodes",
     )
+    columns: tuple[str, ...]
     if wide:
         columns = (
             "case",
@@ -105,9 +106,9 @@ def print_summary(summary: Summary, title: str | None = None) -> None:
     Below :data:`WIDE` columns the table is stacked to fit 80 (:func:`_cases_table`)."""
     wide = out.width >= WIDE
     out.print(_cases_table(summary, title, wide))
-    fired = [f"{c.case} {_fired(c)}" for c in summary.cases if c.runtime_fired]
-    if not wide and fired:
-        out.print("runtime shifts fired at their phase/at the fallback step/not: " + ", ".join(fired))
+    firing = [f"{c.case} {_fired(c)}" for c in summary.cases if c.runtime_fired]
+    if not wide and firing:
+        out.print("runtime shifts fired at their phase/at the fallback step/not: " + ", ".join(firing))
     headline = summary.headline
     if headline.compositions:
         comp = Table(
