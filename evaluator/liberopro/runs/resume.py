@@ -101,12 +101,12 @@ def identity_difference(old: dict[str, Any], new: dict[str, Any], *, shard: bool
         what = _changed(po.get("metadata") or {}, pn.get("metadata") or {}) or _changed(po, pn)
         return f"a run of another policy: {what}"
     if shard and old.get("shard") != new.get("shard"):
-        return f"shard {_shard_name(old.get('shard'))} of this plan, not {_shard_name(new.get('shard'))}"
+        return f"{_shard_name(old.get('shard'))} of this plan, not {_shard_name(new.get('shard'))}"
     return None
 
 
 def _shard_name(shard: list[int] | None) -> str:
-    return "(the whole plan)" if shard is None else f"{shard[0]}/{shard[1]}"
+    return "a run of the whole" if shard is None else f"shard {shard[0]}/{shard[1]}"
 
 
 def load_identity(run_dir: Path) -> dict[str, Any] | None:
