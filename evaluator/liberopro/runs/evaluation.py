@@ -23,6 +23,7 @@ from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.instances.build import EpisodePlan, Instance
 from liberopro.runs.resume import (
     EpisodeKey,
+    ordered_plans,
     plan_key,
     plan_order,
     prepare_run_dir,
@@ -143,18 +144,20 @@ def _start_run(
     resume: bool,
     note: Callable[[str], None] | None,
 ) -> tuple[list[EpisodePlan], ResultsWriter, dict[EpisodeKey, int], int]:
-    """(episodes to run, the results writer holding the records kept from an earlier run, plan
-    order, instances) of this run's part of ``plans`` (``shard``), once ``out_dir`` holds this
+    """(episodes to run, the results writer holding the records kept from an earlier run, record
+    order, instances) of this run's part of ``plans`` (``shard``: a block of them in
+    :func:`~liberopro.runs.workers.canonical_order`, the order records are written in), once ``out_dir`` holds this
     run's identity and instances (:mod:`liberopro.runs.resume`; raises
     :class:`~liberopro.runs.resume.ResumeError` for an earlier run of another identity)."""
     identity = run_identity(plans, asdict(settings), policy, shard)
-    mine = shard_plans(plans, shard)
+    mine = shard_plans(ordered_plans(plans), shard)
     order = plan_order(mine)
     kept = [r for r in prepare_run_dir(out_dir, identity, resume) if record_key(r) in order]
     if kept and note is not None:
         note(f"resuming {out_dir}: {len(kept)} of {len(mine)} episodes kept, {len(mine) - len(kept)} to run")
     write_identity(out_dir, identity)
-    instances = _write_instances(out_dir, mine)
+    ids = {p.instance.instance_id for p in mine}
+    instances = _write_instances(out_dir, [p for p in plans if p.instance.instance_id in ids])
     writer = ResultsWriter(out_dir)
     for record in kept:
         writer.add(record)

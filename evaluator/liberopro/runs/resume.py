@@ -3,15 +3,16 @@ merge").
 
 A run folder holds ``run.json``, the run's identity (:func:`run_identity`), written before its
 first episode: the whole plan (one ``[instance_id, episode_index, observations, recovery,
-init_state_index, seed]`` entry per episode, in plan order), the content hash of its instances,
+init_state_index, seed]`` entry per episode, in the order one process runs and writes them:
+:func:`liberopro.runs.workers.canonical_order`, grouped by task), the content hash of its instances,
 the settings (the run directory left out), the policy (protocol and ``/metadata``) and the shard
 (``[I, N]``, or None for the whole plan).
 
 - Resume: a run folder whose identity equals this run's keeps its finished episodes
   (:func:`kept_records`; a last line cut mid-write is dropped) and runs only the rest; a different
   identity is refused naming what differs (:func:`identity_difference`).
-- Shards: :func:`shard_plans` takes the I-th of N contiguous blocks of the plan (a pure function of
-  the plan; block sizes differ by at most one).
+- Shards: :func:`shard_plans` takes the I-th of N contiguous blocks of the plan in that order (a
+  pure function of the plan; block sizes differ by at most one; a task's episodes mostly in one).
 - Merge: :func:`merge_runs` combines the finished runs of every shard of one plan into one run.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 
 from liberopro.instances.build import EpisodePlan
 from liberopro.runs.summary import ResultsWriter
+from liberopro.runs.workers import canonical_order
 from liberopro.schema.manifest import content_hash
 from liberopro.schema.results import EpisodeRecord, Summary
 
@@ -53,7 +55,9 @@ def record_key(record: EpisodeRecord) -> EpisodeKey:
 
 
 def shard_plans(plans: list[EpisodePlan], shard: tuple[int, int] | None) -> list[EpisodePlan]:
-    """The I-th of N contiguous blocks of ``plans`` (``shard = (I, N)``; None: all of them). The
+    """The I-th of N contiguous blocks of ``plans`` (``shard = (I, N)``; None: all of them;
+    :func:`run_evaluation <liberopro.runs.evaluation.run_evaluation>` gives them in
+    :func:`ordered_plans` order). The
     blocks are disjoint, cover the plan and differ in size by at most one; raises ``ValueError``
     when the plan has fewer than N episodes (a shard would be empty)."""
     if shard is None:
@@ -64,15 +68,23 @@ def shard_plans(plans: list[EpisodePlan], shard: tuple[int, int] | None) -> list
     return plans[i * len(plans) // n : (i + 1) * len(plans) // n]
 
 
+def ordered_plans(plans: list[EpisodePlan]) -> list[EpisodePlan]:
+    """``plans`` in the order one process runs them and writes their records
+    (:func:`liberopro.runs.workers.canonical_order`: grouped by task): the order shards cut."""
+    return [plans[i] for i in canonical_order(plans)]
+
+
 def run_identity(
     plans: list[EpisodePlan], settings: dict[str, Any], policy: dict[str, Any], shard: tuple[int, int] | None
 ) -> dict[str, Any]:
-    """The identity ``run.json`` records: the whole plan (before sharding), its instances' content
-    hash, ``settings`` (``output_dir`` left out), ``policy`` (``{"protocol", "metadata"}``) and
-    ``shard``."""
+    """The identity ``run.json`` records of ``plans`` (in plan order): the whole plan (before
+    sharding; :func:`ordered_plans`), its instances' ids (in plan order, as ``instances.jsonl``
+    lists them) and content hash, ``settings`` (``output_dir`` left out), ``policy``
+    (``{"protocol", "metadata"}``) and ``shard``."""
     instances = list({p.instance.instance_id: p.instance for p in plans}.values())
     return {
-        "plan": [[*plan_key(p), p.init_state_index, p.seed] for p in plans],
+        "instance_ids": [i.instance_id for i in instances],
+        "plan": [[*plan_key(p), p.init_state_index, p.seed] for p in ordered_plans(plans)],
         "instances_sha256": content_hash(instances),
         "settings": {k: v for k, v in settings.items() if k != "output_dir"},
         "policy": policy,
@@ -260,7 +272,7 @@ def merge_runs(runs: list[Path], out_dir: Path) -> Summary:
         for sub in ("videos", "actions"):
             if (run / sub).is_dir():
                 shutil.copytree(run / sub, out_dir / sub, dirs_exist_ok=True)
-    ids = list(dict.fromkeys(str(e[0]) for e in identities[0]["plan"]))
+    ids = identities[0].get("instance_ids") or list(dict.fromkeys(str(e[0]) for e in identities[0]["plan"]))
     (out_dir / "instances.jsonl").write_text("".join(line + "\n" for line in _instance_lines(runs, ids)))
     write_identity(out_dir, {**identities[0], "shard": None})
     writer = ResultsWriter(out_dir)
@@ -275,6 +287,7 @@ __all__ = [
     "identity_difference",
     "kept_records",
     "merge_runs",
+    "ordered_plans",
     "plan_key",
     "plan_order",
     "prepare_run_dir",
