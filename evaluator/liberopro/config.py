@@ -164,6 +164,22 @@ class EvalConfig(BaseModel):
         ">= 1 otherwise.",
     )
 
+    fresh: bool = Field(
+        False,
+        description="Replace an earlier run in OUT (default: resume it when it is a run of the same plan, "
+        "settings and policy; refuse it otherwise).",
+    )
+    shard: str | None = Field(
+        None,
+        description="I/N: run only the I-th of N contiguous blocks of the plan's episodes "
+        "(liberopro.runs.resume.shard_plans); merge the N runs with liberopro merge.",
+    )
+
+    @property
+    def shard_pair(self) -> tuple[int, int] | None:
+        """``shard`` as ``(I, N)`` (checked), or None."""
+        return None if self.shard is None else parse_shard(self.shard)
+
     @model_validator(mode="after")
     def _check(self) -> EvalConfig:
         from submission_spec.transports import PROTOCOLS, parse_protocol_options
@@ -193,6 +209,8 @@ class EvalConfig(BaseModel):
             raise ValueError("--max-steps must be at least 1 (leave it out to run the suite's horizon)")
         if self.manifest is not None and (self.tasks or self.split or self.shifts != "nominal"):
             raise ValueError("--manifest fixes the instances: do not combine it with --tasks, --split or --shifts")
+        if self.shard is not None:
+            parse_shard(self.shard)  # ValueError naming the form
         obs, rec = _items(self.observations), _items(self.recovery)
         if not obs or any(o not in OBSERVATION_MODES for o in obs):
             raise ValueError(f"--observations takes live and/or frozen, not {self.observations!r}")
@@ -221,6 +239,17 @@ class EvalConfig(BaseModel):
     def replace(self, **changes: object) -> EvalConfig:
         """A copy with ``changes``, checked again (``model_copy`` would not check them)."""
         return EvalConfig.model_validate({**self.model_dump(), **changes})
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` -> ``(I, N)`` with 0 <= I < N; raises ``ValueError`` otherwise."""
+    try:
+        i, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard takes I/N (e.g. 0/10), not {text!r}") from None
+    if n < 1 or not 0 <= i < n:
+        raise ValueError(f"--shard {text}: I must be in 0..N-1 and N at least 1")
+    return i, n
 
 
 def config_error(exc: ValidationError) -> str:

@@ -108,15 +108,14 @@ def _diagnostics(a: EvalConfig):
     return [Diagnostic(o, r) for o in a.observation_modes for r in a.recovery_protocols]
 
 
-def _clear_earlier_run(out_dir: Path) -> None:
-    """Remove an earlier run's videos and action logs from ``out_dir`` (its files would mix with
-    this run's; the episodes and summary are rewritten)."""
-    if (out_dir / "episodes.jsonl").exists():
-        import shutil
+def _check_shard(a: EvalConfig, plans: list) -> None:
+    """End the command when ``--shard I/N`` asks for more shards than the plan has episodes."""
+    from liberopro.runs.resume import shard_plans
 
-        for sub in ("videos", "actions"):
-            shutil.rmtree(out_dir / sub, ignore_errors=True)
-        console.print(f"replacing the earlier run in {out_dir} (its episodes, summary, videos and action logs)")
+    try:
+        shard_plans(plans, a.shard_pair)
+    except ValueError as exc:
+        _fail(str(exc))
 
 
 def _progress_bar() -> Progress:
@@ -196,7 +195,9 @@ def _evaluate(
         f"{len(plans)} episodes ({len(instances)} instances x {episodes} x {len(diagnostics)} "
         f"condition(s)) -> {out_dir}"
     )
-    _clear_earlier_run(out_dir)
+    _check_shard(a, plans)
+    if a.fresh and (out_dir / "episodes.jsonl").exists():
+        console.print(f"replacing the earlier run in {out_dir} (its episodes, summary, videos and action logs)")
     if a.policy:
         console.print(f"waiting for the policy at {a.policy} (up to {a.startup_timeout:.0f} s, --startup-timeout)")
     progress = _progress_bar()
@@ -236,6 +237,8 @@ def _evaluate(
                 on_record=on_record,
                 workers=a.workers,
                 note=console.print,
+                resume=not a.fresh,
+                shard=a.shard_pair,
                 extra_header={
                     "manifest": str(a.manifest) if a.manifest else None,
                     # read_manifest verified that the instances hash to the header's value
@@ -252,7 +255,7 @@ def _evaluate(
             # The policy process (its own session) was stopped on the way out of run_evaluation.
             _fail(
                 f"interrupted ({stop.name}): the policy server was stopped; the episodes finished so far are "
-                f"in {out_dir / 'episodes.jsonl'} (no summary.json)",
+                f"in {out_dir / 'episodes.jsonl'} (no summary.json); the same command resumes the run",
                 128 + stop.signum,
             )
         finally:
@@ -293,6 +296,18 @@ _VIDEO = typer.Option(
 )
 _RECORD_ACTIONS = typer.Option(
     False, help="Write each episode's executed and commanded actions, OUT/actions/*.npz (np.load)."
+)
+_FRESH = typer.Option(
+    False,
+    "--fresh",
+    help="Replace an earlier run in OUT. Default: an earlier run of the same plan, settings and policy is "
+    "resumed (its finished episodes kept), another one refused (docs/evaluator.md).",
+)
+_SHARD = typer.Option(
+    None,
+    "--shard",
+    help="I/N: run only the I-th of N contiguous blocks of the plan's episodes; combine the N runs with "
+    "liberopro merge.",
 )
 _WORKERS = typer.Option(
     None,
@@ -343,6 +358,8 @@ def evaluate(
     video: str = _VIDEO,
     record_actions: bool = _RECORD_ACTIONS,
     workers: int | None = _WORKERS,
+    fresh: bool = _FRESH,
+    shard: str | None = _SHARD,
 ) -> None:
     """Evaluate a policy on real LIBERO-Pro2.0 instances; writes episodes.jsonl and summary.json."""
     from liberopro.instances.study import PresetError, parse_replan_steps
@@ -378,6 +395,8 @@ def evaluate(
         video=video,
         record_actions=record_actions,
         workers=workers,
+        fresh=fresh,
+        shard=shard,
     )
     if len(sweep) == 1:
         _evaluate(args)
@@ -423,8 +442,26 @@ def demo(
             # the seed's first parameter draws, as measured (data/demo_oracle_cases.json: every
             # episode valid); checking them would build one more scene per task
             check_static=False,
+            fresh=True,  # the demo runs again each time
         )
         if instances is None:  # both run the same instances: realise the static draws once
             instances = _instances(args)
         summaries.append((run.label, _evaluate(args, instances, title=run.label)))
     print_side_by_side(summaries, plan)
+
+
+def merge(
+    runs: list[Path] = typer.Argument(..., help="The run folders of every shard (liberopro evaluate --shard I/N)."),
+    out_dir: Path = typer.Option(..., "--out", help="Output directory of the merged run."),
+) -> None:
+    """Merge the runs of the N shards of one evaluation (evaluate --shard I/N) into one run, whose
+    summary equals a single run's; runs of other plans, settings or policies, a shard given twice or
+    missing, and unfinished runs are refused, named."""
+    from liberopro.runs.resume import ResumeError, merge_runs
+
+    try:
+        summary = merge_runs(runs, out_dir)
+    except ResumeError as exc:
+        _fail(str(exc))
+    print_summary(summary, f"merged {len(runs)} shards")
+    out.print(f"wrote {out_dir / 'episodes.jsonl'} and {out_dir / 'summary.json'}")

@@ -42,6 +42,7 @@ def _options(
 
 
 app.command()(evaluate.evaluate)
+app.command()(evaluate.merge)
 app.command()(evaluate.demo)
 app.command("report")(report.report_cmd)
 app.add_typer(instances.app, name="instances")

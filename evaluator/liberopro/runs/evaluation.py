@@ -21,9 +21,20 @@ from liberopro import EVALUATOR_VERSION
 from liberopro.episode.policy_connection import PolicyConnection, open_policy
 from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.instances.build import EpisodePlan, Instance
+from liberopro.runs.resume import (
+    EpisodeKey,
+    ordered_plans,
+    plan_key,
+    plan_order,
+    prepare_run_dir,
+    record_key,
+    run_identity,
+    shard_plans,
+    write_identity,
+)
 from liberopro.runs.summary import EpisodeRecord, ResultsWriter
 from liberopro.runs.workers import PolicyAccess, auto_render_size, choose_workers, run_workers
-from liberopro.schema.results import Summary, run_header
+from liberopro.schema.results import RunHeader, Summary, run_header
 from liberopro.stack import check_stack
 from submission_spec import Policy
 
@@ -100,6 +111,8 @@ def _execute(
 ) -> None:
     """Run ``plans`` with ``runner`` in this process (``n`` = 1) or on ``n`` worker processes
     reaching the policy through ``access``; every record goes to ``writer`` and ``on_record``."""
+    if not plans:  # a resumed run with nothing left to run
+        return
 
     def record(r: EpisodeRecord) -> None:
         writer.add(r)
@@ -119,6 +132,76 @@ def _execute(
         arrived=on_record,
         note=note,
         between=policy.ensure_running if policy.process is not None else None,
+    )
+
+
+def _start_run(
+    out_dir: Path,
+    plans: list[EpisodePlan],
+    settings: RunSettings,
+    policy: dict[str, Any],
+    shard: tuple[int, int] | None,
+    resume: bool,
+    note: Callable[[str], None] | None,
+) -> tuple[list[EpisodePlan], ResultsWriter, dict[EpisodeKey, int], int]:
+    """(episodes to run, the results writer holding the records kept from an earlier run, record
+    order, instances) of this run's part of ``plans`` (``shard``: a block of them in
+    :func:`~liberopro.runs.workers.canonical_order`, the order records are written in), once ``out_dir`` holds this
+    run's identity and instances (:mod:`liberopro.runs.resume`; raises
+    :class:`~liberopro.runs.resume.ResumeError` for an earlier run of another identity)."""
+    identity = run_identity(plans, asdict(settings), policy, shard)
+    mine = shard_plans(ordered_plans(plans), shard)
+    order = plan_order(mine)
+    kept = [r for r in prepare_run_dir(out_dir, identity, resume) if record_key(r) in order]
+    if kept and note is not None:
+        note(f"resuming {out_dir}: {len(kept)} of {len(mine)} episodes kept, {len(mine) - len(kept)} to run")
+    write_identity(out_dir, identity)
+    ids = {p.instance.instance_id for p in mine}
+    instances = _write_instances(out_dir, [p for p in plans if p.instance.instance_id in ids])
+    writer = ResultsWriter(out_dir)
+    for record in kept:
+        writer.add(record)
+    done = {record_key(r) for r in kept}
+    return [p for p in mine if plan_key(p) not in done], writer, order, len(instances)
+
+
+def _access(
+    local_policy: Callable[[Callable[[], Any]], Policy] | None,
+    policy: PolicyConnection,
+    protocol: str,
+    options: dict[str, Any],
+) -> PolicyAccess:
+    """How worker processes reach the policy: the local policy built again, or its URL."""
+    if local_policy is not None:
+        return PolicyAccess(local_policy=local_policy)
+    return PolicyAccess(url=policy.url, protocol=protocol, client_options=options)
+
+
+def _shard_field(shard: tuple[int, int] | None) -> dict[str, str]:
+    """The header's ``shard`` (``"I/N"``) of a sharded run; nothing for the whole plan."""
+    return {"shard": f"{shard[0]}/{shard[1]}"} if shard else {}
+
+
+def _header(
+    versions: dict[str, str | None],
+    started: str,
+    policy: dict[str, Any],
+    settings: RunSettings,
+    instances: int,
+    context: dict[str, Any],
+) -> RunHeader:
+    """The run's header, finished now (:func:`liberopro.schema.results.run_header`; ``context``:
+    the local run's own fields)."""
+    return run_header(
+        evaluator_version=EVALUATOR_VERSION,
+        stack=versions,
+        started=started,
+        finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        command=sys.argv,
+        policy=policy,
+        settings=asdict(settings),
+        instances=instances,
+        **context,
     )
 
 
@@ -143,6 +226,8 @@ def run_evaluation(
     on_record: Callable[[EpisodeRecord], None] | None = None,
     workers: int | None = 1,
     note: Callable[[str], None] | None = None,
+    resume: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> Summary:
     """Run ``plans`` and write ``out_dir/episodes.jsonl``, ``summary.json`` and ``instances.jsonl``;
     returns the :class:`~liberopro.schema.results.Summary` written (``extra_header``: more header
@@ -167,6 +252,10 @@ def run_evaluation(
     chooses by :func:`liberopro.runs.workers.choose_workers`, whose line goes to ``note``). Records are
     the same and written in the same order whatever the number; ``on_record`` sees each as it
     arrives.
+
+    ``shard = (I, N)``: only the I-th of N contiguous blocks of ``plans``. ``resume``: keep the
+    finished episodes of an earlier run of the same identity in ``out_dir`` and run the rest, else
+    replace it (:mod:`liberopro.runs.resume`; another identity raises its ``ResumeError``).
     """
     if sum(p is not None for p in (policy_url, policy_cmd, local_policy)) != 1:
         raise ValueError("give exactly one of policy_url, policy_cmd or local_policy")
@@ -187,38 +276,30 @@ def run_evaluation(
         settings.render_size = render_size or auto_render_size(meta)
         if settings.video != "none" or settings.record_actions:
             settings.output_dir = str(out_dir)  # the runner writes videos/ and actions/ there
-        n, why = choose_workers(workers, meta, in_process=local_policy is not None, protocol=protocol, plans=plans)
+        identity = {"protocol": protocol, "metadata": meta.model_dump(mode="json")}
+        todo, writer, order, instances = _start_run(out_dir, plans, settings, identity, shard, resume, note)
+        n, why = choose_workers(
+            workers, meta, in_process=local_policy is not None, protocol=protocol, plans=todo or plans
+        )
         if note is not None and workers != 1:
             note(why)
-        instances = _write_instances(out_dir, plans)
-        writer = ResultsWriter(out_dir)
         runner = EpisodeRunner(
             client, meta, settings, before_episode=policy.ensure_running if policy.process is not None else None
         )
         scene.bind(runner)
-
-        access = (
-            PolicyAccess(local_policy=local_policy)
-            if local_policy is not None
-            else PolicyAccess(url=policy.url, protocol=protocol, client_options=options)
-        )
+        access = _access(local_policy, policy, protocol, options)
         try:
-            _execute(plans, n, runner, access, policy, writer, on_record, note)
+            _execute(todo, n, runner, access, policy, writer, on_record, note)
         finally:
             runner.close()
-        header = run_header(
-            evaluator_version=EVALUATOR_VERSION,
-            stack=versions,
-            started=started,
-            finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            command=sys.argv,
-            policy=_policy_header(policy, policy_url, policy_cmd, protocol, encoding, protocol_options)
+        header = _header(
+            versions,
+            started,
+            _policy_header(policy, policy_url, policy_cmd, protocol, encoding, protocol_options)
             if local_policy is None
             else {"in_process": meta.policy_name, "metadata": meta.model_dump(mode="json")},
-            settings=asdict(settings),
-            instances=len(instances),
-            skipped_pairs=skipped or [],
-            workers=n,
-            **(extra_header or {}),
+            settings,
+            instances,
+            {"skipped_pairs": skipped or [], "workers": n, **_shard_field(shard), **(extra_header or {})},
         )
-        return writer.finish(header)
+        return writer.finish(header, order=lambda r: order[record_key(r)])

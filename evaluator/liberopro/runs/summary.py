@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -326,16 +327,31 @@ class ResultsWriter:
         self._fh = self.episodes_path.open("w")
         self.records: list[EpisodeRecord] = []
 
-    def add(self, record: EpisodeRecord) -> None:
+    @staticmethod
+    def _line(record: EpisodeRecord) -> str:
         # video and actions only when written: other lines keep their bytes
         unset = {k for k in ("video", "actions") if getattr(record, k) is None}
-        self._fh.write(record.model_dump_json(exclude=unset) + "\n")
+        return record.model_dump_json(exclude=unset) + "\n"
+
+    def add(self, record: EpisodeRecord) -> None:
+        self._fh.write(self._line(record))
         self._fh.flush()
         self.records.append(record)
 
-    def finish(self, header: RunHeader | dict[str, Any]) -> Summary:
-        """Close ``episodes.jsonl`` and write ``summary.json`` (:meth:`Summary.to_json`)."""
+    def finish(
+        self, header: RunHeader | dict[str, Any], order: Callable[[EpisodeRecord], int] | None = None
+    ) -> Summary:
+        """Close ``episodes.jsonl`` and write ``summary.json`` (:meth:`Summary.to_json`). ``order``:
+        each record's position in the plan; records added out of that order (a resumed run's)
+        are sorted by it and ``episodes.jsonl`` is rewritten so."""
         self._fh.close()
+        if order is not None:
+            ranked = sorted(self.records, key=order)
+            if ranked != self.records:
+                self.records = ranked
+                tmp = self.episodes_path.with_suffix(".jsonl.tmp")
+                tmp.write_text("".join(self._line(r) for r in ranked))
+                tmp.replace(self.episodes_path)
         summary = summarize(self.records, header)
         self.summary_path.write_text(json.dumps(summary.to_json(), indent=2) + "\n")
         return summary
