@@ -353,7 +353,7 @@ class EpisodeRunner:
         which may replay the episode twice (:meth:`_replay`). Nothing is raised, except by
         building the shifts (an unknown shift id: ``KeyError``) or the task's semantics."""
         t_start = time.perf_counter()
-        stack, out = self._start(plan)
+        stack, out = _fresh(plan, self.settings)
         info = task_info(plan.instance.task)
         session = PolicySession(
             self.client,
@@ -383,10 +383,6 @@ class EpisodeRunner:
         if recorder is not None:
             out.video, out.actions = recorder.finish(out.success)
         return self._record(plan, stack, session, out, t_start)
-
-    def _start(self, plan: EpisodePlan) -> tuple[ShiftStack, _Outcome]:
-        """A fresh shift stack of ``plan``'s instance and the outcome of an episode not run yet."""
-        return _fresh(plan, self.settings)
 
     def _play(
         self,
@@ -448,7 +444,7 @@ class EpisodeRunner:
         be realised ends the episode before its first step: the steps' ``out.reason`` is
         ``shift_invalid`` (``out.detail`` says why) and none may be run. Evaluator and simulator
         faults are raised (nothing is charged or replayed)."""
-        stack, out = self._start(plan)
+        stack, out = _fresh(plan, self.settings)
         try:
             scene = self._begin(plan, stack, out)
         except ShiftInvalid as exc:
@@ -467,7 +463,7 @@ class EpisodeRunner:
         unrealisable shift is none). Costs a scene build, the reset and settle steps and the
         replayed steps (each step as the episode's: renders and ``/act`` messages included)."""
         self._drop_scene(plan.instance.task)
-        stack, out = self._start(plan)
+        stack, out = _fresh(plan, self.settings)
         info = task_info(plan.instance.task)
         chunks = session.chunks if until is not None else None
         replay = ReplaySession(
