@@ -11,10 +11,14 @@
 #      requirements it installs, exported from uv.lock (`uv export --package MEMBER`): each image
 #      gets exactly its member's locked dependencies, no list kept by hand:
 #        requirements-policy.txt     liberopro-submission-spec[server]  (the example policies)
+#        requirements-bc.txt         liberopro-baselines, without its `train` extra (no JAX)
 #        requirements-evaluator.txt  liberopro[sim] (+ the spec, a dependency)
 #        requirements-platform.txt   liberopro-leaderboard (+ liberopro-platform, liberopro, the spec)
 #   3. `docker build --network none` of each image from that wheelhouse:
 #        liberopro/example-zero, liberopro/example-random   submission_spec/examples/*/Dockerfile
+#        liberopro/example-bc (the behaviour-cloning        submission_spec/examples/bc/Dockerfile
+#          baseline, docs/baselines.md: served with numpy; its context adds the checkpoint folder
+#          BC_CHECKPOINT, whose weights.npz and config.json are copied into the image)
 #        liberopro/evaluator                                docker/evaluator.Dockerfile
 #        liberopro/platform (api and worker)                docker/platform.Dockerfile
 #        liberopro/redis, liberopro/postgres (the stack's   docker/redis.Dockerfile, docker/postgres.Dockerfile
@@ -23,14 +27,18 @@
 #   4. the image ids, fixed at deployment, written to ENV_FILE (default .env beside compose.yaml,
 #      which compose reads, as do the platform's settings): LIBEROPRO_EVALUATOR_IMAGE,
 #      LIBEROPRO_PLATFORM_IMAGE, LIBEROPRO_REDIS_IMAGE, LIBEROPRO_POSTGRES_IMAGE,
-#      LIBEROPRO_EXAMPLE_ZERO_IMAGE, LIBEROPRO_EXAMPLE_RANDOM_IMAGE = sha256:<id> of each image of
-#      this TAG that is present (other lines of the file are kept). The platform names its images
-#      by these ids, never by a tag, which anyone able to load an image could move.
+#      LIBEROPRO_EXAMPLE_ZERO_IMAGE, LIBEROPRO_EXAMPLE_RANDOM_IMAGE, LIBEROPRO_EXAMPLE_BC_IMAGE =
+#      sha256:<id> of each image of this TAG that is present (other lines of the file are kept).
+#      The platform names its images by these ids, never by a tag, which anyone able to load an
+#      image could move.
 #
-# Usage: docker/build-images.sh [all|base|wheelhouse|examples|evaluator|platform|redis|postgres|pin]...
-#        (default all;
+# Usage: docker/build-images.sh [all|base|wheelhouse|examples|bc|evaluator|platform|redis|postgres|pin]...
+#        (default all, which includes bc;
 #        pin only rewrites ENV_FILE from the images present, e.g. after `docker load` on an air-gapped host)
 # Env:   DEBIAN_MIRROR (default http://deb.debian.org/debian), TAG (default latest), ENV_FILE,
+#        BC_CHECKPOINT (default baselines/checkpoints/bc-nominal): the `liberopro-bc train` folder
+#        the bc image serves; `bc` and `all` stop before building anything when it lacks
+#        weights.npz or config.json,
 #        REDIS_IMAGE / POSTGRES_IMAGE (default liberopro/redis:$TAG, liberopro/postgres:$TAG) to pin others,
 #        BASE_PYTHON / BASE_SIM to build FROM other base images (e.g. python:3.11-slim-bookworm
 #        where a registry is reachable; the sim base then needs libgl1 libegl1 libegl-mesa0
@@ -130,9 +138,11 @@ wheelhouse() {
   WHEELHOUSE_DONE=1
   need uv "scripts/setup-system.sh installs it"
   local deps_stamp src_stamp t0=$SECONDS
-  deps_stamp="$(cat "$REPO/uv.lock" "$REPO/pyproject.toml" "$REPO"/{evaluator,platform,leaderboard,submission_spec}/pyproject.toml \
+  deps_stamp="$(cat "$REPO/uv.lock" "$REPO/pyproject.toml" \
+                "$REPO"/{evaluator,platform,leaderboard,submission_spec,baselines}/pyproject.toml \
                 | sha256sum | cut -c1-16)"
-  src_stamp="$( (cd "$REPO" && find evaluator platform leaderboard submission_spec/src -type f \
+  src_stamp="$( (cd "$REPO" && find evaluator platform leaderboard submission_spec/src \
+                  baselines/liberopro_baselines baselines/pyproject.toml -type f \
                   \( -name '*.py' -o -name '*.json' -o -name '*.mako' -o -name '*.txt' -o -name '*.toml' \) \
                   | sort | xargs cat) | sha256sum | cut -c1-16)"
   mkdir -p "$WHEELS"
@@ -141,7 +151,8 @@ wheelhouse() {
     export_reqs policy --package liberopro-submission-spec --extra server
     export_reqs evaluator --package liberopro --extra sim
     export_reqs platform --package liberopro-leaderboard
-    cat "$WHEELS"/requirements-{policy,evaluator,platform}.txt | sort -u >"$WHEELS/requirements.txt"
+    export_reqs bc --package liberopro-baselines  # no --extra train: the image has no JAX
+    cat "$WHEELS"/requirements-{policy,evaluator,platform,bc}.txt | sort -u >"$WHEELS/requirements.txt"
     log "wheelhouse: pip wheel (downloads from PyPI what is not there yet)"
     "$BUILD/pip-env/bin/pip" wheel -q --disable-pip-version-check -r "$WHEELS/requirements.txt" -w "$WHEELS" \
       2> >(grep -v 'is ignored: it is neither' >&2)
@@ -151,7 +162,7 @@ wheelhouse() {
     log "wheelhouse: our own wheels (one per workspace member)"
     rm -f "$WHEELS"/liberopro-*.whl "$WHEELS"/liberopro_*.whl
     local member
-    for member in liberopro liberopro-platform liberopro-leaderboard liberopro-submission-spec; do
+    for member in liberopro liberopro-platform liberopro-leaderboard liberopro-submission-spec liberopro-baselines; do
       (cd "$REPO" && uv build -q --wheel --package "$member" --out-dir "$WHEELS")
     done
     echo "$src_stamp" >"$WHEELS/.src-stamp"
@@ -209,6 +220,26 @@ build_examples() {
   done
 }
 
+# The bc image's checkpoint: a `liberopro-bc train` folder (docs/baselines.md). Checked before
+# anything is built, so that `all` stops at once rather than after the other images.
+BC_CHECKPOINT="${BC_CHECKPOINT:-$REPO/baselines/checkpoints/bc-nominal}"
+check_bc_checkpoint() {
+  local f missing=()
+  for f in weights.npz config.json; do [ -f "$BC_CHECKPOINT/$f" ] || missing+=("$f"); done
+  [ "${#missing[@]}" -eq 0 ] && return
+  echo "the bc image needs a trained checkpoint: $BC_CHECKPOINT lacks ${missing[*]}." >&2
+  echo "Train one (docs/baselines.md, \"Commands\": liberopro-bc train --out DIR) and set BC_CHECKPOINT=DIR," >&2
+  echo "or put it at baselines/checkpoints/bc-nominal; or name the other targets only (examples evaluator platform ...)." >&2
+  exit 1
+}
+
+build_bc() {
+  context_for "$BUILD/ctx-bc" bc 'liberopro_baselines-*.whl' 'liberopro_submission_spec-*.whl'
+  mkdir -p "$BUILD/ctx-bc/checkpoint"
+  cp "$BC_CHECKPOINT/weights.npz" "$BC_CHECKPOINT/config.json" "$BUILD/ctx-bc/checkpoint/"
+  build "liberopro/example-bc:$TAG" "$REPO/submission_spec/examples/bc/Dockerfile" "$BUILD/ctx-bc" "$BASE_PYTHON"
+}
+
 build_evaluator() {
   context_for "$BUILD/ctx-evaluator" evaluator 'liberopro-*.whl' 'liberopro_submission_spec-*.whl'
   # EVALUATOR_EGL_VENDOR=nvidia adds NVIDIA's EGL vendor file (rendering on a GPU; docs/platform.md)
@@ -254,6 +285,7 @@ pin_all() {
   pin LIBEROPRO_POSTGRES_IMAGE "${POSTGRES_IMAGE:-liberopro/postgres:$TAG}"
   pin LIBEROPRO_EXAMPLE_ZERO_IMAGE "liberopro/example-zero:$TAG"
   pin LIBEROPRO_EXAMPLE_RANDOM_IMAGE "liberopro/example-random:$TAG"
+  pin LIBEROPRO_EXAMPLE_BC_IMAGE "liberopro/example-bc:$TAG"
   log "image ids in $ENV_FILE"
 }
 
@@ -261,17 +293,21 @@ targets=("$@")
 [ "${#targets[@]}" -eq 0 ] && targets=(all)
 T0=$SECONDS
 for t in "${targets[@]}"; do
+  case "$t" in all|bc) check_bc_checkpoint ;; esac
+done
+for t in "${targets[@]}"; do
   case "$t" in
-    all) build_bases; wheelhouse; build_examples; build_evaluator; build_platform
+    all) build_bases; wheelhouse; build_examples; build_bc; build_evaluator; build_platform
          build_service redis; build_service postgres ;;
     base) build_bases ;;
     wheelhouse) wheelhouse ;;
     examples) build_bases; wheelhouse; build_examples ;;
+    bc) build_bases; wheelhouse; build_bc ;;
     evaluator) build_bases; wheelhouse; build_evaluator ;;
     platform) build_bases; wheelhouse; build_platform ;;
     redis|postgres) build_service "$t" ;;
     pin) ;;
-    *) echo "unknown target $t (all|base|wheelhouse|examples|evaluator|platform|redis|postgres|pin)" >&2; exit 2 ;;
+    *) echo "unknown target $t (all|base|wheelhouse|examples|bc|evaluator|platform|redis|postgres|pin)" >&2; exit 2 ;;
   esac
 done
 pin_all
