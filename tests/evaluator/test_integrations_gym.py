@@ -41,9 +41,11 @@ def test_check_env_passes_on_one_instance():
         metadata=META,
         render_size=64,
         max_steps=4,
+        render_mode="rgb_array",
     )
     try:
-        check_env(env.unwrapped, skip_render_check=True)
+        check_env(env.unwrapped)  # with its render check: render_fps declared, an (H, W, 3) uint8 image
+        assert env.unwrapped.metadata["render_fps"] == 20
         obs, info = env.reset(seed=3, options={"init_state": 3})
         assert env.observation_space.contains(obs) and obs["images"]["agentview"].shape == (64, 64, 3)
         assert info["init_state"] == 3 and info["seed"] == 3 and info["shifts"][0]["id"] == "S14"

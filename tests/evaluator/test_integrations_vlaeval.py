@@ -24,35 +24,17 @@ STEPS = 6
 
 
 def test_vla_eval_runs_an_instance(tmp_path):
-    import anyio
-    from vla_eval.model_servers.serve import serve_async
-    from vla_eval.orchestrator import Orchestrator
-
-    from .vlaeval_server import RandomModelServer
+    from .vlaeval_server import RandomModelServer, run_orchestrator
 
     server = RandomModelServer(seed=0)
     params = {"suite": "libero_goal", "task_index": 1, "shifts": "S14", "image_size": 64, "render_size": 64}
-
-    async def main() -> list[dict]:
-        async with anyio.create_task_group() as tg:
-            port = await tg.start(serve_async, server, "127.0.0.1", 0)
-            config = {
-                "server": {"url": f"ws://127.0.0.1:{port}"},
-                "output_dir": str(tmp_path),
-                "benchmarks": [
-                    {
-                        "benchmark": "liberopro.integrations.vla_eval:LiberoProBenchmark",
-                        "episodes_per_task": 2,
-                        "max_steps": STEPS,
-                        "params": params,
-                    }
-                ],
-            }
-            results = await Orchestrator(config).run()
-            tg.cancel_scope.cancel()
-        return results
-
-    results = anyio.run(main)
+    benchmark = {
+        "benchmark": "liberopro.integrations.vla_eval:LiberoProBenchmark",
+        "episodes_per_task": 2,
+        "max_steps": STEPS,
+        "params": params,
+    }
+    results = run_orchestrator(server, str(tmp_path), benchmark)
     text = json.dumps(results, default=str)
     assert len(server.seen) == 2 * STEPS, text[:2000]  # two episodes, asked at every step
     assert {s[2]["agentview"] for s in server.seen} == {(64, 64, 3)} and {s[4] for s in server.seen} == {8}

@@ -31,3 +31,22 @@ class RandomModelServer(PredictModelServer):
 
     def get_observation_spec(self) -> dict[str, DimSpec]:
         return {"agentview": IMAGE_RGB, "wrist": IMAGE_RGB, "language": LANGUAGE}
+
+
+def run_orchestrator(server: PredictModelServer, output_dir: str, benchmark: dict[str, Any]) -> list[dict]:
+    """Serve ``server`` on a free local port and run vla-eval's own ``Orchestrator`` on one
+    benchmark entry of its config (``benchmark``: ``benchmark``, ``episodes_per_task``,
+    ``params``, ...) over the WebSocket protocol; returns the orchestrator's results."""
+    import anyio
+    from vla_eval.model_servers.serve import serve_async
+    from vla_eval.orchestrator import Orchestrator
+
+    async def main() -> list[dict]:
+        async with anyio.create_task_group() as tg:
+            port = await tg.start(serve_async, server, "127.0.0.1", 0)
+            config = {"server": {"url": f"ws://127.0.0.1:{port}"}, "output_dir": output_dir, "benchmarks": [benchmark]}
+            results = await Orchestrator(config).run()
+            tg.cancel_scope.cancel()
+        return results
+
+    return anyio.run(main)

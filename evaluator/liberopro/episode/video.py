@@ -9,17 +9,22 @@ run directory). Neither changes anything else in the record nor what the policy 
 renders the recorded camera at every recorded step, which on-demand rendering
 (:class:`liberopro.sim.scene.LiberoScene`) would otherwise skip.
 
-A video frame, (H, 2H, 3) uint8 at the render size H, every :data:`RECORD_EVERY` policy-loop steps
-(10 fps, so about real time at 20 Hz control): on the left the policy's view, on the right the true
-third-person view (the clean ``agentview`` render, before any observation shift), both upright.
+A video frame, (B + S, 2S, 3) uint8, every :data:`RECORD_EVERY` policy-loop steps (10 fps, so
+real time at LIBERO's 20 Hz control; a frame every step would double the renders recording adds
+and show nothing a viewer sees at 10 fps): two S x S panels (S, the video size,
+``RunSettings.video_size``, default :data:`DEFAULT_VIDEO_SIZE`), on the left the policy's view, on
+the right the true third-person view (the clean ``agentview`` render, before any observation
+shift), both upright, under a B-px strip (:func:`strip_height`) that holds every drawn word: the
+step number, the panels' names and, while a runtime shift acts (from its firing step to the end
+of its window, at least :data:`MIN_MARK_STEPS` steps for a one-off change), a red band naming the
+shift and its firing step. Nothing is drawn over the scene: each panel is the render itself,
+resized to S (nearest neighbour up, area average down), no new render at any size.
 The policy's view is the image of :func:`policy_camera` as the policy last received it (after the
 observation shifts, before its own orientation and resize; it changes at the steps the policy is
 asked, every ``replan_steps``), or a grey panel saying so when the policy asks for no camera (the
 privileged oracle). Taking the policy's image only when the policy reads it keeps the shifts' own
-measurements (made on the images read) as they are without recording. The step number is drawn
-top left; while a runtime shift acts (from its firing step to the end of its window, at least
-:data:`MIN_MARK_STEPS` steps for a one-off change) the frame gets a red border and a red band
-naming the shift and its firing step.
+measurements (made on the images read) as they are without recording. The recorder keeps the
+renders (render size) and composes frames only for a video it writes.
 
 Actions are a sidecar ``.npz`` (``np.savez_compressed``), not base64 in the record: an episode of
 520 steps holds two (520, 7) float64 arrays (~58 kB raw), which would make each JSON line ~10x
@@ -47,6 +52,10 @@ VIDEO_MODES: tuple[str, ...] = ("none", "failures", "all")
 FPS = 10
 #: A video frame every this many policy-loop steps (20 Hz control -> 10 fps).
 RECORD_EVERY = 2
+#: The video's panel size (px) when none is given: each panel is the render resized to it.
+DEFAULT_VIDEO_SIZE = 256
+#: Video sizes accepted (px): a multiple of 16 (H.264 macro blocks, frame and strip) in this range.
+VIDEO_SIZE_RANGE = (64, 1024)
 #: The camera of the true third-person view.
 TRUE_VIEW_CAMERA = "agentview"
 #: A one-off runtime change is marked for this many steps from its firing step.
@@ -122,36 +131,63 @@ def _text(img: np.ndarray, text: str, org: tuple[int, int], scale: float, color=
     cv2.putText(img, text, org, cv2.FONT_HERSHEY_SIMPLEX, scale, color, th, cv2.LINE_AA)
 
 
+def check_video_size(size: int) -> int:
+    """``size`` (px) when it is a video panel size the encoder takes whole: a multiple of 16 in
+    :data:`VIDEO_SIZE_RANGE`; ``ValueError`` naming the nearest ones otherwise."""
+    lo, hi = VIDEO_SIZE_RANGE
+    if not lo <= size <= hi or size % 16:
+        near = min(max(lo, 16 * round(size / 16)), hi)
+        raise ValueError(f"--video-size {size}: give a multiple of 16 from {lo} to {hi} px (e.g. {near})")
+    return size
+
+
+def strip_height(size: int) -> int:
+    """Height (px) of the text strip above panels of ``size`` px: two text lines, a multiple of
+    16 (so the frame's height is one too), at least 32."""
+    return max(32, 16 * -(-size // 64))
+
+
+def _panel(img: np.ndarray, size: int) -> np.ndarray:
+    """``img`` ((H, W, 3) uint8, upright) as a (size, size, 3) panel: as is at its own size,
+    else resized (nearest neighbour up: no detail invented; area average down)."""
+    if img.shape[:2] == (size, size):
+        return img
+    interp = cv2.INTER_NEAREST if size >= max(img.shape[:2]) else cv2.INTER_AREA
+    return cv2.resize(np.ascontiguousarray(img), (size, size), interpolation=interp)
+
+
 def compose_frame(
-    policy_view: np.ndarray | None, true_view: np.ndarray, step: int, marks: list[str], policy_label: str = "policy"
+    policy_view: np.ndarray | None,
+    true_view: np.ndarray,
+    step: int,
+    marks: list[str],
+    policy_label: str = "policy",
+    size: int | None = None,
 ) -> np.ndarray:
-    """One video frame, (H, 2W, 3) uint8: ``policy_view`` | ``true_view`` (each (H, W, 3) uint8 as
-    rendered, upside down; shown upright; a missing policy view is a grey panel), ``t=<step>`` top
-    left, panel names at the bottom (``policy_label`` on the left), and with ``marks`` a red border
-    and band naming them."""
-    h, w = true_view.shape[:2]
+    """One video frame, (B + S, 2S, 3) uint8 (S = ``size``, default the render's height; B =
+    :func:`strip_height` of S): rows B: hold ``policy_view`` | ``true_view`` (each (H, W, 3) uint8
+    as rendered, upside down; shown upright and resized to S x S; a missing policy view is a grey
+    panel), untouched; rows :B, the strip: ``t=<step>`` and the panel names (``policy_label``
+    on the left) on dark grey, and below them a red band naming ``marks`` (the runtime shifts
+    acting), dark grey without."""
+    s = size or true_view.shape[0]
     left: np.ndarray
     if policy_view is None:
-        left = np.full((h, w, 3), 64, np.uint8)
-        _text(left, "policy gets", (4, h // 2 - 4), h / 400)
-        _text(left, "no image", (4, h // 2 + max(8, h // 14)), h / 400)
+        left = np.full((s, s, 3), 64, np.uint8)
+        _text(left, "policy gets", (4, s // 2 - 4), s / 400)
+        _text(left, "no image", (4, s // 2 + max(8, s // 14)), s / 400)
     else:
-        left = policy_view[::-1]
-        if left.shape[:2] != (h, w):
-            left = cv2.resize(np.ascontiguousarray(left), (w, h), interpolation=cv2.INTER_AREA)
-    out = np.concatenate([left, true_view[::-1]], axis=1).copy()
-    scale = max(0.3, h / 320)
-    line = max(10, round(h / 12))
-    _text(out, f"t={step}", (4, line), scale)
-    _text(out, policy_label, (4, h - 5), scale * 0.8)
-    _text(out, "true view", (w + 4, h - 5), scale * 0.8)
+        left = _panel(policy_view[::-1], s)
+    b = strip_height(s)
+    out = np.empty((b + s, 2 * s, 3), np.uint8)
+    out[:b] = 32
+    out[b:, :s], out[b:, s:] = left, _panel(true_view[::-1], s)
+    half, scale = b // 2, b / 64
+    _text(out, policy_label, (4, half - 5), scale * 0.8)
+    _text(out, "true view", (s + 4, half - 5), scale * 0.8)
     if marks:
-        b = max(2, h // 40)
-        out[:b], out[-b:], out[:, :b], out[:, -b:] = _RED, _RED, _RED, _RED
-        band = slice(line + 4, line + 4 + line * len(marks) + 4)
-        out[band, b:-b] = (out[band, b:-b] * 0.4 + np.array(_RED) * 0.6).astype(np.uint8)
-        for i, m in enumerate(marks):
-            _text(out, m, (w // 8, line + 4 + line * (i + 1) - 2), scale)
+        out[half:b] = _RED
+    _text(out, "   ".join([f"t={step}", *marks]), (4, b - 5), scale)
     return out
 
 
@@ -165,14 +201,27 @@ class EpisodeRecorder:
             for an episode that did not succeed) or ``all``.
         record_actions: keep the executed and commanded actions of every step.
         policy_cam: the camera shown as the policy's view (:func:`policy_camera`), or None.
+        video_size: the panels' size in the video (px, :func:`check_video_size`; None:
+            :data:`DEFAULT_VIDEO_SIZE`). Frames are composed from the renders kept (render size)
+            only when a video is written: ``failures`` keeps no more memory at a larger size.
     """
 
-    def __init__(self, out_dir: Path, name: str, video: str, record_actions: bool, policy_cam: str | None) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        name: str,
+        video: str,
+        record_actions: bool,
+        policy_cam: str | None,
+        video_size: int | None = None,
+    ) -> None:
         if video not in VIDEO_MODES:
             raise ValueError(f"video mode {video!r}: use one of {', '.join(VIDEO_MODES)}")
         self.out_dir, self.name, self.video, self.record_actions = Path(out_dir), name, video, record_actions
         self.policy_cam = policy_cam
-        self.frames: list[np.ndarray] = []
+        self.video_size = check_video_size(video_size or DEFAULT_VIDEO_SIZE)
+        #: (policy's view or None, true view, step, marks) of each frame, the images as rendered
+        self.frames: list[tuple[np.ndarray | None, np.ndarray, int, list[str]]] = []
         self.delivered: np.ndarray | None = None
         self.executed: list[np.ndarray] = []
         self.commanded: list[np.ndarray] = []
@@ -190,8 +239,7 @@ class EpisodeRecorder:
         before the env steps (the frame must be read before the scene moves on)."""
         if self.video == "none" or step % RECORD_EVERY:
             return
-        label = "policy" if self.policy_cam is None else f"policy {self.policy_cam}"
-        self.frames.append(compose_frame(self.delivered, raw_images[TRUE_VIEW_CAMERA], step, marks, label))
+        self.frames.append((self.delivered, np.array(raw_images[TRUE_VIEW_CAMERA]), step, list(marks)))
 
     def action(self, executed: np.ndarray, commanded: np.ndarray | None) -> None:
         """The (7,) LIBERO action sent to the env, and the policy's (7,) row before any action layer
@@ -207,7 +255,9 @@ class EpisodeRecorder:
         directory (None for what was not written)."""
         video = None
         if self.frames and (self.video == "all" or (self.video == "failures" and not success)):
-            write_mp4(self.out_dir / "videos" / f"{self.name}.mp4", self.frames)
+            label = "policy" if self.policy_cam is None else f"policy {self.policy_cam}"
+            frames = [compose_frame(p, t, k, m, label, self.video_size) for p, t, k, m in self.frames]
+            write_mp4(self.out_dir / "videos" / f"{self.name}.mp4", frames)
             video = f"videos/{self.name}.mp4"
         self.frames = []
         actions = None
@@ -239,6 +289,7 @@ def load_actions(path: Path) -> dict[str, np.ndarray]:
 
 
 __all__ = [
+    "DEFAULT_VIDEO_SIZE",
     "FPS",
     "RECORD_EVERY",
     "VIDEO_MODES",
@@ -249,6 +300,8 @@ __all__ = [
     "policy_camera",
     "recording_cameras",
     "save_actions",
+    "check_video_size",
     "shift_marks",
+    "strip_height",
     "write_mp4",
 ]

@@ -7,6 +7,9 @@
   ``gymnasium.make("liberopro.integrations:LiberoPro/Instance-v0", ...)`` without importing it first).
 * :mod:`liberopro.integrations.vla_eval`: a benchmark class for allenai's vla-evaluation-harness
   (the ``vlaeval`` extra).
+* :mod:`liberopro.integrations.lerobot_env`: the environment lerobot's ``lerobot-eval`` runs
+  (``LiberoPro/LeRobot-v0``) and, in its ``config`` submodule (which imports lerobot), the lerobot
+  environment type ``LiberoPro``.
 
 All of them need the simulator (the ``sim`` extra).
 """

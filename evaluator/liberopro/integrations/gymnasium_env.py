@@ -84,7 +84,9 @@ class InstanceEnv(gymnasium.Env[dict[str, Any], np.ndarray]):
     :meth:`liberopro.integrations.stepper.EpisodeStepper.info` plus ``sim_steps``.
     """
 
-    metadata = {"render_modes": ["rgb_array"]}  # noqa: RUF012 (gymnasium's class attribute)
+    #: Gymnasium's class attribute: ``render_fps`` is the control frequency (20 Hz, LIBERO's
+    #: ``control_freq``); a ``step`` under an intervention runs several control steps.
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}  # noqa: RUF012
 
     def __init__(
         self,

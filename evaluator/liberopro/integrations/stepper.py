@@ -24,7 +24,8 @@ from submission_spec.policy import Observation, as_action_chunk
 
 from liberopro.episode.runner import EpisodeRunner, EpisodeSteps, RunSettings, only_cameras
 from liberopro.instances.build import EpisodePlan, Instance, make_instance
-from liberopro.schema.reasons import TerminationReason
+from liberopro.instances.generation import ATTEMPTS, reset_validity
+from liberopro.schema.reasons import TerminationReason, unrealised
 from liberopro.shifts import ShiftInvalid
 from liberopro.sim.observation import to_message
 from liberopro.sim.scene import RawFrame
@@ -59,6 +60,50 @@ def instance_from(
     if isinstance(inst, str):
         raise ValueError(inst)
     return inst
+
+
+def first_valid_draw(
+    suite: str | None,
+    task_index: int | None,
+    shifts: str | Sequence[str] = (),
+    seed: int = 0,
+    env_seed: int = 0,
+    attempts: int = ATTEMPTS,
+) -> Instance:
+    """The instance of (``suite``, ``task_index``, ``shifts``, ``seed``) as :func:`instance_from`
+    draws it, redrawn as manifest generation redraws (parameter draws 1, 2, ... up to
+    ``attempts``) until one is realised at reset on LIBERO init state 0 with env seed
+    ``env_seed``: the first episode of a run (:func:`liberopro.instances.generation.reset_validity`:
+    the static shifts applied, the scene settled, the post-conditions measured, one step of the
+    privileged oracle, no cameras unless a shift works on images; a scene build and a few seconds
+    of CPU, the scene closed after). Nominal is returned as drawn. Runtime shifts are checked
+    only as far as they are at reset. Raises ``ValueError`` naming the pair, the draws' reasons
+    and what to do when no draw is realised there; otherwise as :func:`instance_from`."""
+    first = instance_from(None, suite, task_index, shifts, seed)
+    if not first.shifts:
+        return first
+    case = [s.id for s in first.shifts]
+    cache: dict = {}
+    reasons: list[str] = []
+    try:
+        for attempt in range(attempts):
+            inst = first if attempt == 0 else make_instance(first.task, case, seed, attempt)
+            if isinstance(inst, str):  # a redraw that no longer composes (runtime triggers in one phase)
+                reasons.append(f"draw {attempt + 1}: {inst}")
+                continue
+            bad = reset_validity(inst, cache, env_seed, (0,))
+            if not bad:
+                return inst
+            reasons.append(f"draw {attempt + 1}: {bad[0]}")
+    finally:
+        for scene in cache.values():
+            scene.close()
+    raise ValueError(
+        f"{'+'.join(case)} on {first.task}: none of the first {attempts} parameter draws with instance seed "
+        f"{seed} can be realised at reset on init state 0 with env seed {env_seed}, where the first episode "
+        f"starts ({'; '.join(reasons)[:600]}). Draw with another instance seed, choose another shift, or "
+        "evaluate a manifest's instances (`liberopro instances generate`), proven on their init states."
+    )
 
 
 @dataclass
@@ -184,11 +229,12 @@ class EpisodeStepper:
         )
 
     def _invalid(self, exc: ShiftInvalid, sim_steps: int) -> StepOutcome:
-        """The end of an episode whose runtime shift could not be realised (not scored)."""
+        """The end of an episode whose runtime shift could not be realised: ``shift_blocked`` (the
+        policy's failure, scored) once the policy acted, else ``shift_invalid`` (not scored)."""
         steps = self._steps
         assert steps is not None
         out = steps.out
-        out.reason, out.detail, out.success = TerminationReason.shift_invalid, str(exc), False
+        out.reason, out.detail, out.success = unrealised(out.acted), str(exc), False
         return self._ended(sim_steps)
 
     def _ended(self, sim_steps: int) -> StepOutcome:
@@ -245,4 +291,4 @@ class EpisodeStepper:
         self._steps, self._over = None, True
 
 
-__all__ = ["DEFAULT_METADATA", "EpisodeStepper", "StepOutcome", "instance_from"]
+__all__ = ["DEFAULT_METADATA", "EpisodeStepper", "StepOutcome", "first_valid_draw", "instance_from"]

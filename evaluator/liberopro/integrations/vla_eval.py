@@ -16,6 +16,11 @@ evaluator's episode of init state ``e mod 50`` and env seed ``seed + e``
 Observations follow vla-eval's LIBERO convention (``images`` agentview and wrist, rotated 180
 degrees, ``task_description``, ``states``: the 8-number LIBERO state); actions are 7 numbers
 (arm deltas, gripper +1 closes), the gripper binarised as vla-eval's LIBERO benchmark does.
+
+An episode whose shift cannot be realised from its init state (termination reason
+``shift_invalid``, not scored by the evaluator) raises :class:`ShiftInvalidAtReset` at reset:
+vla-eval then records it as an episode error (``failure_reason`` ``shift_invalid``,
+``failure_detail`` the reason) without asking the model server.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 import numpy as np
 from submission_spec.models import LIBERO_STATE8, CameraSpec, PolicyMetadata
 from vla_eval.benchmarks.base import StepBenchmark, StepResult
+from vla_eval.runners.base import EpisodeError
 from vla_eval.specs import (
     GRIPPER_CLOSE_POS,
     IMAGE_RGB,
@@ -38,9 +44,21 @@ from vla_eval.specs import (
 
 from liberopro.episode.runner import RunSettings
 from liberopro.instances.build import N_INIT_STATES, Instance
-from liberopro.integrations.stepper import EpisodeStepper, StepOutcome, instance_from
+from liberopro.integrations.stepper import EpisodeStepper, StepOutcome, first_valid_draw
 from liberopro.schema.manifest import read_manifest
 from liberopro.sim.tasks import task_info
+
+
+class ShiftInvalidAtReset(EpisodeError):
+    """An episode's shift cannot be realised from its init state and env seed (the evaluator's
+    termination reason ``shift_invalid``: the episode is not run and not scored). Raised by
+    :meth:`LiberoProBenchmark.reset`; vla-eval's orchestrator records the episode with
+    ``failure_reason`` ``shift_invalid`` (this class's ``phase``) and ``failure_detail`` ending
+    in the message (instance, init state, env seed, why), counts it in ``num_errors`` and never
+    asks the model server. Its ``metrics`` are then ``{"success": False}``: vla-eval's success
+    mean counts it as a failure, its summary flags the errors."""
+
+    phase = "shift_invalid"
 
 
 class LiberoProBenchmark(StepBenchmark):
@@ -51,7 +69,10 @@ class LiberoProBenchmark(StepBenchmark):
             is a task, or those of ``instance_ids``.
         instance_ids: the manifest's instances to run (default all).
         suite, task_index, shifts, instance_seed: instead of a manifest, one instance drawn as
-            the generator draws it (:func:`liberopro.integrations.stepper.instance_from`).
+            the generator draws it, the first parameter draw realised at reset on init state 0
+            with env seed ``seed`` (the first episode's;
+            :func:`liberopro.integrations.stepper.first_valid_draw`, 5-10 s at
+            construction); ``ValueError`` when none of the first 10 draws is.
         seed: episode ``e`` runs with env seed ``seed + e`` from init state ``e mod 50``.
         image_size: the square size (px) of the images sent (resized with padding).
         send_wrist_image, send_state: send the wrist camera and the 8-number state (a model
@@ -85,7 +106,7 @@ class LiberoProBenchmark(StepBenchmark):
         max_steps: int | None = None,
     ) -> None:
         super().__init__()
-        self.instances = _instances(manifest, instance_ids, suite, task_index, shifts, instance_seed)
+        self.instances = _instances(manifest, instance_ids, suite, task_index, shifts, instance_seed, seed)
         self.seed, self.send_state, self.send_wrist_image = seed, send_state, send_wrist_image
         cams = ["agentview", "wrist"] if send_wrist_image else ["agentview"]
         self.meta = PolicyMetadata(
@@ -96,7 +117,7 @@ class LiberoProBenchmark(StepBenchmark):
         )
         self.settings = RunSettings(render_size=render_size, max_steps=max_steps)
         self._stepper: EpisodeStepper | None = None
-        self._ended: StepOutcome | None = None  # an episode invalid from its reset
+        self._ended: StepOutcome | None = None  # an episode over at reset (an intervention's success)
 
     def get_tasks(self) -> list[dict[str, Any]]:
         """One task per instance: ``name`` (``suite/index case instance_id``), ``suite``,
@@ -115,13 +136,19 @@ class LiberoProBenchmark(StepBenchmark):
 
     def reset(self, task: dict[str, Any]) -> StepOutcome:
         """Begin episode ``task["episode_idx"]`` (default 0) of the task's instance (one scene
-        is kept: another instance's is closed first)."""
+        is kept: another instance's is closed first). Raises :class:`ShiftInvalidAtReset` when
+        a shift cannot be realised from the episode's init state and env seed."""
         inst = next(i for i in self.instances if i.instance_id == task["instance_id"])
         if self._stepper is None or self._stepper.instance != inst:
             self.cleanup()
             self._stepper = EpisodeStepper(inst, self.meta, self.settings)
         e = int(task.get("episode_idx", 0))
         outcome = self._stepper.reset(e % N_INIT_STATES, self.seed + e)
+        if not outcome.info["valid"]:
+            raise ShiftInvalidAtReset(
+                f"{outcome.info['termination_reason']}: {inst.instance_id} ({inst.case} on {inst.task}) from "
+                f"init state {e % N_INIT_STATES}, env seed {self.seed + e}: {outcome.info['detail']}"
+            )
         self._ended = outcome if outcome.terminated else None
         self._record(outcome)
         return outcome
@@ -153,14 +180,17 @@ class LiberoProBenchmark(StepBenchmark):
         return out
 
     def get_step_result(self, step_result: StepResult) -> dict[str, Any]:
-        """``success``, ``valid`` (False: a shift could not be realised; such an episode is not
-        scored by the evaluator), ``termination_reason``, ``steps`` and the ``shifts`` records."""
+        """``success``, ``valid`` (True: an invalid episode ends at reset, :class:`ShiftInvalidAtReset`),
+        ``termination_reason`` (``success``, ``horizon``, ``shift_blocked``: a runtime shift not
+        realisable once the policy had acted, the policy's failure), ``detail``, ``steps`` (control
+        steps) and the ``shifts`` records."""
         info = step_result.info
-        keys = ("valid", "termination_reason", "steps", "shifts")
+        keys = ("valid", "termination_reason", "detail", "steps", "shifts")
         return {"success": bool(info.get("is_success", False)), **{k: info.get(k) for k in keys}}
 
     def get_metric_keys(self) -> dict[str, str]:
-        return {"success": "mean", "valid": "mean"}
+        """``success``: its mean is the success rate (invalid episodes, vla-eval's errors, count as failures)."""
+        return {"success": "mean"}
 
     def get_metadata(self) -> dict[str, Any]:
         horizon = max(self.settings.horizon(i.task) for i in self.instances)
@@ -191,10 +221,11 @@ def _instances(
     task_index: int | None,
     shifts: str,
     instance_seed: int,
+    seed: int,
 ) -> list[Instance]:
     """The benchmark's instances (its constructor's arguments); ``ValueError`` when they name none."""
     if manifest is None:
-        return [instance_from(None, suite, task_index, shifts, instance_seed)]
+        return [first_valid_draw(suite, task_index, shifts, instance_seed, env_seed=seed)]
     if suite is not None:
         raise ValueError("give a manifest or suite and task_index, not both")
     by_id = read_manifest(Path(manifest)).by_id()
