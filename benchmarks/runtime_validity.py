@@ -1,8 +1,8 @@
 """Runtime shifts that act whatever the policy does (issue 11, item 3): how many episodes under a
 runtime shift are invalid at run time, over the runtime instances of the training split.
 
-    nice -n 10 uv run python benchmarks/runtime_validity.py [--manifest manifests/train.jsonl]
-        [--tasks libero_goal:1,...] [--shifts D01,D02] [--policies oracle,random] [--workers 2]
+    nice -n 10 uv run --frozen python benchmarks/runtime_validity.py [--manifest manifests/train.jsonl]
+        [--tasks libero_goal:1,...] [--shifts D01,D02] [--policies oracle,random,zero] [--workers 2]
         [--out runtime_validity.json] [--resume]
 
 Instances: with ``--manifest``, its single runtime-shift instances (the validated draws a
@@ -17,7 +17,10 @@ training tasks (or ``--tasks``, within the training split). Each instance runs o
   which reaches the trigger phases;
 * ``random``: the example random policy (:class:`submission_spec.examples.RandomPolicy`) in
   this process (:class:`liberopro.episode.local_policy.LocalPolicyClient`), which mostly reaches no phase
-  and meets the fallback step.
+  and meets the fallback step;
+* ``zero``: the example zero policy (:class:`submission_spec.examples.ZeroPolicy`: the arm held
+  at its start, gripper open), which reaches no phase and meets the fallback step with the arm
+  parked where it began.
 
 Episodes stop once their shift has acted (``RunSettings.stop_when_shifts_done``); at most
 ``fallback_step + MAX_DELAY_STEPS + 60`` steps. Cameras only for Observation shifts (agentview
@@ -26,7 +29,9 @@ and wrist at 64 px, :func:`liberopro.instances.generation._validation_metadata`)
 Output (stdout and ``--out``, JSON; every episode's row also goes to ``<out>.rows.jsonl`` as it
 ends, so an interrupted run keeps what it measured): per policy and shift, ``episodes``, ``phase``, ``fallback``
 (fired by), ``delayed`` (fired after a deferral), ``not_fired`` (the episode ended first: a
-success, or a policy that ended early), ``invalid`` (invalid at run time) with each invalid
+success, or a policy that ended early), ``invalid`` (the shift could not be realised at run time:
+``shift_blocked`` since issue 22, item 5, a failure charged to the policy, or ``shift_invalid``
+from an evaluator before it; ``blocked`` counts the former among them) with each such
 episode's task and reason, ``delays`` (task -> delay steps) and the wall time; and every
 episode's row. ``--resume`` keeps the rows already in ``<out>.rows.jsonl`` whose instance (by
 id) and policy are still selected and runs only the other episodes (``resumed_episodes`` counts
@@ -48,7 +53,7 @@ from typing import Any
 import typer
 
 RUNTIME = [f"D{i:02d}" for i in range(1, 21)]
-POLICIES = ("oracle", "random")
+POLICIES = ("oracle", "random", "zero")
 #: Steps an episode may run beyond its fallback step (the delay bound, plus the longest window
 #: of a runtime shift: D18's 14 + 10 release steps, D19's 15 push steps, D10-D17's bursts).
 EXTRA_STEPS = 60
@@ -61,11 +66,11 @@ def _runner(name: str, shift_id: str, ref, settings, cache: dict):
     from liberopro.episode.runner import CurrentScene, EpisodeRunner
     from liberopro.instances.generation import _validation_metadata, _ValidationPolicy
 
-    from submission_spec.examples import RandomPolicy
+    from submission_spec.examples import RandomPolicy, ZeroPolicy
 
     meta = _validation_metadata([shift_id])
-    policy: Any = RandomPolicy()
-    if name == "random":
+    policy: Any = ZeroPolicy() if name == "zero" else RandomPolicy()
+    if name in ("random", "zero"):
         policy.metadata = meta = policy.metadata.model_copy(update={"cameras": meta.cameras})
     scene = CurrentScene()
     if name == "oracle":
@@ -153,7 +158,7 @@ def _run_task(args: tuple) -> list[dict[str, Any]]:
                 print(
                     f"{name:6s} {entry.id} {inst.task}: valid={rec.valid} by={shift.fired_by} "
                     f"at={shift.fired_at_step} delay={shift.delay_steps} steps={rec.steps} "
-                    f"{rows[-1]['wall_s']}s {'' if rec.valid else rec.detail}",
+                    f"{rows[-1]['wall_s']}s {rec.termination_reason} {rec.detail or ''}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -177,6 +182,7 @@ def summarize(rows: list[dict[str, Any]], not_applicable: list[dict[str, str]]) 
                 "delayed": 0,
                 "not_fired": 0,
                 "invalid": 0,
+                "blocked": 0,
                 "invalid_cases": [],
                 "delays": {},
                 "wall_s": 0.0,
@@ -186,8 +192,10 @@ def summarize(rows: list[dict[str, Any]], not_applicable: list[dict[str, str]]) 
         s["wall_s"] = round(s["wall_s"] + row["wall_s"], 1)
         if row["delay_steps"]:
             s["delays"][row["task"]] = row["delay_steps"]
-        if not row["valid"]:
+        blocked = row["termination"] == "shift_blocked"
+        if not row["valid"] or blocked:
             s["invalid"] += 1
+            s["blocked"] += blocked
             s["invalid_cases"].append({"task": row["task"], "reason": row["detail"]})
             continue
         if row["fired_by"] is None:
@@ -197,7 +205,8 @@ def summarize(rows: list[dict[str, Any]], not_applicable: list[dict[str, str]]) 
         if row["delay_steps"]:
             s["delayed"] += 1
     for policy in out.values():
-        total = {k: sum(v[k] for v in policy.values()) for k in ("episodes", "phase", "fallback", "delayed", "invalid")}
+        keys = ("episodes", "phase", "fallback", "delayed", "invalid", "blocked")
+        total = {k: sum(v[k] for v in policy.values()) for k in keys}
         policy["total"] = total
     return {"by_policy": out, "not_applicable": not_applicable}
 
@@ -207,7 +216,7 @@ def main(
         "", help="tasks (suite:index, comma separated; a suite alone: its ten); default: the training split"
     ),
     shifts: str = typer.Option(",".join(RUNTIME), help="runtime shift ids, comma separated"),
-    policies: str = typer.Option(",".join(POLICIES), help="oracle, random or both"),
+    policies: str = typer.Option("oracle,random", help="oracle, random, zero, comma separated"),
     workers: int = typer.Option(1, help="worker processes (one task each at a time; a scene holds 1.5-2.5 GB)"),
     out: Path = typer.Option(Path("runtime_validity.json"), help="where to write the JSON"),
     manifest: Path | None = typer.Option(

@@ -80,6 +80,11 @@ class RankedRow(BaseModel):
     page_url: str
     api_url: str
     metrics: dict[str, Rate] = Field(..., description="Column key -> rate (keys in ``columns``).")
+    unproved_instances: int = Field(
+        0,
+        description="Instances the solvability proof left unproved: in no rate and no rank, shown apart on "
+        "the submission page.",
+    )
 
 
 class LeaderboardResponse(BaseModel):
@@ -129,6 +134,7 @@ def rank_table(results: list[PublicResult], sort: str = DEFAULT_SORT, order: str
             page_url=r.meta.page_url,
             api_url=r.meta.api_url,
             metrics=r.metrics,
+            unproved_instances=r.unproved.instances,
         )
         for r, rank in zip(results, ranks, strict=True)
     ]

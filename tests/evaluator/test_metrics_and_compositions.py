@@ -283,7 +283,7 @@ def test_summary_counts_how_runtime_shifts_fired_per_case():
     assert {k: got[k] for k in ("phase", "fallback", "not_fired")} == {"phase": 2, "fallback": 1, "not_fired": 2}
     assert got["succeeded_before_firing"] == 1 and got["late_fallback_tasks"] == ["libero_goal:1"]
     assert got["fallback_steps"] == [23, 33]
-    assert got["by_shift"] == {"D01": {"phase": 2, "fallback": 1, "not_fired": 2, "delayed": 1}}
+    assert got["by_shift"] == {"D01": {"phase": 2, "fallback": 1, "not_fired": 2, "blocked": 0, "delayed": 1}}
     # unfired episodes count with their outcome: 5 valid episodes, 2 successes
     assert rows["D01"]["runtime_not_fired"] == 2 and rows["D01"]["episodes"] == 5 and rows["D01"]["successes"] == 2
     assert rows["S01"]["runtime_fired"] is None and rows["nominal"]["runtime_fired"] is None
@@ -301,6 +301,51 @@ def test_summary_counts_each_runtime_shift_of_a_composition():
     got = summarize([r], {}).to_json()["cases"][0]["runtime_fired"]
     assert (got["phase"], got["fallback"], got["not_fired"]) == (0, 1, 0)
     assert got["by_shift"] == {
-        "D01": {"phase": 1, "fallback": 0, "not_fired": 0, "delayed": 0},
-        "D10": {"phase": 0, "fallback": 1, "not_fired": 0, "delayed": 0},
+        "D01": {"phase": 1, "fallback": 0, "not_fired": 0, "blocked": 0, "delayed": 0},
+        "D10": {"phase": 0, "fallback": 1, "not_fired": 0, "blocked": 0, "delayed": 0},
     }
+
+
+def test_a_blocked_runtime_firing_is_a_failure_in_the_denominator_and_counted(monkeypatch):
+    """A runtime shift that could not be realised after the policy acted (``shift_blocked``) is
+    the policy's failure: valid, in the rate's denominator, counted per case and per run, and not
+    mistaken for an unfired shift; a static shift invalid at reset stays out of every rate."""
+    from liberopro.schema.reasons import Side, TerminationReason, unrealised
+
+    assert unrealised(acted=True) is TerminationReason.shift_blocked and TerminationReason.shift_blocked.scored
+    assert unrealised(acted=False) is TerminationReason.shift_invalid and not TerminationReason.shift_invalid.scored
+    assert TerminationReason.shift_blocked.side is Side.policy
+
+    def blocked(e: int) -> EpisodeRecord:
+        r = rec("D01", 0, False, e)
+        r.shifts[0].params = {"trigger": "approach", "fallback_step": 23}
+        r.shifts[0].fired_by = None  # the deferred fire never acted
+        r.termination_reason, r.valid = unrealised(acted=True), unrealised(acted=True).scored
+        return r
+
+    fired = rec("D01", 0, True, 0)
+    fired.shifts[0].fired_by, fired.shifts[0].params = "phase", {"trigger": "approach", "fallback_step": 23}
+    static = rec("S01", 0, False, 1, valid=False)
+    static.termination_reason = unrealised(acted=False)
+    summary = summarize([fired, blocked(1), blocked(2), static, rec("S01", 0, True, 0)], {})
+    d01, s01 = summary.case("D01"), summary.case("S01")
+    assert (d01.episodes, d01.successes, d01.success_rate) == (3, 1, pytest.approx(1 / 3))
+    assert d01.shift_blocked == 2 and d01.invalid_episodes == 0 and d01.runtime_not_fired == 0
+    assert d01.runtime_fired.blocked == 2 and d01.runtime_fired.by_shift["D01"].blocked == 2
+    assert (s01.episodes, s01.invalid_episodes, s01.shift_blocked) == (1, 1, 0)
+    assert summary.episodes.shift_blocked == 2 and summary.episodes.invalid == 1
+    assert summary.termination_reasons["shift_blocked"] == 2
+    # shown with its count: the CLI table (stacked, 80 columns) and the public (leaderboard) result
+    import io
+
+    from liberopro.cli import tables
+    from liberopro.schema.public import public_cases
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(tables, "out", Console(file=buffer, width=80, color_system=None))
+    tables.print_summary(summary)
+    text = " ".join(buffer.getvalue().split())  # lines wrapped at 80 joined
+    assert "D01: in 2 episode(s) a shift could not be realised after the policy acted" in text, text
+    assert "(4 valid, 1 invalid, 2 shift blocked)" in text and "D01 1/0/2/0" in text, text
+    assert {c.case: c.shift_blocked for c in public_cases(summary)} == {"D01": 2, "S01": 0}

@@ -330,8 +330,47 @@ def test_cli_report(runs, tmp_path):
     broken.mkdir()
     (broken / "summary.json").write_text(json.dumps(_summary(runs["a"])))
     (broken / "episodes.jsonl").write_text('{"case": "nominal"}\n')
-    bad = CliRunner().invoke(app, ["report", str(broken)])
-    assert bad.exit_code == 2 and "episodes.jsonl:1 is not an episode record" in bad.output
+    bad = CliRunner().invoke(app, ["report", str(broken), "--out", str(tmp_path / "r3")])
+    assert bad.exit_code == 2 and "no run could be read" in bad.output
+    assert "episodes.jsonl:1 is not an episode record" in bad.output and not (tmp_path / "r3").exists()
+
+
+def test_report_without_out_writes_one_folder_under_reports(runs, tmp_path, monkeypatch):
+    """No --out: everything goes to reports/<timestamp> in the current folder, and the command
+    says where; nothing else is written there."""
+    from liberopro.cli.main import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["report", str(runs["b"]), "--no-charts"])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in tmp_path.iterdir()] == ["reports"]
+    (made,) = (tmp_path / "reports").iterdir()
+    assert re.fullmatch(r"\d{8}-\d{6}", made.name) and {p.name for p in made.iterdir()} == {"report.md", "report.html"}
+    assert f"reports/{made.name}/report.md" in result.output
+
+
+def test_report_of_a_folder_leaves_out_its_broken_runs_named(runs, tmp_path):
+    """A parent folder with good runs and broken ones: the good ones are reported, each broken one
+    is named with its reason on stderr and in the report, and the exit code is 0."""
+    import shutil
+
+    from liberopro.cli.main import app
+
+    parent = tmp_path / "runs"
+    shutil.copytree(runs["a"], parent / "a")
+    shutil.copytree(runs["b"], parent / "b")
+    (parent / "cut").mkdir()
+    (parent / "cut" / "summary.json").write_text("{not json")
+    shutil.copytree(runs["b"], parent / "no-episodes")
+    (parent / "no-episodes" / "episodes.jsonl").unlink()
+    result = CliRunner().invoke(app, ["report", str(parent), "--out", str(tmp_path / "r"), "--no-charts"])
+    assert result.exit_code == 0, result.output
+    left_out = [line for line in result.output.splitlines() if line.startswith("left out")]
+    assert len(left_out) == 2, result.output
+    assert "cut/summary.json: cannot be read" in left_out[0]
+    assert "no-episodes/episodes.jsonl is missing" in left_out[1]
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "2 run(s) could not be read and are in no table" in text and "policy-a" in text and "policy-b" in text
 
 
 def test_study_presets():

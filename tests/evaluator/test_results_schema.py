@@ -30,7 +30,7 @@ from liberopro.schema.results import (
 
 from tests.evaluator.report_runs import RATES_A, header, policy_records
 
-REGENERATE = "uv run python -m liberopro.schema.results"
+REGENERATE = "uv run --frozen python -m liberopro.schema.results"
 
 
 def test_committed_json_schema_matches_the_models():

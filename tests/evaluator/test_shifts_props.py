@@ -574,6 +574,55 @@ def test_d09_an_occluder_enters_the_line_of_sight_at_fire_time(serve_app, scenes
     assert np.abs(policy.observations[FIRE].images["agentview"].astype(int) - nom["frames"][FIRE]).max() > 30
 
 
+def test_d09_the_arm_in_front_of_the_target_neither_blocks_nor_moves_the_occluder(serve_app, scenes):
+    """Issue 22, item 5: D09 measures the occlusion with the robot out of the picture, so a policy
+    that brings the gripper between the agentview camera and the target by the firing step gets
+    the board of a policy that holds still, at the same place, hiding the stated share; the arm
+    does hide part of the target then (measured here), which used to shift the board or, with
+    the post-condition's 0.05 tolerance exceeded, void the episode."""
+    from liberopro.shifts.s09_occlusion import robot_out_of_view
+
+    from .policies import toward
+
+    ref, late = GOAL1, 25
+    params = {**PARAMS[ref]["D09"], "fallback_step": late}
+    scene = union_scene(scenes, ref)  # D09's props do not depend on its parameters
+    sem = semantics_of(ref)
+    cam = mujoco.mj_name2id(scene.model, mujoco.mjtObj.mjOBJ_CAMERA, "agentview")
+
+    def in_front() -> np.ndarray:  # 12 cm from the target toward the camera
+        target = scene.body_pos(scene.root_body(sem.target))
+        return target + 0.12 * (scene.data.cam_xpos[cam] - target) / np.linalg.norm(scene.data.cam_xpos[cam] - target)
+
+    recs = {}
+    for name, fn in (("still", None), ("in front", toward(in_front, offset=(0.0, 0.0, 0.0), gain=1.0))):
+        policy = Recorder(metadata("hold"), fn)
+        url = serve_app(create_app(policy))
+        with PolicyClient(url) as client:
+            runner = EpisodeRunner(
+                client, policy.metadata, RunSettings(render_size=PX, max_steps=late + 1), scenes=scenes
+            )
+            recs[name] = runner.run_episode(EpisodePlan(inst(ref, "D09", params), 0, 0, 0))
+        assert recs[name].valid and recs[name].termination_reason == "horizon", recs[name].detail
+        assert (recs[name].shifts[0]["fired_by"], recs[name].shifts[0]["fired_at_step"]) == ("fallback", late)
+    # after the last step of the arm's episode, the board parked: the arm hides a good share of the target
+    bid = scene.props["liberopro_prop_d09_occluder"]
+    pos = scene.model.body_pos[bid].copy()
+    scene.model.body_pos[bid] = pos + np.array([0, 0, -30.0])
+    mujoco.mj_kinematics(scene.model, scene.data)
+    xpos = scene.data.xpos.copy()
+    with_arm = target_mask(scene, ref, 256)
+    with robot_out_of_view(scene):
+        without_arm = target_mask(scene, ref, 256)
+    np.testing.assert_array_equal(scene.data.xpos, xpos)  # put back exactly
+    scene.model.body_pos[bid] = pos
+    mujoco.mj_kinematics(scene.model, scene.data)
+    assert (without_arm & ~with_arm).sum() / without_arm.sum() > 0.1
+    still, arm = (recs[k].shifts[0]["applied"] for k in ("still", "in front"))
+    assert arm["robot_excluded"] and arm["offset_m"] == still["offset_m"] and arm["board_m"] == still["board_m"]
+    assert arm["post_condition"]["hidden_fraction"] == pytest.approx(params["fraction"], abs=0.05)
+
+
 def test_prop_shifts_are_deterministic_per_episode(serve_app, scenes):
     first, _, _ = run(serve_app, scenes, GOAL1, "S07", max_steps=1)
     second, scene, _ = run(serve_app, scenes, GOAL1, "S07", max_steps=1)
@@ -625,12 +674,14 @@ def test_privileged_controllers_steer_by_the_episodes_own_scene(serve_app, scene
     assert policy._controller is not None and policy._controller.scene is runner.current_scene
 
 
-@pytest.mark.parametrize("ref", [TaskRef("libero_spatial", 3), TaskRef("libero_object", 2)], ids=str)
+@pytest.mark.parametrize("ref", [TaskRef("libero_object", 2)], ids=str)
 def test_d04_fires_by_phase_at_transport_under_the_oracle_where_placement_had_no_spot(scenes, ref):
-    """D04 fires at transport (a documented deviation, docs/shifts.md): on these tasks, fired at
+    """D04 fires at transport (a documented deviation, docs/shifts.md): on this task, fired at
     its definition's placement phase, the block found "no free spot on the goal region" and the
     episode was invalid (docs/instances.md, "Known limits of this run"). Driven by the privileged
-    validation controller, without cameras, with a fallback too late to matter."""
+    validation controller, without cameras, with a fallback too late to matter. (LIBERO-Spatial
+    task 3, once here too, is refused by D04's footprint rule since issue 22:
+    ``tests/evaluator/test_static_validity.py``.)"""
     from liberopro.episode.local_policy import LocalPolicyClient
     from liberopro.instances.generation import _validation_metadata, _ValidationPolicy
 
@@ -649,3 +700,4 @@ def test_d04_fires_by_phase_at_transport_under_the_oracle_where_placement_had_no
     assert shift["fired_by"] == "phase" and shift["fired_at_step"] < 299, shift
     post = shift["applied"]["post_condition"]
     assert 0.1 <= post["covered_fraction"] <= 0.5 and not post["touching"]
+    assert post["free_area_m2"] >= post["target_footprint_m2"]  # issue 22: the target fits beside the block

@@ -214,3 +214,58 @@ def test_d19_pushes_the_end_effector_by_the_stated_distance(serve_app, scenes):
     assert after[1] - before[1] >= 0.8 * 0.06  # +y, as stated, seen by the policy
     assert abs(after[0] - before[0]) < 0.02
     assert np.linalg.norm(eef[rec.steps - 1] - after) < 0.01  # control returned: nothing pushes on
+    assert d19["applied"]["direction_used_deg"] == 90.0 and "directions_refused" not in d19["applied"]
+
+
+def test_a_runtime_shift_unrealised_after_the_policy_acted_is_its_failure_in_the_denominator(serve_app, scenes):
+    """Issue 22, item 5, in a real episode: a D19 push asked to cover 20 cm in one step falls short
+    (its post-condition fails after the policy acted): the episode ends ``shift_blocked``, valid,
+    not a success, and the summary counts it in the case's denominator and as blocked."""
+    from liberopro.runs.summary import summarize
+
+    params = {"trigger": "approach", "fallback_step": 2, "distance_m": 0.2, "direction_deg": 90.0, "max_steps": 1}
+    rec, _ = run(serve_app, scenes, Recorder(metadata("hold")), inst(GOAL8, "D19", params), max_steps=25)
+    assert (rec.termination_reason, rec.valid, rec.success) == ("shift_blocked", True, False), rec.detail
+    assert "of the stated 0.200 m in 1 steps (blocked)" in (rec.detail or "")
+    case = summarize([rec], {}).case("D19")
+    assert (case.episodes, case.successes, case.invalid_episodes, case.shift_blocked) == (1, 0, 0, 1)
+
+
+D19_BASE = {"trigger": "approach", "fallback_step": 2, "distance_m": 0.03, "max_steps": 15}
+
+
+def test_d19_checks_each_push_direction_against_the_scene_at_the_firing_step(serve_app, scenes):
+    """Issue 22, item 5: D19 re-checks its push direction at the firing step
+    (:func:`_sweep_problem`; the first free of the drawn direction and its neighbours is pushed).
+    In the task's real scene: a sweep from 10 cm before the target straight at it is refused
+    naming the target; the opposite sweep is free; a push that would carry the grip site beyond
+    the arm's reach is refused; the robot's own geoms never block (rays start inside the gripper)."""
+    from liberopro.shifts.d19_robot_displacement import _sweep_problem
+
+    _, scene = run(
+        serve_app, scenes, Recorder(metadata("hold")), Instance(instance_id="n", suite="libero_goal", task_index=8), 2
+    )
+    sem = semantics_of(GOAL8)
+    from liberopro.shifts._props import entity_aabb
+
+    lo, hi = entity_aabb(scene, [sem.target])
+    eef, target = scene.eef_pos(), (lo + hi) / 2  # the centre of the target's box
+    at = math.atan2(target[1] - eef[1], target[0] - eef[0])
+    d = np.array([math.cos(at), math.sin(at)])
+    start = target - 0.1 * np.array([d[0], d[1], 0.0])
+    moving = {scene.robot_root()}
+    assert scene.entity_name(scene.root_body(sem.target)) in (_sweep_problem(scene, start, d, 0.08, moving) or "")
+    assert _sweep_problem(scene, start, -d, 0.05, moving) is None
+    assert "from the robot base" in (_sweep_problem(scene, eef, np.array([1.0, 0.0]), 0.5, moving) or "")
+    assert _sweep_problem(scene, eef, np.array([0.0, 1.0]), 0.03, moving) is None  # from inside the gripper
+    # fire() itself, with the phase tracker naming what the gripper touches (an object and a region:
+    # regions are sites, with no body, and must not break the check)
+    from types import SimpleNamespace
+
+    from liberopro.shifts.base import EpisodeContext
+    from liberopro.shifts.d19_robot_displacement import RobotDisplacement
+
+    touched = SimpleNamespace(touched_now=lambda: {sem.target, "wooden_cabinet_1_top_region"})
+    shift = RobotDisplacement({**D19_BASE, "direction_deg": 90.0})
+    shift.fire(EpisodeContext(scene, sem, np.random.default_rng(0), phases=touched), 0)
+    assert shift.applied["direction_used_deg"] == 90.0 and "directions_refused" not in shift.applied

@@ -125,6 +125,8 @@ def _proof(verdict: str = "proved", basis: str = "shifted", successes: int = 2) 
         stages=["done", "grasp"],
         nominal_successes=2,
         fired_by={"D01": "phase"} if basis == "shifted" else {},
+        # the proof's own episodes met it by its fallback on init state 1 (validation: the phase)
+        episodes_fired_by=[{"D01": "phase"}, {"D01": "fallback"}] if basis == "shifted" else None,
     )
 
 
@@ -166,22 +168,67 @@ def test_the_report_counts_proofs_per_shift_and_suite_and_renders_as_markdown():
         DroppedPair(suite="libero_object", task_index=0, case="S07", stage="applicability", reason="no space"),
     ]
     counts = proof_counts(instances, dropped)
-    assert counts["per_shift"]["S12"] == {"proved": 1, "unproved": 0, "not_run": 1, "dropped": 0}
-    assert counts["per_shift"]["S01"] == {"proved": 0, "unproved": 0, "not_run": 0, "dropped": 1}
-    assert counts["per_suite"]["libero_spatial"] == {"proved": 3, "unproved": 1, "not_run": 0, "dropped": 0}
+    blank = {"proved_under_shift": 0, "proved_by_nominal": 0, "unproved": 0, "not_run": 0, "dropped": 0}
+    assert counts["per_shift"]["S12"] == {**blank, "proved_by_nominal": 1, "not_run": 1}
+    assert counts["per_shift"]["D01"] == {**blank, "proved_under_shift": 1}
+    assert counts["per_shift"]["S01"] == {**blank, "dropped": 1}
+    assert counts["per_suite"]["libero_spatial"] == {
+        **blank,
+        "proved_under_shift": 2,
+        "proved_by_nominal": 1,
+        "unproved": 1,
+    }
     assert counts["shifted_proved"] == 2  # D01 and S12 (nominal not counted)
+    assert (counts["shifted_proved_under_shift"], counts["shifted_proved_by_nominal"]) == (1, 1)
     assert counts["oracle_episodes"] == 2 + 2 + 2  # nominal once per init state, D01 and S19 their own
     assert [u["case"] for u in counts["unproved"]] == ["S19"]
-    assert counts["fired_by"] == {"D01": {"phase": 3}}  # from each instance's oracle record
+    assert counts["fired_by"] == {"D01": {"phase": 3}}  # from each instance's oracle record (validation)
+    assert counts["episodes_fired_by"] == {"D01": {"fallback": 3, "phase": 3}}  # the proof's episodes
     header = make_header("train", 0, instances, episodes=2)
     rep = report(header, dropped, len(instances) + len(dropped), instances)
     page = report_markdown(rep, note="subset")
-    assert "| S12 | Environment | lighting | 2 | 1 | 0 | 1 | 0 | 0 |" in page
+    assert "| S12 | Environment | lighting | 2 | 0 | 1 | 0 | 1 | 0 | 0 |" in page
+    assert "| D01 | Condition | object pose | 1 | 1 | 0 | 0 | 0 | 0 | 0 |" in page
+    assert "2 of 4: **1** under the shift" in page and "**1** by the nominal run" in page
     assert "| S07 | " in page and "- libero_object:0 S01 (proof): horizon" in page
     assert "| S01 | - | - | object:0 |" in page and "| S07 | object:0 | - | - |" in page  # tasks by shift and stage
-    assert "| libero_object | 1 | 0 | 0 | 1 | 1 | 1 |" in page
+    assert "| libero_object | 1 | 0 | 0 | 0 | 1 | 1 | 1 |" in page
     assert "reference (train): 1,313 shifted instances" in page
-    assert "| D01 | 3 | 0 | 0 |" in page  # how the runtime shifts fired
+    assert "| D01 | 3 | 0 | 0 | 3 | 3 | 0 |" in page  # how the runtime shifts fired: validation, proof episodes
+    assert "valid at reset on init states: [0] (generated before issue 22)" in page
+    page = report_markdown({**rep, "validity_init_states": list(range(10))})
+    assert "- static shifts valid at reset on init states: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]" in page
+
+
+def test_a_report_of_an_older_evaluator_is_split_by_each_cases_shifts():
+    """A report JSON written before the two kinds were counted apart (``proved`` only, no
+    ``episodes_fired_by``): per shift, the kind follows from the case's shifts; per suite it
+    cannot be told and says so; the proof episodes' firing is unknown ("?")."""
+    instances = _instances()
+    rep = report(make_header("train", 0, instances, episodes=2), [], len(instances), instances)
+    proof = rep["proof"]
+    for rows in (proof["per_shift"], proof["per_suite"]):
+        for c in rows.values():
+            c["proved"] = c.pop("proved_under_shift") + c.pop("proved_by_nominal")
+    for key in ("shifted_proved_under_shift", "shifted_proved_by_nominal", "episodes_fired_by"):
+        proof.pop(key)
+    page = report_markdown(rep)
+    assert "| S12 | Environment | lighting | 2 | 0 | 1 | 0 | 1 | 0 | 0 |" in page
+    assert "| D01 | Condition | object pose | 1 | 1 | 0 | 0 | 0 | 0 | 0 |" in page
+    assert "| libero_spatial | 4 | 3 (both kinds) | ? | 1 | 0 | 0 | 0 |" in page
+    assert "2 of 4: **1** under the shift" in page
+    assert "| D01 | 3 | 0 | 0 | ? | ? | ? |" in page
+
+
+def test_the_proof_record_keeps_the_bytes_of_a_record_without_episode_firings():
+    """``episodes_fired_by`` is not written when unset: manifests generated before it keep their
+    content hash; the kind combines verdict and basis."""
+    bare = _proof(basis="nominal")
+    assert "episodes_fired_by" not in bare.model_dump(mode="json") and bare.kind == "proved_by_nominal"
+    own = _proof()
+    assert own.model_dump(mode="json")["episodes_fired_by"] == [{"D01": "phase"}, {"D01": "fallback"}]
+    assert own.kind == "proved_under_shift" and _proof("unproved").kind == "unproved"
+    assert OracleProof.model_validate(own.model_dump(mode="json")) == own
 
 
 def test_report_md_prints_the_page_and_refuses_a_report_without_the_proof(tmp_path):
@@ -298,3 +345,31 @@ def test_a_resumed_sweep_says_which_episodes_this_run_measured():
     page = runtime_validity_markdown(sweep)
     assert "9.0 s wall on 2 worker(s) for the last 1 (the other 3 were measured by an earlier run" in page
     assert "| oracle | D01 | 4 | 4 | 0 | 0 | 0 | 0 |" in page and "None." in page
+
+
+@pytest.mark.sim  # the scripted oracle steps a real scene (camera-less)
+def test_the_proof_record_says_how_the_shift_fired_in_the_proofs_own_episode():
+    """Issue 22, item 6: the proof record's ``episodes_fired_by`` is what its episode did, as the
+    same episode run again through ``liberopro evaluate --oracle``'s runner records it (D02 on
+    libero_spatial:0, init state 0); ``fired_by`` stays the validation episode's."""
+    from liberopro.episode.runner import RunSettings
+    from liberopro.instances.build import EpisodePlan, make_instance
+    from liberopro.instances.generation import prove_instance
+    from liberopro.oracle.policy import oracle_runner
+    from liberopro.sim.tasks import TaskRef
+
+    inst = make_instance(TaskRef("libero_spatial", 0), ["D02"], seed=0)
+    assert isinstance(inst, Instance)
+    cache: dict = {}
+    try:
+        proved, why = prove_instance(inst, cache, [0], {}, validation_fired={"D02": "phase"})
+        again = oracle_runner(RunSettings(render_size=64), scenes=cache).run_episode(EpisodePlan(inst, 0, 0, 0))
+    finally:
+        for scene in cache.values():
+            scene.close()
+    assert proved is not None and proved.oracle is not None, why
+    fired = again.shifts[0].fired_by
+    assert fired in ("phase", "fallback")
+    assert proved.oracle.episodes_fired_by == [{"D02": fired}]
+    assert proved.oracle.fired_by == {"D02": "phase"}
+    assert proved.oracle.steps == [again.steps] and proved.oracle.kind == "proved_under_shift"

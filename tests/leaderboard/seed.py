@@ -118,6 +118,21 @@ def _shift_record(cls) -> dict:  # a liberopro.catalog.ShiftSpec
     }
 
 
+#: With ``extras``, the instance of this case on the first evaluation task is unproved (its
+#: episodes are scored apart: in no rate, shown as counts).
+UNPROVED_CASE = "S20"
+
+
+def _proof(spec: PolicySpec, case: str, classes: list, first_task: bool) -> str:
+    """The proof verdict of a seeded instance: by the shift's kind of proof, unproved for
+    :data:`UNPROVED_CASE` on the first task of a run with ``extras``."""
+    from liberopro.catalog.proof_basis import needs_own_proof
+
+    if spec.extras and case == UNPROVED_CASE and first_task:
+        return "unproved"
+    return "proved_under_shift" if needs_own_proof([c.id for c in classes]) else "proved_by_nominal"
+
+
 def records_for(spec: PolicySpec) -> list[EpisodeRecord]:
     """Episode records of one synthetic run: nominal and every catalog shift on the 8 evaluation tasks."""
     from liberopro.catalog import SPECS as SHIFTS
@@ -158,6 +173,7 @@ def records_for(spec: PolicySpec) -> list[EpisodeRecord]:
                         recovery={"protocol": recovery},
                         episode_id=f"ep-{case}-{t}-{e}",
                         wall_s=1.0,
+                        proof=_proof(spec, case, classes, t == tasks[0]),
                     )
                 )
     if spec.extras:

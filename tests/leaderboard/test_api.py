@@ -171,6 +171,7 @@ def test_csv_parses_and_holds_the_json_numbers(client):
     for line, row in zip(rows, data["rows"], strict=True):
         assert int(line["rank"]) == row["rank"] and line["tied"] == str(row["tied"]).lower()
         assert line["team"] == row["team"] and line["policy_name"] == row["policy_name"]
+        assert int(line["unproved_instances"]) == row["unproved_instances"]
         for c in data["columns"]:
             m = row["metrics"][c["key"]]
             if m["value"] is None:
@@ -202,6 +203,15 @@ def test_submission_json(client, ids, summaries):
         )
     assert data["termination_reasons"]["shift_invalid"] == 1
     assert data["termination_reasons"] == summaries[sid]["termination_reasons"]
+    # the unproved instance (S20 on one task, tests/leaderboard/seed.py) is published apart, as counts
+    s20 = next(c for c in data["cases"] if c["case"] == "S20")
+    assert s20["unproved"]["instances"] == 1 and s20["rate"]["tasks"] == 7
+    assert s20["unproved"]["episodes"] == stored["S20"]["unproved"]["episodes"] == 5
+    assert data["unproved"]["instances"] == 1 and data["proof"]["unproved"] == 1
+    assert data["proof"]["proved_by_nominal"] == 15 * 8  # 15 shifts proved by the nominal run, 8 tasks
+    assert data["proof"]["not_proved"] == 1  # the seeded invalid S03 record carries no verdict
+    row = next(r for r in client.get("/api/leaderboard").json()["rows"] if r["submission_id"] == sid)
+    assert row["unproved_instances"] == 1
 
 
 def test_differences_are_unpaired_from_the_published_counts(client, ids, summaries):

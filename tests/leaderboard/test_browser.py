@@ -238,8 +238,11 @@ def test_submission_page(probe, server, api, ids):
         "Published",
         "Compositions",
         "D10+S01",
+        "1 unproved",  # the seeded unproved S20 instance, shown apart
     ):
         assert needle in text, needle
+    s20 = page.locator("#shift-table tr[data-case='S20'] td").last.inner_text()
+    assert s20.startswith("1 (5 ep., ") and s20.endswith("%)"), s20
     alts = page.eval_on_selector_all("figure.chart img", "imgs => imgs.map(i => i.alt)")
     assert len(alts) == 2 and all("95%" in a for a in alts)
     assert "Condition: static" in alts[0]  # the text alternative carries the numbers

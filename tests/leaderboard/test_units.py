@@ -121,11 +121,12 @@ def test_public_result_keeps_only_the_whitelist():
 
 def _rearranged(records, rng):
     """The records with each row's outcomes shuffled over its valid episodes: the same successes and
-    valid episodes per case (and per row), another split over tasks and another episode pattern."""
-    by_row: dict[str, list[int]] = defaultdict(list)
+    valid episodes per case (and per row), another split over tasks and another episode pattern.
+    Scored and unproved episodes are shuffled apart: they are published apart."""
+    by_row: dict[tuple[str, bool], list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         if r.valid:
-            by_row[r.row_key].append(i)
+            by_row[r.row_key, r.proof == "unproved"].append(i)
     out = list(records)
     for idx in by_row.values():
         outcomes = [records[i].success for i in idx]
@@ -209,3 +210,26 @@ def test_methodology_page_and_api_serve_the_catalog(seeded_db):
             d07["fallback_step"] == {"approach": "0.25*S(task)", "transport": "0.5*S(task)"}
             and d07["trigger"] == "approach or transport"
         )
+
+
+def test_unproved_instances_are_published_apart_and_never_ranked():
+    """Issue 22, item 4: the published rates and the ranking are over the instances that are not
+    unproved; the unproved ones are shown apart, as counts (per case and for the run)."""
+    from liberopro.runs.summary import summarize
+
+    from tests.evaluator.test_proof_verdicts import records, with_proof
+
+    proved = public_result(_row("a", "t", "p", summarize(records(), {}).to_json()))
+    s01 = next(c for c in proved.cases if c.case == "S01")
+    assert s01.rate.value == 1.0 and s01.rate.episodes == 2  # the unproved task 1 is not in the rate
+    assert s01.unproved is not None and (s01.unproved.instances, s01.unproved.episodes) == (1, 2)
+    assert s01.unproved.success_rate == 0.0
+    assert next(c for c in proved.cases if c.case == "S12").unproved is None
+    assert proved.proof == {"proved_under_shift": 3, "proved_by_nominal": 2, "unproved": 1}
+    assert proved.unproved.instances == 1 and proved.metrics["overall"].value == 0.75
+    # the same episodes without verdicts (an older result): S01 over both tasks, nothing apart
+    old = public_result(_row("b", "t", "q", summarize([with_proof(r, None) for r in records()], {}).to_json(), 1))
+    assert old.metrics["overall"].value == 0.5 and old.unproved.instances == 0 and old.proof == {"not_proved": 6}
+    rows = {r.submission_id: r for r in rank_table([proved, old]).rows}
+    assert rows["a"].unproved_instances == 1 and rows["b"].unproved_instances == 0
+    assert rows["a"].metrics["overall"].value == 0.75  # ranked on the proved instances

@@ -277,7 +277,8 @@ D04 = ShiftSpec(
     summary="a small object lands on part of the goal region",
     post_condition=(
         "at the firing step the block rests on the goal region's owner (+-3 mm) inside the region, "
-        "covers 10-50% of its area, touches nothing, "
+        "covers 10-50% of its area and leaves free at least the target's footprint (where that fits on the region), "
+        "touches nothing, "
         ">= 2 cm from the robot and >= 1 cm from the target"
     ),
     Params=ObstructionParams,

@@ -267,8 +267,8 @@ D09 = ShiftSpec(
     summary="an occluder enters the third-person line of sight",
     post_condition=(
         "at the firing step the board hides the stated fraction (+-0.05, within 0.2-0.5) of the "
-        "target's then visible pixels (segmentation renders, agentview); > 0.9 m from the robot base, "
-        "without collisions"
+        "target's pixels then, measured with the robot out of the picture (segmentation renders, "
+        "agentview: where the arm stands does not matter); > 0.9 m from the robot base, without collisions"
     ),
     Params=RuntimeOcclusionParams,
     resources=("view:occluder",),

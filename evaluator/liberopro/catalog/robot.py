@@ -144,7 +144,11 @@ D19 = ShiftSpec(
     name="robot displacement",
     category="Robot",
     summary="end effector pushed 3-8 cm by a bounded intervention",
-    post_condition="end effector displaced horizontally by >= 80% of the stated distance within max_steps",
+    post_condition=(
+        "end effector displaced horizontally by >= 80% of the stated distance within max_steps; the push "
+        "goes the drawn direction or, where the scene blocks its sweep at the firing step, the first free "
+        "of its neighbours in 45 degree steps (recorded)"
+    ),
     Params=DisplacementParams,
     resources=("robot:control",),
     entry_point="liberopro.shifts.d19_robot_displacement:RobotDisplacement",

@@ -12,8 +12,12 @@ seed, shift catalog, simulator stack):
    in the simulator on init state 0 through the real episode runner: static shifts are applied,
    settled and their post-conditions measured; runtime shifts are fired at their trigger phase as
    the privileged scripted oracle reaches it, with the fallbacks suspended, and measured (only
-   where the oracle does not reach a phase, at the instance's fallback step; :func:`validate_instance`). A failed post-condition redraws the parameters (up to ``attempts``); a pair whose
-   every draw fails is dropped with the checked reasons.
+   where the oracle does not reach a phase, at the instance's fallback step; :func:`validate_instance`).
+   An instance holding a static shift must also be valid at reset on every init state its
+   episodes use (``validity_states``, default 0-9, :func:`reset_validity`: the static shifts
+   applied, settled and measured, one policy step each). A failed post-condition redraws the
+   parameters (up to ``attempts``); a pair whose every draw fails is dropped with the checked
+   reasons.
 3. The solvability proof (``proof=True``, the default; ``docs/instances.md``, "Solvability
    proof"): an instance whose shifts change what must be done physically
    (:func:`needs_own_proof`) is run by the privileged scripted oracle through the episode runner,
@@ -22,7 +26,10 @@ seed, shift catalog, simulator stack):
    task on those init states. The result is the instance's ``oracle`` record
    (:class:`~liberopro.schema.manifest.OracleProof`); :func:`proof_verdict` decides, and an
    instance is dropped (stage ``proof``) only when the oracle solves the nominal task on some of
-   those init states and fails under the shift on every attempt.
+   those init states and fails under the shift on every attempt. A draw the proof drops is
+   redrawn (the next valid draw is proved, up to ``proof_attempts`` proofs within the
+   ``attempts`` draws: :func:`_draw_and_prove`), so a pair is dropped at the proof only when
+   every proved draw fails.
 
 The header records the schema version, split, a SHA-256 commitment to the seed (never the seed:
 evaluation manifests come from a secret seed), the evaluator and stack versions, the counts per
@@ -41,6 +48,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from liberopro import EVALUATOR_VERSION
+from liberopro.catalog.proof_basis import PHYSICAL_ENVIRONMENT_CHANNELS, needs_own_proof
 from liberopro.instances.build import Instance, instance_problems, make_instance
 from liberopro.instances.generation_report import REFERENCE
 from liberopro.oracle.policy import OraclePolicy
@@ -58,6 +66,7 @@ from liberopro.schema.manifest import (
 )
 
 __all__ = [
+    "PHYSICAL_ENVIRONMENT_CHANNELS",
     "REFERENCE",
     "DroppedPair",
     "check_manifest",
@@ -71,7 +80,9 @@ __all__ = [
     "proof_verdict",
     "prove_instance",
     "report",
+    "reset_validity",
     "validate_instance",
+    "validity_init_states",
 ]
 
 
@@ -181,8 +192,52 @@ def _validation_episode(inst: Instance, runner_cache: dict, seed: int, steps: in
     return True, "", applied
 
 
-def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bool, str, dict]:
-    """Realise ``inst`` on init state 0 and measure its post-conditions.
+#: Parameter draws of a pair before it is dropped. 10 since issue 22: a static draw must hold on
+#: every evaluated init state (0-9), and in LIBERO-Goal's crowded scene 5 draws were not enough
+#: (libero_goal:1 under S01: draws 1-7 fail on some init state, draw 8 holds on all ten).
+ATTEMPTS = 10
+#: The init states a static shift is checked on at generation by default: those of a 10-episode
+#: evaluation (episode ``e`` uses init state ``e``; issue 22, item 1).
+VALIDITY_INIT_STATES: tuple[int, ...] = tuple(range(10))
+
+
+def reset_validity(
+    inst: Instance, runner_cache: dict, seed: int, init_states, first_only: bool = False
+) -> dict[int, str]:
+    """Realise ``inst``'s static shifts at reset on each of ``init_states`` (LIBERO init state
+    indices, 0-49) through the real episode runner, env seed ``seed + init state`` as an
+    evaluation's episodes draw it: the shifts are applied, the scene settled and the
+    post-conditions measured, then one policy step (the privileged oracle, no cameras unless a
+    shift works on images). Cheap: no episode beyond its first step. Returns
+    ``{init state: reason}`` for each init state where the instance is invalid at reset (empty
+    when it is valid on all); ``first_only`` stops at the first such init state (a draw that
+    fails there is redrawn anyway)."""
+    from liberopro.episode.runner import RunSettings
+
+    settings = RunSettings(render_size=64, max_steps=1)
+    bad: dict[int, str] = {}
+    for i in init_states:
+        rec, _ = _oracle_run(inst, settings, runner_cache, (i, i, seed + i))
+        if rec.termination_reason == "shift_invalid":
+            bad[i] = rec.detail or "invalid"
+            if first_only:
+                break
+    return bad
+
+
+def _invalid_on(bad: dict[int, str]) -> str:
+    """``{init state: reason}`` -> one reason naming each init state (equal reasons grouped).
+    Generation stops at the first invalid init state of a draw, so its reasons name that one."""
+    by_reason: dict[str, list[int]] = {}
+    for i, why in sorted(bad.items()):
+        by_reason.setdefault(why, []).append(i)
+    return "invalid at reset on init state(s) " + "; ".join(f"{states}: {why}" for why, states in by_reason.items())
+
+
+def validate_instance(inst: Instance, runner_cache: dict, seed: int, init_states=(0,)) -> tuple[bool, str, dict]:
+    """Realise ``inst`` on init state 0 and measure its post-conditions; an instance holding a
+    static shift must also be valid at reset on every other init state of ``init_states``
+    (:func:`reset_validity`; issue 22, item 1: its episodes use them).
 
     Returns (valid, reason, per-shift applied records). Static-only instances run one policy
     step. Runtime ones are validated at their trigger phase first (issue 11, item 3): the
@@ -193,6 +248,19 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
     task first) is the draw validated as a policy that never reaches it would see it: at the
     instance's own fallback steps, up to the last fallback + 40 steps. The applied records say
     which (``fired_by``: ``phase`` or ``fallback``)."""
+    from liberopro.catalog import get_spec
+
+    ok, why, applied = _validate_at_zero(inst, runner_cache, seed)
+    others = [i for i in init_states if i != 0]
+    if ok and others and any(get_spec(s.id).kind == "static" for s in inst.shifts):
+        bad = reset_validity(inst, runner_cache, seed, others, first_only=True)
+        if bad:
+            return False, _invalid_on(bad), applied
+    return ok, why, applied
+
+
+def _validate_at_zero(inst: Instance, runner_cache: dict, seed: int) -> tuple[bool, str, dict]:
+    """:func:`validate_instance` on init state 0 (env seed ``seed``)."""
     from liberopro.catalog import get_spec
     from liberopro.sim.tasks import task_info
 
@@ -210,20 +278,29 @@ def validate_instance(inst: Instance, runner_cache: dict, seed: int) -> tuple[bo
 
 
 def _draw_valid(
-    ref, case: list[str], seed: int, cache: dict, attempts: int, fired_out: dict | None = None
+    ref,
+    case: list[str],
+    seed: int,
+    cache: dict,
+    attempts: int,
+    fired_out: dict | None = None,
+    init_states=(0,),
+    start: int = 0,
 ) -> tuple[Instance | str | None, int, str]:
-    """Draw parameters for (ref, case) until a draw's realisation passes its post-conditions on
-    init state 0. Returns (instance, attempt, reasons of the failed draws joined by "; "); the
-    instance is the applicability reason (a string) when the pair does not apply, and None when
-    all ``attempts`` draws failed. ``fired_out`` receives, for the valid draw, how each runtime
-    shift fired in its validation episode (shift id -> ``phase``/``fallback``/None). The valid
-    draw's variant scenes stay in ``cache`` (the proof runs in them): the caller drops them."""
+    """Draw parameters for (ref, case), from draw ``start`` on, until a draw's realisation passes
+    its post-conditions (:func:`validate_instance`: on init state 0, and a static shift at reset
+    on every one of ``init_states``). Returns (instance, attempt, reasons of the failed draws
+    joined by "; "); the instance is the applicability reason (a string) when the pair does not
+    apply, and None when every draw up to ``attempts`` failed. ``fired_out`` receives, for the
+    valid draw, how each runtime shift fired in its validation episode (shift id ->
+    ``phase``/``fallback``/None). The valid draw's variant scenes stay in ``cache`` (the proof
+    runs in them): the caller drops them."""
     reasons: list[str] = []
-    for attempt in range(attempts):
+    for attempt in range(start, attempts):
         inst = make_instance(ref, case, seed, attempt)
         if isinstance(inst, str):
             return inst, attempt, "; ".join(reasons)
-        ok, why, applied = validate_instance(inst, cache, seed)
+        ok, why, applied = validate_instance(inst, cache, seed, init_states)
         if ok:
             if fired_out is not None:
                 fired_out.update({k: r.get("fired_by") for k, r in applied.items() if r.get("kind") == "runtime"})
@@ -234,11 +311,13 @@ def _draw_valid(
 
 
 def first_valid_static(
-    ref, case: list[str], seed: int, cache: dict, attempts: int = 5
+    ref, case: list[str], seed: int, cache: dict, attempts: int = ATTEMPTS, init_states=(0,)
 ) -> tuple[Instance | str, int, str]:
     """For an ad-hoc run (no manifest): the first parameter draw of a static-only case whose
-    realisation passes its post-conditions on init state 0, as manifest generation picks it
-    (a cheap check: one policy step, no cameras unless an Observation shift needs them).
+    realisation passes its post-conditions at reset on every one of ``init_states`` (the init
+    states of the run's episodes; env seed ``seed + init state``), as manifest generation picks
+    it (a cheap check: one policy step per init state, no cameras unless an Observation shift
+    needs them).
 
     Returns (instance, attempt, reasons of the failed draws); the instance is attempt 0's when
     every draw fails (its episodes are then recorded invalid with the reason), or the
@@ -250,7 +329,7 @@ def first_valid_static(
     first = make_instance(ref, case, seed, 0)
     if isinstance(first, str) or any(get_spec(sid).kind == "runtime" for sid in case):
         return first, 0, ""
-    inst, attempt, why = _draw_valid(ref, case, seed, cache, attempts)
+    inst, attempt, why = _draw_valid(ref, case, seed, cache, attempts, init_states=init_states)
     _drop_variant_scenes(cache)
     if isinstance(inst, Instance):
         return inst, attempt, why
@@ -261,32 +340,6 @@ def first_valid_static(
 #: The episodes' env seed base of an evaluation (``liberopro evaluate --seed`` and the platform's
 #: episode seed both default to 0): episode ``e`` runs with env seed ``EPISODE_SEED + e``.
 EPISODE_SEED = 0
-#: Environment shifts change what must be done physically when they take over table space (add a
-#: prop), an object's model (swap it) or the line of sight with a prop (an occluder): the
-#: ``space``, ``instance`` and ``view`` resource channels (:mod:`liberopro.catalog.spec`).
-PHYSICAL_ENVIRONMENT_CHANNELS = ("space", "instance", "view")
-
-
-def needs_own_proof(shift_ids: list[str]) -> bool:
-    """Whether an instance under ``shift_ids`` must be proved by an oracle run of its own: some
-    shift changes what must be done physically (Condition, Robot and Execution shifts, and
-    Environment shifts owning a resource of :data:`PHYSICAL_ENVIRONMENT_CHANNELS`: S06-S09, D06,
-    D09). The nominal case (``[]``) is run too: it is every other instance's proof. Observation,
-    Language and appearance, lighting or camera Environment shifts are proved by the nominal
-    run. Categories and resources: :mod:`liberopro.catalog` (``docs/shifts.md``)."""
-    from liberopro.catalog import get_spec
-
-    if not shift_ids:
-        return True
-    for sid in shift_ids:
-        spec = get_spec(sid)
-        if spec.category in ("Condition", "Robot", "Execution"):
-            return True
-        if spec.category == "Environment" and any(
-            r.split(":")[0] in PHYSICAL_ENVIRONMENT_CHANNELS for r in spec.resources
-        ):
-            return True
-    return False
 
 
 def never_dropped_by_proof(shift_ids: list[str]) -> bool:
@@ -309,6 +362,22 @@ def proof_init_states(split: str, episodes: int, given: list[int] | None = None)
     if bad or not states:
         raise ValueError(f"proof init states must be in 0..{N_INIT_STATES - 1} (got {states})")
     return sorted(set(states))
+
+
+def validity_init_states(given: list[int] | None = None) -> list[int]:
+    """The init states a static shift is checked on at generation: ``given`` if set, else
+    :data:`VALIDITY_INIT_STATES` (0-9). Raises ``ValueError`` for an init state outside LIBERO's
+    0-49 or an empty list."""
+    from liberopro.instances.build import N_INIT_STATES
+
+    states = sorted(set(given if given is not None else VALIDITY_INIT_STATES))
+    bad = [i for i in states if not 0 <= i < N_INIT_STATES]
+    if bad or not states:
+        raise ValueError(
+            f"validity init states must be in 0..{N_INIT_STATES - 1} (LIBERO has {N_INIT_STATES} per task); "
+            f"out of range: {bad or 'none given'}"
+        )
+    return states
 
 
 def proof_verdict(
@@ -436,6 +505,8 @@ def prove_instance(
         stages=[a.stage for a in runs],
         nominal_successes=sum(a.success for a in base),
         fired_by=fired,
+        # what the proof's own episodes did (issue 22, item 6): none ran under a nominal basis
+        episodes_fired_by=[a.fired_by for a in runs] if own and ids else None,
         reason=f"{why}: {measured}" if why else "",
     )
     return Instance.model_validate({**inst.model_dump(mode="json"), "oracle": record.model_dump(mode="json")}), ""
@@ -466,33 +537,60 @@ def _die_with_parent() -> None:
             pass
 
 
+#: Validated draws of a pair proved before it is dropped at stage ``proof`` (issue 22, item 2).
+PROOF_ATTEMPTS = 3
+
+
+def _draw_and_prove(ref, case, seed, cache, nominal, job: dict) -> tuple[Instance | str | None, str, str]:
+    """The validated draws of (ref, case) in draw order (:func:`_draw_valid`), each proved
+    (:func:`prove_instance`) until one is kept: a draw the proof drops is redrawn, up to
+    ``job["proof_attempts"]`` proofs and ``job["attempts"]`` draws in all, so a pair is dropped
+    only when no draw within those bounds is solvable (deterministic: each draw is a pure
+    function of (seed, task, case, attempt), each proof a fixed oracle run). Returns (instance,
+    stage, reason): the instance is the applicability reason (a string), or None for a drop at
+    ``stage`` (``validation``: no valid draw; ``proof``: every proved draw failed, each named)."""
+    attempts, states, proofs = job["attempts"], job["validity_states"], job["proof_states"]
+    start, draws_why = 0, ""
+    failed: list[str] = []
+    while True:
+        fired: dict = {}
+        inst, attempt, why = _draw_valid(ref, case, seed, cache, attempts, fired, states, start)
+        draws_why = "; ".join(x for x in (draws_why, why) if x)
+        if not isinstance(inst, Instance):
+            if inst is None and failed:
+                return None, "proof", " | ".join(failed) + (f" | later draws invalid: {why}" if why else "")
+            return inst, "validation", f"no valid parameters in {attempts} draws: {draws_why}"
+        if not proofs:
+            return inst, "", ""
+        proved, pwhy = prove_instance(inst, cache, proofs, nominal, validation_fired=fired)
+        if proved is not None:
+            return proved, "", ""
+        _drop_variant_scenes(cache)
+        failed.append(f"draw {attempt + 1}: {pwhy}")
+        if len(failed) >= job["proof_attempts"] or attempt + 1 >= attempts:
+            return None, "proof", " | ".join(failed)
+        start = attempt + 1
+
+
 def _generate_task(args: tuple) -> tuple[list[Instance], list[DroppedPair]]:
-    ref, cases, seed, attempts, validate, proof_states = args
+    ref, cases, seed, job = args
     kept, dropped = [], []
     cache: dict = {}
     nominal: dict[int, _Attempt] = {}  # the nominal oracle episode per init state of this task
     try:
         for case in cases:
             label = "+".join(case) or NOMINAL
-            fired: dict = {}
-            if validate:
-                inst, _, why = _draw_valid(ref, case, seed, cache, attempts, fired)
+            if job["validate"]:
+                inst, stage, why = _draw_and_prove(ref, case, seed, cache, nominal, job)
             else:
-                inst, why = make_instance(ref, case, seed, 0), ""
-            stage = "validation"
-            if isinstance(inst, Instance) and validate and proof_states:
-                inst, why = prove_instance(inst, cache, proof_states, nominal, validation_fired=fired)
-                stage = "proof"
+                inst, stage, why = make_instance(ref, case, seed, 0), "", ""
             _drop_variant_scenes(cache)
             if isinstance(inst, str):
                 dropped.append(
                     DroppedPair(suite=ref.suite, task_index=ref.index, case=label, stage="applicability", reason=inst)
                 )
             elif inst is None:
-                reason = why if stage == "proof" else f"no valid parameters in {attempts} draws: {why}"
-                dropped.append(
-                    DroppedPair(suite=ref.suite, task_index=ref.index, case=label, stage=stage, reason=reason)
-                )
+                dropped.append(DroppedPair(suite=ref.suite, task_index=ref.index, case=label, stage=stage, reason=why))
             else:
                 kept.append(inst)
     finally:
@@ -559,11 +657,13 @@ def generate(
     tasks=None,
     cases: list[list[str]] | None = None,
     episodes: int = 10,
-    attempts: int = 5,
+    attempts: int = ATTEMPTS,
     workers: int = 1,
     validate: bool = True,
     proof: bool = True,
     proof_states: list[int] | None = None,
+    validity_states: list[int] | None = None,
+    proof_attempts: int = PROOF_ATTEMPTS,
     parts_dir: Path | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> tuple[ManifestHeader, list[Instance], list[DroppedPair]]:
@@ -573,7 +673,11 @@ def generate(
     defaults to nominal and every single shift of the catalog. ``validate=False`` skips the
     simulator (for a quick look; such a manifest says so in its report only; do not score on it).
     ``proof`` runs the solvability proof of every validated instance on ``proof_states``
-    (default :func:`proof_init_states` of the split and ``episodes``); it needs ``validate``.
+    (default :func:`proof_init_states` of the split and ``episodes``); it needs ``validate``. A
+    draw the proof drops is redrawn, up to ``proof_attempts`` proved draws within the
+    ``attempts`` draws. ``validity_states``: the init states every instance holding a static shift
+    must be valid on at reset (default :data:`VALIDITY_INIT_STATES`, 0-9: the init states of a
+    10-episode evaluation; :func:`validate_instance`); raises ``ValueError`` for one outside 0-49.
     ``parts_dir`` keeps each task's result as it completes and reuses matching ones (resume
     after an interruption). The output order and content do not depend on ``workers`` or on
     resuming.
@@ -585,6 +689,7 @@ def generate(
     refs = tasks_in_split(split, tasks)  # type: ignore[arg-type]
     cases = cases or default_cases()
     states = proof_init_states(split, episodes, proof_states) if (proof and validate) else []
+    validity = validity_init_states(validity_states)
     parts = _TaskParts(
         parts_dir,
         {
@@ -595,6 +700,9 @@ def generate(
             "proof_init_states": states,
             "proof_episode_seed": EPISODE_SEED,
             "runtime_validation": "phase-first",  # validate_instance: parts of the fallback-first rule are redone
+            "validity_init_states": validity,
+            "proof_attempts": proof_attempts,
+            "d04_footprint_rule": True,  # issue 22: parts drawn before D04's free-area post-condition are redone
             "instance_schema": INSTANCE_SCHEMA_VERSION,
             "evaluator": EVALUATOR_VERSION,
             "stack": stack,
@@ -606,7 +714,14 @@ def generate(
         if part is not None:
             done[i] = part
     todo = [i for i in range(len(refs)) if i not in done]
-    jobs = {i: (refs[i], cases, seed, attempts, validate, states) for i in todo}
+    job = {
+        "attempts": attempts,
+        "validate": validate,
+        "proof_states": states,
+        "validity_states": validity,
+        "proof_attempts": proof_attempts,
+    }
+    jobs = {i: (refs[i], cases, seed, job) for i in todo}
 
     def finished(i: int, res) -> None:
         done[i] = res
@@ -654,14 +769,18 @@ def report(
 
     With ``instances``, ``proof`` adds the solvability proof's counts (``docs/instances.md``,
     "Solvability proof"): per case (``per_shift``) and per suite (``per_suite``), how many
-    instances are ``proved``, ``unproved`` (kept without a proof), ``not_run`` (no ``oracle``
+    instances are ``proved_under_shift`` (the oracle solved the instance itself),
+    ``proved_by_nominal`` (no episode ran under the shift: the nominal run of the task stands in,
+    :func:`needs_own_proof`), ``unproved`` (kept without a proof), ``not_run`` (no ``oracle``
     record: generated without the proof) and ``dropped`` (pairs dropped at stage ``proof``);
     ``shifted_proved`` is the number of proved shifted instances (the figure to set against the
-    reference), ``oracle_episodes`` the proof episodes run (the nominal ones once per task and
+    reference), ``shifted_proved_under_shift`` and ``shifted_proved_by_nominal`` its two kinds
+    (issue 22, item 3), ``oracle_episodes`` the proof episodes run (the nominal ones once per task and
     init state), ``unproved`` each kept-unproved instance with its reason, and ``fired_by`` per
     runtime shift how many instances fired it by its ``phase``, its ``fallback`` step, or
     ``not_fired`` (in the instance's phase-first validation episode, :func:`validate_instance`;
-    issue 11, item 3)."""
+    issue 11, item 3), and ``episodes_fired_by`` the same over the proof's own episodes (one per
+    attempt of a ``shifted`` basis, with the instance's fallbacks; issue 22, item 6)."""
     ref = REFERENCE.get(header.split)
     nominal = header.per_shift.get(NOMINAL, 0)
     out = {
@@ -686,18 +805,20 @@ def proof_counts(instances: list[Instance], dropped: list[DroppedPair]) -> dict[
     """Counts of the solvability proof per case and per suite (see :func:`report`)."""
 
     def blank() -> dict[str, int]:
-        return {"proved": 0, "unproved": 0, "not_run": 0, "dropped": 0}
+        return {"proved_under_shift": 0, "proved_by_nominal": 0, "unproved": 0, "not_run": 0, "dropped": 0}
 
     per_shift: dict[str, dict[str, int]] = {}
     per_suite: dict[str, dict[str, int]] = {}
     init_states: set[int] = set()
     unproved: list[dict[str, str]] = []
     fired: dict[str, Counter] = {}
-    episodes = shifted_proved = 0
+    episodes_fired: dict[str, Counter] = {}
+    episodes = 0
+    shifted_proved: Counter[str] = Counter()
     nominal_runs: set[tuple[str, int, int]] = set()
     for inst in instances:
         o = inst.oracle
-        key = "not_run" if o is None else o.verdict
+        key = "not_run" if o is None else o.kind
         per_shift.setdefault(inst.case, blank())[key] += 1
         per_suite.setdefault(inst.suite, blank())[key] += 1
         if o is None:
@@ -705,10 +826,13 @@ def proof_counts(instances: list[Instance], dropped: list[DroppedPair]) -> dict[
         init_states.update(o.init_states)
         for sid, how in o.fired_by.items():
             fired.setdefault(sid, Counter())[how or "not_fired"] += 1
+        for attempt in o.episodes_fired_by or []:
+            for sid, how in attempt.items():
+                episodes_fired.setdefault(sid, Counter())[how or "not_fired"] += 1
         if key == "unproved":
             unproved.append({"task": str(inst.task), "case": inst.case, "reason": o.reason})
-        if key == "proved" and inst.shifts:
-            shifted_proved += 1
+        if key != "unproved" and inst.shifts:
+            shifted_proved[key] += 1
         if o.basis == "shifted" and inst.shifts:
             episodes += o.attempts
         nominal_runs.update((inst.suite, inst.task_index, i) for i in o.init_states)
@@ -718,10 +842,13 @@ def proof_counts(instances: list[Instance], dropped: list[DroppedPair]) -> dict[
             per_suite.setdefault(d.suite, blank())["dropped"] += 1
     return {
         "init_states": sorted(init_states),
-        "shifted_proved": shifted_proved,
+        "shifted_proved": shifted_proved.total(),
+        "shifted_proved_under_shift": shifted_proved["proved_under_shift"],
+        "shifted_proved_by_nominal": shifted_proved["proved_by_nominal"],
         "oracle_episodes": episodes + len(nominal_runs),
         "per_shift": dict(sorted(per_shift.items())),
         "per_suite": dict(sorted(per_suite.items())),
         "unproved": unproved,
         "fired_by": {sid: dict(sorted(c.items())) for sid, c in sorted(fired.items())},
+        "episodes_fired_by": {sid: dict(sorted(c.items())) for sid, c in sorted(episodes_fired.items())},
     }

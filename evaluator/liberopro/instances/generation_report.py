@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from liberopro.catalog.proof_basis import needs_own_proof
 from liberopro.schema.manifest import NOMINAL
 
 #: Reference counts of the study this benchmark follows (``docs/definition.md``, "Instances"):
@@ -45,30 +46,81 @@ def _dropped_by_stage(dropped: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _fired_by_table(fired_by: dict[str, dict[str, int]]) -> list[str]:
-    """The report's "How the runtime shifts fired" table (no lines without runtime shifts)."""
+def _fired_by_table(fired_by: dict[str, dict[str, int]], episodes: dict[str, dict[str, int]] | None) -> list[str]:
+    """The report's "How the runtime shifts fired" table (no lines without runtime shifts):
+    ``fired_by`` counts the validation episodes, ``episodes`` the proof's own (None: a report
+    written before the proof recorded them, shown as "?")."""
     lines: list[str] = []
     if fired_by:
         lines += [
             "",
             "## How the runtime shifts fired",
             "",
-            "Per runtime shift, instances whose shift fired by its trigger phase, by its fallback step, or not",
-            "at all, in the instance's validation episode (the oracle with the fallbacks suspended: a shift",
-            "fires by its fallback there only where the oracle never reaches its phase).",
+            "Per runtime shift, how it fired by its trigger phase, by its fallback step, or not at all: in",
+            "each instance's validation episode (init state 0, the oracle with the fallbacks suspended: a",
+            "shift fires by its fallback there only where the oracle never reaches its phase), and in the",
+            "proof's own episodes (one per proof init state, with the instance's fallbacks, as a policy as",
+            'slow as the oracle meets them; none for a shift proved by the nominal run: "-").',
             "",
-            "| shift | phase | fallback | not fired |",
-            "|---|---:|---:|---:|",
+            "| shift | validation: phase | fallback | not fired | proof episodes: phase | fallback | not fired |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for sid, c in fired_by.items():
-            lines.append(f"| {sid} | {c.get('phase', 0)} | {c.get('fallback', 0)} | {c.get('not_fired', 0)} |")
+            e = None if episodes is None else episodes.get(sid)
+            proof = (
+                "? | ? | ?"
+                if episodes is None
+                else "- | - | -"
+                if e is None
+                else f"{e.get('phase', 0)} | {e.get('fallback', 0)} | {e.get('not_fired', 0)}"
+            )
+            lines.append(
+                f"| {sid} | {c.get('phase', 0)} | {c.get('fallback', 0)} | {c.get('not_fired', 0)} | {proof} |"
+            )
     return lines
+
+
+#: The proof's columns per suite and per shift (``proof_counts``), in table order.
+PROOF_COLUMNS = ("proved_under_shift", "proved_by_nominal", "unproved", "not_run", "dropped")
+
+
+def _proof_cells(counts: dict[str, int], case: str | None) -> dict[str, int | str]:
+    """One row's proof counts by :data:`PROOF_COLUMNS`. A report written before the two kinds were
+    counted apart has ``proved`` only: for a case, the kind follows from its shifts
+    (:func:`liberopro.catalog.proof_basis.needs_own_proof`); for a suite it cannot be told
+    ("?", the total in the first column)."""
+    if "proved" not in counts:
+        return {k: counts.get(k, 0) for k in PROOF_COLUMNS}
+    out: dict[str, int | str] = {k: counts.get(k, 0) for k in PROOF_COLUMNS}
+    if case is None:
+        out["proved_under_shift"], out["proved_by_nominal"] = f"{counts['proved']} (both kinds)", "?"
+    else:
+        ids = [] if case == NOMINAL else case.split("+")
+        kind = "proved_under_shift" if needs_own_proof(ids) else "proved_by_nominal"
+        out[kind] = counts["proved"]
+    return out
+
+
+def _shifted_proved(proof: dict[str, Any]) -> tuple[int, int]:
+    """(proved under the shift, proved by the nominal run) among the shifted instances; from the
+    per-shift counts for a report written before the two were counted apart."""
+    if "shifted_proved_under_shift" in proof:
+        return proof["shifted_proved_under_shift"], proof["shifted_proved_by_nominal"]
+    under = by_nominal = 0
+    for case, c in proof["per_shift"].items():
+        if case != NOMINAL:
+            cells = _proof_cells(c, case)
+            under += int(cells["proved_under_shift"])
+            by_nominal += int(cells["proved_by_nominal"])
+    return under, by_nominal
 
 
 def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "") -> str:
     """A generation report (:func:`report`, the ``*.report.json`` beside a manifest) as a Markdown
     page: totals against the reference (:data:`REFERENCE`: 1,313 train / 335 eval shifted
-    instances), the proof's counts per suite and per shift, and every pair dropped or kept
+    instances), the proof's counts per suite and per shift (proved under the shift and proved by
+    the nominal run apart; a report JSON of an older evaluator, with ``proved`` only, is split by
+    each case's shifts, per suite shown unsplit), and every pair dropped or kept
     unproved with its measured reason (shortened to 400 characters). ``note`` is printed under the title (what the run covers,
     when, how to reproduce it). Raises ``KeyError`` for a report without the proof's counts
     (generated before the proof, or with ``--no-validate``)."""
@@ -84,21 +136,29 @@ def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "
     lines += [
         f"- split: `{rep['split']}`; tasks: `{rep.get('tasks', 'all')}`; cases: {rep.get('cases', 'all')}",
         f"- proof init states: {proof['init_states']}; oracle episodes run: {proof['oracle_episodes']}",
+        "- static shifts valid at reset on init states: "
+        + (str(rep["validity_init_states"]) if "validity_init_states" in rep else "[0] (generated before issue 22)"),
         f"- pairs (task, case): {rep['pairs']}; instances: {rep['instances']} "
         f"({nominal} nominal, {shifted} shifted); dropped: {rep['dropped']}",
-        f"- shifted instances proved by the oracle: **{proof['shifted_proved']}** of {shifted}",
+    ]
+    under, by_nominal = _shifted_proved(proof)
+    lines += [
+        f"- shifted instances proved: {proof['shifted_proved']} of {shifted}: **{under}** under the shift "
+        f"(the oracle ran the instance itself and solved it) and **{by_nominal}** by the nominal run (no "
+        "episode ran under the shift: it changes what the policy perceives or is told, and the nominal "
+        "oracle run of its task stands in)",
     ]
     if ref is not None and rep.get("reference_instances") is not None:
         lines.append(
             f"- reference ({rep['split']}): {ref:,} shifted instances; this manifest: {shifted:,} "
-            f"({shifted - ref:+,}), proved: {proof['shifted_proved']:,} ({proof['shifted_proved'] - ref:+,})"
+            f"({shifted - ref:+,}), proved under the shift or by the nominal run: {proof['shifted_proved']:,} "
+            f"({proof['shifted_proved'] - ref:+,})"
         )
     else:
         lines.append(
             f"- reference for the full catalog on every task: {REFERENCE['train']:,} train / "
             f"{REFERENCE['eval']:,} eval shifted instances (this page covers a subset: not comparable)"
         )
-    cols = ("proved", "unproved", "not_run", "dropped")
     other: Counter[str] = Counter()
     other_suite: Counter[str] = Counter()
     for d in rep.get("dropped_pairs", []):
@@ -109,25 +169,27 @@ def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "
         "",
         "## Per suite",
         "",
-        "| suite | instances | proved | unproved | not run | dropped by proof | dropped otherwise |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| suite | instances | proved under the shift | proved by the nominal run | unproved | not run "
+        "| dropped by proof | dropped otherwise |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for suite, c in proof["per_suite"].items():
-        cells = " | ".join(str(c.get(k, 0)) for k in cols)
+        cells = " | ".join(str(v) for v in _proof_cells(c, None).values())
         lines.append(f"| {suite} | {rep['per_suite'].get(suite, 0)} | {cells} | {other_suite.get(suite, 0)} |")
     lines += [
         "",
         "## Per shift",
         "",
-        "| case | category | name | instances | proved | unproved | not run | dropped by proof | dropped otherwise |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| case | category | name | instances | proved under the shift | proved by the nominal run | unproved "
+        "| not run | dropped by proof | dropped otherwise |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     cases = sorted(set(proof["per_shift"]) | set(other), key=lambda c: (c != NOMINAL, c[:1] != "S", c))
     for case in cases:
         c = proof["per_shift"].get(case, {})
         first = SPECS.get(case.split("+")[0])
         cat, name = (first.category, first.name) if first is not None and "+" not in case else ("", "")
-        cells = " | ".join(str(c.get(k, 0)) for k in cols)
+        cells = " | ".join(str(v) for v in _proof_cells(c, case).values())
         lines.append(f"| {case} | {cat} | {name} | {rep['per_shift'].get(case, 0)} | {cells} | {other.get(case, 0)} |")
     dropped = rep.get("dropped_pairs", [])
     lines += _dropped_by_stage(dropped)
@@ -135,7 +197,7 @@ def report_markdown(rep: dict[str, Any], title: str | None = None, note: str = "
     lines += [
         f"- {d['suite']}:{d['task_index']} {d['case']} ({d['stage']}): {_short(d['reason'])}" for d in dropped
     ] or ["None."]
-    lines += _fired_by_table(proof.get("fired_by") or {})
+    lines += _fired_by_table(proof.get("fired_by") or {}, proof.get("episodes_fired_by"))
     lines += ["", "## Kept unproved", ""]
     lines += [f"- {u['task']} {u['case']}: {_short(u['reason'])}" for u in proof.get("unproved", [])] or ["None."]
     return "\n".join(lines) + "\n"

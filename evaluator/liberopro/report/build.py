@@ -12,7 +12,7 @@ import datetime as dt
 import itertools
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,7 +106,23 @@ def case_cell(c: CaseRow | None) -> str:
         return "not run"
     if c.rate.value is None and c.invalid:
         return f"no valid episode ({c.invalid} invalid)"
-    return fmt_rate(c.rate)
+    mark = f" (! {c.unproved.instances} unproved apart)" if c.unproved is not None else ""
+    return fmt_rate(c.rate) + mark
+
+
+#: How the report names each proof verdict (``CaseSummary.proof`` keys).
+PROOF_NAMES = {
+    "proved_under_shift": "proved under the shift",
+    "proved_by_nominal": "proved by the nominal run",
+    "unproved": "unproved (in no rate)",
+    "not_proved": "without a proof",
+}
+
+
+def proof_cell(counts: dict[str, int]) -> str:
+    """Instances per proof verdict, e.g. ``3 proved under the shift, 1 unproved (in no rate)``;
+    ``unknown (older summary)`` when a summary has no counts."""
+    return ", ".join(f"{n} {PROOF_NAMES.get(k, k)}" for k, n in counts.items()) or "unknown (older summary)"
 
 
 def fmt_diff(d: PairedDifference | None, cases: int | None = None) -> str:
@@ -183,6 +199,7 @@ def _runs_section(policies: list[Policy]) -> Section:
                     replan,
                     h.manifest_sha256[:16] + "..." if h.manifest_sha256 else "none (cases given directly)",
                     f"{e.total} ({e.valid} valid)",
+                    proof_cell(run.summary.headline.proof),
                     str(h.max_steps or "suite horizon"),
                     str(h.evaluator_version or "?"),
                     h.finished or "?",
@@ -199,6 +216,7 @@ def _runs_section(policies: list[Policy]) -> Section:
                 "replan steps",
                 "manifest (content hash)",
                 "episodes",
+                "instances by proof",
                 "horizon cap",
                 "evaluator",
                 "finished",
@@ -298,6 +316,44 @@ def _landscape_section(policies: list[Policy]) -> Section:
     return sec
 
 
+def _case_notes(std: Any) -> list[str]:
+    """The per-case notes under the shift table: runtime shifts not fired, unproved instances scored
+    apart, episodes ended ``shift_blocked`` (in the rate) and invalid episodes (in no rate)."""
+    kinds: list[tuple[Callable[[Any], Any], Callable[[Any], str]]] = [
+        (
+            lambda c: c.not_fired,
+            lambda c: (
+                f"{c.not_fired} episode(s) ended before the runtime shift fired (counted with "
+                "their outcome; raise --max-steps)"
+            ),
+        ),
+        (
+            lambda c: c.unproved is not None,
+            lambda c: (
+                f"{c.unproved.instances} unproved instance(s) (the oracle could not be shown to solve "
+                f"them) scored apart, in no rate: {c.unproved.successes} of {c.unproved.episodes} valid episode(s) "
+                "succeeded"
+            ),
+        ),
+        (
+            lambda c: c.blocked,
+            lambda c: (
+                f"{c.blocked} episode(s) ended shift_blocked (a shift could not be realised after the "
+                "policy acted; failures of the policy, counted in the rate)"
+            ),
+        ),
+        (
+            lambda c: c.invalid,
+            lambda c: (
+                f"{c.invalid} invalid episode(s) (the shift could not be realised; in no rate): "
+                + "; ".join(r if len(r) <= 200 else r[:197] + "..." for r in c.invalid_reasons[:3])
+            ),
+        ),
+    ]
+    cases = [(p, c) for p, cond in std for c in cond.view.cases]
+    return [f"{p.label}, {c.case}: {text(c)}" for keep, text in kinds for p, c in cases if keep(c)]
+
+
 def _shifts_section(policies: list[Policy]) -> Section:
     std = _standard(policies)
     sec = Section("shifts", "Per-shift success rates and paired drops from nominal")
@@ -326,21 +382,7 @@ def _shifts_section(policies: list[Policy]) -> Section:
             row += [case_cell(c), "-" if case == "nominal" else fmt_diff(c.drop) if c else "not run"]
         rows.append(row)
     sec.blocks.append(Table("shift-rates", "Success rate per case and paired drop from nominal", headers, rows))
-    notes = [
-        f"{p.label}, {c.case}: {c.not_fired} episode(s) ended before the runtime shift fired (counted with "
-        "their outcome; raise --max-steps)"
-        for p, cond in std
-        for c in cond.view.cases
-        if c.not_fired
-    ]
-    notes += [
-        f"{p.label}, {c.case}: {c.invalid} invalid episode(s) (the shift could not be realised; in no rate): "
-        + "; ".join(r if len(r) <= 200 else r[:197] + "..." for r in c.invalid_reasons[:3])
-        for p, cond in std
-        for c in cond.view.cases
-        if c.invalid
-    ]
-    sec.blocks += [Text("Note: " + n) for n in notes]
+    sec.blocks += [Text("Note: " + n) for n in _case_notes(std)]
     singles = [c for c in cases if c != "nominal"]
     labels = [next(c for _, cond in std for c in cond.view.cases if c.case == case).label for case in singles]
     if singles:

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from liberopro.metrics import wilson
 from liberopro.runs.summary import EpisodeRecord, summarize
 from liberopro.schema.public import CATEGORIES, KINDS, MISSING_MEAN, PairedDifference, Rate, wilson_rate
-from liberopro.schema.results import MeanRate, Summary
+from liberopro.schema.results import MeanRate, Summary, UnprovedRate
 
 
 class ReportError(ValueError):
@@ -51,7 +51,13 @@ class CaseRow:
     invalid: int
     invalid_reasons: list[str]
     not_fired: int
+    #: Episodes ended ``shift_blocked`` (a shift not realised after the policy acted): failures, in the rate.
+    blocked: int
     drop: PairedDifference | None
+    #: Instances per proof verdict (``CaseSummary.proof``; empty for older summaries).
+    proof: dict[str, int] = field(default_factory=dict)
+    #: The unproved instances' episodes, kept out of ``rate`` (None when the row has none).
+    unproved: UnprovedRate | None = None
 
     @property
     def standard(self) -> bool:
@@ -108,6 +114,8 @@ class SummaryView:
     recovery: dict[str, tuple[PairedDifference, int]]  # protocol -> (mean gain, cases)
     episodes: dict[str, int]
     termination_reasons: dict[str, int]
+    #: Instances of the run per proof verdict (``headline.proof``; empty for older summaries).
+    proof: dict[str, int] = field(default_factory=dict)
 
     def row(self, case: str, observations: str = "live", recovery: str = "none") -> CaseRow | None:
         """The row of ``case`` (plain case id, e.g. ``D01``) under the given conditions."""
@@ -182,9 +190,12 @@ def read_summary(summary: Summary) -> SummaryView:
             invalid=c.invalid_episodes,
             invalid_reasons=list(c.invalid_reasons),
             not_fired=c.runtime_not_fired,
+            blocked=c.shift_blocked,
             drop=_paired(c.drop_from_nominal.value, c.drop_from_nominal.ci95, c.drop_from_nominal.pairs)
             if c.drop_from_nominal
             else None,
+            proof=dict(c.proof),
+            unproved=c.unproved if c.unproved is not None and c.unproved.instances else None,
         )
         for c in summary.cases
     ]
@@ -218,8 +229,15 @@ def read_summary(summary: Summary) -> SummaryView:
         frozen_mean=_paired(lmf.mean_gap, lmf.mean_gap_ci95, lmf.mean_gap_paired_episodes),
         frozen_mean_cases=len(frozen),
         recovery=recovery,
-        episodes={"total": ep.total, "valid": ep.valid, "invalid": ep.invalid, "successes": ep.successes},
+        episodes={
+            "total": ep.total,
+            "valid": ep.valid,
+            "invalid": ep.invalid,
+            "successes": ep.successes,
+            "shift_blocked": ep.shift_blocked,
+        },
         termination_reasons=dict(summary.termination_reasons),
+        proof=dict(head.proof),
     )
 
 

@@ -47,16 +47,20 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from submission_spec import CameraSpec, Observation, PolicyMetadata
+
+if TYPE_CHECKING:
+    from liberopro.instances.build import EpisodePlan
+    from liberopro.schema.manifest import Instance
 
 #: Frames per second of the dataset: LIBERO's control rate (one row per 20 Hz control step), so
 #: that ``timestamp`` is simulated time and videos play at real speed. openpi's LIBERO converter
@@ -396,11 +400,33 @@ def _run_jobs(jobs: list[dict], workers: int, on_record: Callable[[dict], None] 
     return results
 
 
+def demo_plans(
+    instances: list[Instance], episodes: int | None, init_states: Sequence[int] | None, seed: int
+) -> list[EpisodePlan]:
+    """The episodes to collect: of each instance, ``episodes`` episodes on init states 0..N-1
+    (:func:`liberopro.instances.build.plan_episodes`), or one episode on each of ``init_states``
+    (sorted, repeats dropped), the episode on init state ``k`` being the evaluator's episode ``k``
+    (env seed ``seed + k``). Raises :class:`DemosError` when neither or both are given, or an init
+    state is outside 0-49 (LIBERO's 50 init states per task)."""
+    from liberopro.instances.build import N_INIT_STATES, EpisodePlan, plan_episodes
+
+    if (episodes is None) == (init_states is None):
+        raise DemosError("give either a number of episodes (init states 0..N-1) or the init states to collect on")
+    if episodes is not None:
+        return plan_episodes(instances, episodes, seed)
+    states = sorted(set(init_states or ()))
+    bad = [k for k in states if not 0 <= k < N_INIT_STATES]
+    if bad or not states:
+        raise DemosError(f"init states must be in 0..{N_INIT_STATES - 1} (got {bad or 'none'})")
+    return [EpisodePlan(inst, k, k, seed + k) for inst in instances for k in states]
+
+
 def collect(
     manifest_path: Path,
     out: Path,
-    episodes: int,
+    episodes: int | None = None,
     *,
+    init_states: Sequence[int] | None = None,
     fmt: str = "v3.0",
     workers: int = 1,
     image_size: int = 256,
@@ -416,6 +442,9 @@ def collect(
         out: the dataset folder (created; its ``.progress/`` lets a rerun resume).
         episodes: episodes per instance: init states 0..N-1, env seed ``seed + e``
             (:func:`liberopro.instances.build.plan_episodes`, as ``evaluate`` runs them).
+        init_states: instead of ``episodes``, the init states (0-49) to collect on, e.g.
+            ``range(10, 50)`` to hold out 0-9 for evaluation (issue 24); the episode on init state
+            ``k`` is the evaluator's episode ``k`` (env seed ``seed + k``).
         fmt: ``v3.0`` (LeRobot's current layout) or ``v2.1`` (one file per episode: openpi, GR00T).
         workers: processes, one task's episodes each (a LIBERO scene holds 1.5-2.5 GB).
         image_size: square camera size (px) of both video features.
@@ -426,14 +455,15 @@ def collect(
         on_record: called with each episode's record as its task finishes.
 
     Raises :class:`DemosError` for a manifest of another split, a format not in :data:`FORMATS`,
+    neither or both of ``episodes`` and ``init_states``, an init state outside 0-49,
     or an ``out`` whose progress was collected with other settings;
     :class:`liberopro.schema.manifest.ManifestError` for a malformed manifest.
     """
-    from liberopro.instances.build import plan_episodes
     from liberopro.instances.generation import check_manifest
 
     if fmt not in FORMATS:
         raise DemosError(f"unknown format {fmt!r}: give one of {', '.join(FORMATS)}")
+    demo_plans([], episodes, init_states, seed)  # bad counts and init states, before the manifest is read
     manifest = check_manifest(manifest_path)
     if manifest.header.split != "train":
         raise DemosError(
@@ -453,7 +483,7 @@ def collect(
             "keep_failures": keep_failures,
         },
     )
-    plans = plan_episodes(manifest.instances, episodes, seed)
+    plans = demo_plans(manifest.instances, episodes, init_states, seed)
     by_task: dict[str, list[dict]] = {}
     for p in plans:
         by_task.setdefault(str(p.instance.task), []).append(

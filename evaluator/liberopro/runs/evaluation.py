@@ -23,6 +23,7 @@ from liberopro.episode.runner import CurrentScene, EpisodeRunner, RunSettings
 from liberopro.instances.build import EpisodePlan, Instance
 from liberopro.runs.resume import (
     EpisodeKey,
+    check_before_start,
     ordered_plans,
     plan_key,
     plan_order,
@@ -36,7 +37,7 @@ from liberopro.runs.summary import EpisodeRecord, ResultsWriter
 from liberopro.runs.workers import PolicyAccess, auto_render_size, choose_workers, run_workers
 from liberopro.schema.results import RunHeader, Summary, run_header
 from liberopro.stack import check_stack
-from submission_spec import Policy
+from submission_spec import Policy, PolicyMetadata
 
 
 def _write_instances(out_dir: Path, plans: list[EpisodePlan]) -> dict[str, Instance]:
@@ -165,6 +166,24 @@ def _start_run(
     return [p for p in mine if plan_key(p) not in done], writer, order, len(instances)
 
 
+def _workers(
+    workers: int | None,
+    meta: PolicyMetadata,
+    in_process: bool,
+    protocol: str,
+    plans: list[EpisodePlan],
+    note: Callable[[str], None] | None,
+) -> int:
+    """The worker processes for ``plans`` (the episodes left to run), the choice's line to ``note``
+    unless ``--workers 1`` was asked; raises :func:`~liberopro.runs.workers.choose_workers`'s
+    ``ValueError`` for ``workers`` above what the policy declares it runs at once (called first
+    on the whole of this run's plans, so that it is refused before the run folder changes)."""
+    n, why = choose_workers(workers, meta, in_process=in_process, protocol=protocol, plans=plans)
+    if note is not None and workers != 1:
+        note(why)
+    return n
+
+
 def _access(
     local_policy: Callable[[Callable[[], Any]], Policy] | None,
     policy: PolicyConnection,
@@ -255,7 +274,8 @@ def run_evaluation(
 
     ``shard = (I, N)``: only the I-th of N contiguous blocks of ``plans``. ``resume``: keep the
     finished episodes of an earlier run of the same identity in ``out_dir`` and run the rest, else
-    replace it (:mod:`liberopro.runs.resume`; another identity raises its ``ResumeError``).
+    replace it (:mod:`liberopro.runs.resume`; another identity raises its ``ResumeError``, before
+    the policy starts for what needs no policy: :func:`~liberopro.runs.resume.check_before_start`).
     """
     if sum(p is not None for p in (policy_url, policy_cmd, local_policy)) != 1:
         raise ValueError("give exactly one of policy_url, policy_cmd or local_policy")
@@ -263,6 +283,9 @@ def run_evaluation(
     if policy_url is not None:  # a dead URL fails in seconds, before the run folder exists
         fail_fast_if_refused(policy_url, refused_grace)
     out_dir = Path(out_dir)
+    settings = settings or RunSettings()
+    # an earlier run of another plan, settings or shard in out_dir: refused before the policy starts
+    check_before_start(out_dir, plans, {**asdict(settings), "render_size": render_size}, shard, resume)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     options = {"connect_timeout": connect_timeout, "request_timeout": request_timeout, **(protocol_options or {})}
@@ -272,17 +295,14 @@ def run_evaluation(
     connection = _connect(out_dir, policy_url, policy_cmd, local_policy, scene, protocol, options, startup_timeout)
     with connection as policy:
         client, meta = policy.client, policy.metadata
-        settings = settings or RunSettings()
         settings.render_size = render_size or auto_render_size(meta)
         if settings.video != "none" or settings.record_actions:
             settings.output_dir = str(out_dir)  # the runner writes videos/ and actions/ there
         identity = {"protocol": protocol, "metadata": meta.model_dump(mode="json")}
+        mine = shard_plans(ordered_plans(plans), shard)
+        _workers(workers, meta, local_policy is not None, protocol, mine, None)  # refused before OUT changes
         todo, writer, order, instances = _start_run(out_dir, plans, settings, identity, shard, resume, note)
-        n, why = choose_workers(
-            workers, meta, in_process=local_policy is not None, protocol=protocol, plans=todo or plans
-        )
-        if note is not None and workers != 1:
-            note(why)
+        n = _workers(workers, meta, local_policy is not None, protocol, todo or plans, note)
         runner = EpisodeRunner(
             client, meta, settings, before_episode=policy.ensure_running if policy.process is not None else None
         )

@@ -98,6 +98,12 @@ def _changed(old: dict[str, Any], new: dict[str, Any]) -> str:
     return ", ".join(f"{k} {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in keys)[:300]
 
 
+def _set(settings: dict[str, Any] | None) -> dict[str, Any]:
+    """``settings`` without its None values: a setting added since a run was written (absent in
+    its ``run.json``) and left at None is the same run."""
+    return {k: v for k, v in (settings or {}).items() if v is not None}
+
+
 def identity_difference(old: dict[str, Any], new: dict[str, Any], *, shard: bool = True) -> str | None:
     """What differs between two run identities (:func:`run_identity`), in a few words, or None
     when they are the same run (``shard=False``: the shard left out)."""
@@ -106,7 +112,7 @@ def identity_difference(old: dict[str, Any], new: dict[str, Any], *, shard: bool
         return f"a run of another plan: {len(a ^ b)} episode(s) differ ({len(a)} planned there, {len(b)} here)"
     if old.get("instances_sha256") != new.get("instances_sha256"):
         return "a run of other instances under the same ids (their content hash differs)"
-    if old.get("settings") != new.get("settings"):
+    if _set(old.get("settings")) != _set(new.get("settings")):
         return f"a run with other settings: {_changed(old.get('settings') or {}, new.get('settings') or {})}"
     if old.get("policy") != new.get("policy"):
         po, pn = old.get("policy") or {}, new.get("policy") or {}
@@ -174,6 +180,30 @@ def prepare_run_dir(out_dir: Path, identity: dict[str, Any], resume: bool) -> li
     if diff is not None:
         raise ResumeError(f"{out_dir} holds {diff}; use another --out or --fresh")
     return kept_records(out_dir)
+
+
+def check_before_start(
+    out_dir: Path, plans: list[EpisodePlan], settings: dict[str, Any], shard: tuple[int, int] | None, resume: bool
+) -> None:
+    """The part of :func:`prepare_run_dir`'s check that needs no policy, made before the policy
+    starts (a slow server start is not waited for to be refused): with ``resume`` and episodes in
+    ``out_dir``, raises :class:`ResumeError` for episodes without ``run.json``, an earlier run of
+    another plan, other instances, other ``settings`` (``render_size`` None: chosen from the
+    policy's metadata, so compared after it starts, as the policy is) or another shard, and for a
+    line before the last of ``episodes.jsonl`` that does not parse. Changes nothing."""
+    out_dir = Path(out_dir)
+    if not resume or not (out_dir / "episodes.jsonl").exists():
+        return
+    old = load_identity(out_dir)
+    if old is None:
+        raise ResumeError(f"{out_dir} holds episodes without {IDENTITY_FILE}; use another --out or --fresh")
+    settings = dict(settings)
+    if settings.get("render_size") is None:
+        settings["render_size"] = (old.get("settings") or {}).get("render_size")
+    diff = identity_difference(old, run_identity(plans, settings, old.get("policy") or {}, shard))
+    if diff is not None:
+        raise ResumeError(f"{out_dir} holds {diff}; use another --out or --fresh")
+    kept_records(out_dir)
 
 
 def plan_order(plans: Sequence[EpisodePlan]) -> dict[EpisodeKey, int]:

@@ -20,7 +20,9 @@ from liberopro.metrics import (
     success_rate,
     weakest_single_gap,
 )
+from liberopro.schema.reasons import TerminationReason
 from liberopro.schema.results import (
+    PROOF_VERDICTS,
     RESULTS_SCHEMA_VERSION,
     EpisodeRecord,
     Headline,
@@ -41,6 +43,7 @@ __all__ = [
     "Summary",
     "case_kind",
     "headline",
+    "proof_counts",
     "read_episodes",
     "summarize",
 ]
@@ -218,25 +221,28 @@ def _recovery_pairs(
 def _fired_counts(valid: list[EpisodeRecord]) -> dict[str, Any] | None:
     """For a case with runtime shifts (:class:`~liberopro.schema.results.FiredCounts`): how many
     valid episodes saw every runtime shift fire by its phase, how many by a fallback step (at
-    least one), and how many ended before one fired; how many of those succeeded (0 when the
+    least one), how many ended because one could not be realised (``blocked``: ``shift_blocked``,
+    the policy's failure; a shift of such an episode that had not fired counts as ``blocked`` in
+    ``by_shift``) and how many ended before one fired; how many of those succeeded (0 when the
     fallback rule holds) and on which tasks; the range of fallback steps; the counts per shift (with ``delayed``: fired after a deferral)."""
     if not any(s.kind == "runtime" for s in (valid[0].shifts if valid else [])):
         return None
-    out: dict[str, Any] = {"phase": 0, "fallback": 0, "not_fired": 0, "succeeded_before_firing": 0}
+    out: dict[str, Any] = {"phase": 0, "fallback": 0, "not_fired": 0, "blocked": 0, "succeeded_before_firing": 0}
     late: set[str] = set()
     steps: list[int] = []
     by_shift: dict[str, dict[str, int]] = {}
     for r in valid:
         runtime = [s for s in r.shifts if s.kind == "runtime"]
         by = [s.fired_by for s in runtime]
-        kind = "not_fired" if None in by else "fallback" if "fallback" in by else "phase"
+        blocked = r.termination_reason == TerminationReason.shift_blocked
+        kind = "blocked" if blocked else "not_fired" if None in by else "fallback" if "fallback" in by else "phase"
         out[kind] += 1
         if kind == "not_fired" and r.success:
             out["succeeded_before_firing"] += 1
             late.add(r.task_key)
         for s in runtime:
-            counts = by_shift.setdefault(s.id, {"phase": 0, "fallback": 0, "not_fired": 0, "delayed": 0})
-            counts[s.fired_by or "not_fired"] += 1
+            counts = by_shift.setdefault(s.id, {"phase": 0, "fallback": 0, "not_fired": 0, "blocked": 0, "delayed": 0})
+            counts[s.fired_by or ("blocked" if blocked else "not_fired")] += 1
             if s.fired_by is not None and s.delay_steps:
                 counts["delayed"] += 1
             if isinstance(s.params.get("fallback_step"), int):
@@ -253,6 +259,28 @@ def _drop(nominal: dict[PairKey, bool], valid: list[EpisodeRecord]) -> dict[str,
     return paired_difference(nominal, {r.pair_key: r.success for r in valid})
 
 
+def proof_counts(records: list[EpisodeRecord]) -> dict[str, int]:
+    """Instances of ``records`` per proof verdict (``liberopro.schema.results.PROOF_VERDICTS``;
+    ``not_proved`` for records without one: no manifest proof, or written before the key), the
+    verdicts present only, in that order."""
+    verdict: dict[str, str] = {r.instance_id: r.proof or "not_proved" for r in records}
+    counts = Counter(verdict.values())
+    return {v: counts[v] for v in PROOF_VERDICTS if counts[v]}
+
+
+def _unproved(records: list[EpisodeRecord]) -> dict[str, Any]:
+    """The :class:`~liberopro.schema.results.UnprovedRate` of the ``unproved`` episodes of ``records``."""
+    recs = [r for r in records if r.proof == "unproved"]
+    valid = [r for r in recs if r.valid]
+    wins = sum(r.success for r in valid)
+    return {
+        "instances": len({r.instance_id for r in recs}),
+        "episodes": len(valid),
+        "successes": wins,
+        "success_rate": wins / len(valid) if valid else None,
+    }
+
+
 def _gain(by_case: dict[str, tuple[dict, dict]]) -> dict[str, Any]:
     """Mean recovery gain over cases (protocol minus none, paired), with its interval."""
     d = mean_paired_difference(by_case)
@@ -266,15 +294,20 @@ def summarize(records: list[EpisodeRecord], header: RunHeader | dict[str, Any]) 
     with its diagnostic conditions) the task-averaged success rate with its Wilson interval and counts, the paired drop from the policy's own
     nominal (``drop_from_nominal``: SR(nominal) - SR(case) over the same tasks, init states and
     seeds, with a paired bootstrap interval), how runtime shifts fired (``runtime_fired``: by
-    phase, by fallback, not fired), and the :func:`headline` metrics."""
+    phase, by fallback, not fired), and the :func:`headline` metrics. Rates are over the scored
+    episodes (``EpisodeRecord.scored``: valid, instance not ``unproved``); each row and the
+    headline count instances per proof verdict (``proof``) and summarise the unproved ones apart
+    (``unproved``; issue 22, item 4). Records without a verdict (``proof`` missing: ad-hoc runs,
+    older records) count as before, as ``not_proved``. ``shift_blocked`` counts episodes whose shift could not be
+    realised after the policy acted (failures, in the rate)."""
     rows: dict[str, list[EpisodeRecord]] = defaultdict(list)
     for r in records:
         rows[r.row_key].append(r)
-    nominal = {r.pair_key: r.success for r in rows.get("nominal", []) if r.valid}
+    nominal = {r.pair_key: r.success for r in rows.get("nominal", []) if r.scored}
     cases = []
     for key in sorted(rows, key=lambda c: (not c.startswith("nominal"), c)):
         recs = rows[key]
-        valid = [r for r in recs if r.valid]
+        valid = [r for r in recs if r.scored]
         rate = success_rate((r.task_key, r.success) for r in valid)
         first = recs[0].shifts
         fired = _fired_counts(valid)
@@ -288,15 +321,22 @@ def summarize(records: list[EpisodeRecord], header: RunHeader | dict[str, Any]) 
                 "observations": recs[0].observations,
                 "recovery": recs[0].recovery.get("protocol", "none"),
                 **rate,
-                "invalid_episodes": len(recs) - len(valid),
+                "invalid_episodes": sum(not r.valid for r in recs),
+                "shift_blocked": sum(r.termination_reason == TerminationReason.shift_blocked for r in recs),
                 "runtime_not_fired": fired["not_fired"] if fired else 0,
                 "invalid_reasons": sorted({r.detail or "" for r in recs if not r.valid}),
                 "runtime_fired": fired,
                 "drop_from_nominal": _drop(nominal, valid)
                 if first and nominal and not recs[0].diagnostic_label
                 else None,
+                "proof": proof_counts(recs),
+                "unproved": _unproved(recs) if any(r.proof == "unproved" for r in recs) else None,
             }
         )
+    # the headline leaves the episodes of unproved instances out (issue 22, item 4)
+    scored_rows = {k: kept for k, v in rows.items() if (kept := [r for r in v if r.proof != "unproved"])}
+    head_metrics = headline(scored_rows).model_dump(mode="json")
+    head_metrics |= {"proof": proof_counts(records), "unproved": _unproved(records)}
     head = header.to_json() if isinstance(header, RunHeader) else RunHeader.model_validate(header).to_json()
     return Summary.model_validate(
         {
@@ -306,10 +346,11 @@ def summarize(records: list[EpisodeRecord], header: RunHeader | dict[str, Any]) 
                 "total": len(records),
                 "valid": sum(r.valid for r in records),
                 "invalid": sum(not r.valid for r in records),
+                "shift_blocked": sum(r.termination_reason == TerminationReason.shift_blocked for r in records),
                 "successes": sum(r.success for r in records if r.valid),
             },
             "termination_reasons": dict(sorted(Counter(r.termination_reason for r in records).items())),
-            "headline": headline(rows),
+            "headline": head_metrics,
             "cases": cases,
         }
     )

@@ -29,7 +29,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from liberopro import EVALUATOR_VERSION
 from liberopro.sim.tasks import TaskRef
@@ -45,6 +53,8 @@ MANIFEST_SCHEMA_VERSION = 1
 MAX_LISTED_PROBLEMS = 20
 
 Split = Literal["train", "eval", "all"]
+#: What the solvability proof established for an instance (:attr:`OracleProof.kind`).
+ProofKind = Literal["proved_under_shift", "proved_by_nominal", "unproved"]
 
 
 class ManifestError(ValueError):
@@ -83,11 +93,21 @@ class OracleProof(BaseModel):
     ``stages`` are, per attempt, the policy-loop steps taken and the controller's stage at the
     end (``done`` once every stage ran). ``nominal_successes`` is the nominal oracle's success
     count on the same init states. ``fired_by`` maps each runtime shift to how it fired in the
-    instance's validation episode, which suspends the fallbacks so that the oracle meets each
-    shift at its trigger phase (``phase``; ``fallback``: the oracle did not reach the phase, and
-    the draw was validated at its fallback step; ``null``: it never fired). ``verdict``: ``proved`` (the oracle solved the instance at least once)
+    instance's *validation* episode (init state 0), which suspends the fallbacks so that the
+    oracle meets each shift at its trigger phase (``phase``; ``fallback``: the oracle did not reach
+    the phase, and the draw was validated at its fallback step; ``null``: it never fired): it
+    says where the realisation was checked, not how the proof's episodes met the shift.
+    ``episodes_fired_by`` is how they did, one map per attempt (aligned with ``init_states``,
+    ``steps`` and ``stages``): the proof episodes keep the instance's fallback steps, so a shift
+    the validation episode met at its phase may fire by its fallback there (issue 22, item 6). It
+    is written for a ``shifted`` basis only (a ``nominal`` basis ran no episode under the shift)
+    and absent from records generated before it (the key is not written when unset, so those
+    manifests keep their content hash). ``verdict``: ``proved`` (the oracle solved the instance at least once)
     or ``unproved`` (kept without a proof; ``reason`` says why: the oracle does not solve the
     nominal task there, or an Execution shift, which is never dropped for an oracle failure).
+    :attr:`kind` combines verdict and basis: ``proved_under_shift`` (the oracle solved the
+    instance itself; the nominal instance, proved by its own run, is one), ``proved_by_nominal``
+    (the nominal run of its task stands in: no episode ran under the shift) or ``unproved``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -101,7 +121,22 @@ class OracleProof(BaseModel):
     stages: list[str] = Field(default_factory=list)
     nominal_successes: int = Field(ge=0)
     fired_by: dict[str, Literal["phase", "fallback"] | None] = Field(default_factory=dict)
+    episodes_fired_by: list[dict[str, Literal["phase", "fallback"] | None]] | None = None
     reason: str = ""
+
+    @model_serializer(mode="wrap")
+    def _written_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        if self.episodes_fired_by is None:  # records before the key keep their bytes (content hash)
+            out.pop("episodes_fired_by", None)
+        return out
+
+    @property
+    def kind(self) -> ProofKind:
+        """``proved_under_shift``, ``proved_by_nominal`` or ``unproved`` (see the class docstring)."""
+        if self.verdict != "proved":
+            return "unproved"
+        return "proved_under_shift" if self.basis == "shifted" else "proved_by_nominal"
 
 
 class Instance(BaseModel):

@@ -16,7 +16,9 @@ could describe a hidden evaluation instance: per-task rates within a case (``per
 task under one shift is one instance), the reasons an instance was invalid (they quote measured
 parameters), the episode seed, the submitted image reference, per-episode records and any media.
 The copy is a whitelist: a field added to the summary later is not published until it is added
-here.
+here. The solvability proof's verdicts are published as counts (instances per verdict, and per case
+the unproved instances' episodes and successes): the rates and the ranking are over the instances
+that are not unproved, which are shown apart (issue 22, item 4).
 """
 
 from __future__ import annotations
@@ -145,6 +147,16 @@ COLUMNS: list[Column] = _columns()
 COLUMN_BY_KEY: dict[str, Column] = {c.key: c for c in COLUMNS}
 
 
+class Unproved(BaseModel):
+    """Episodes of instances the solvability proof left ``unproved`` (issue 22, item 4): kept out
+    of every rate and of the ranking, shown apart. Counts only (no task, no instance)."""
+
+    instances: int = Field(0, description="Unproved instances of the case (or of the run).")
+    episodes: int = Field(0, description="Their valid episodes.")
+    successes: int = Field(0, description="Successful episodes among them.")
+    success_rate: float | None = Field(None, description="successes / episodes; null without episodes.")
+
+
 class CaseRate(BaseModel):
     """One case (nominal, a single shift, a composition, or a diagnostic condition) of one run,
     aggregated over its tasks and episodes."""
@@ -158,10 +170,18 @@ class CaseRate(BaseModel):
     recovery: str = Field("none", description="Recovery protocol (diagnostic): none, hold, retry, restore.")
     rate: Rate
     invalid_episodes: int = Field(0, description="Episodes whose shift could not be realised (in no rate).")
+    shift_blocked: int = Field(
+        0,
+        description="Episodes whose shift could not be realised after the policy acted (shift_blocked): the "
+        "policy's failures, counted in the rate.",
+    )
     drop_from_nominal: UnpairedDifference | None = Field(
         None,
         description="SR(nominal) - SR(case) of the two published rates (positive: the shift costs), with an "
         "unpaired interval from their counts.",
+    )
+    unproved: Unproved | None = Field(
+        None, description="The case's unproved instances, scored apart (null when it has none)."
     )
 
     @property
@@ -255,6 +275,7 @@ class EpisodeCounts(BaseModel):
     valid: int = 0
     invalid: int = 0
     successes: int = 0
+    shift_blocked: int = 0
 
 
 class SubmissionMeta(BaseModel):
@@ -289,6 +310,13 @@ class PublicResult(BaseModel):
     compositions: list[Composition] = []
     diagnostics: Diagnostics = Diagnostics()
     termination_reasons: dict[str, int] = Field({}, description="Episodes per termination reason, over the whole run.")
+    proof: dict[str, int] = Field(
+        {},
+        description="Instances per solvability-proof verdict (proved_under_shift, proved_by_nominal, unproved, "
+        "not_proved). Every rate and rank is over the instances that are not unproved; empty for results "
+        "published before the verdict was recorded.",
+    )
+    unproved: Unproved = Field(Unproved(), description="The run's unproved instances, scored apart.")
 
     def standard_case(self, case: str) -> CaseRate | None:
         """The standard-condition row of ``case`` (live observations, no recovery)."""
@@ -391,6 +419,8 @@ def public_cases(summary: Summary) -> list[CaseRate]:
             recovery=raw.recovery or "none",
             rate=wilson_rate(raw),
             invalid_episodes=raw.invalid_episodes,
+            unproved=_unproved(raw.unproved),
+            shift_blocked=raw.shift_blocked,
         )
         for raw in summary.cases
     ]
@@ -399,6 +429,15 @@ def public_cases(summary: Summary) -> list[CaseRate]:
         if c.shift_ids and c.standard:
             c.drop_from_nominal = _unpaired(nominal, c.rate)
     return rows
+
+
+def _unproved(raw: Any) -> Unproved | None:
+    """The published counts of a summary's ``unproved`` block (None when absent or empty)."""
+    if raw is None or not raw.instances:
+        return None
+    return Unproved(
+        instances=raw.instances, episodes=raw.episodes, successes=raw.successes, success_rate=raw.success_rate
+    )
 
 
 def _compositions(cases: list[CaseRate]) -> list[Composition]:
@@ -477,7 +516,11 @@ def public_result(row: Any) -> PublicResult:
         manifest_sha256=row.manifest_sha256,
         published_at=row.published_at,
         episodes=EpisodeCounts(
-            total=episodes.total, valid=episodes.valid, invalid=episodes.invalid, successes=episodes.successes
+            total=episodes.total,
+            valid=episodes.valid,
+            invalid=episodes.invalid,
+            successes=episodes.successes,
+            shift_blocked=episodes.shift_blocked,
         ),
         instances=summary.instances,
         episodes_per_instance=settings.episodes_per_instance,
@@ -493,6 +536,8 @@ def public_result(row: Any) -> PublicResult:
         compositions=_compositions(cases),
         diagnostics=_diagnostics(cases),
         termination_reasons=dict(summary.termination_reasons),
+        proof=dict(head.proof),
+        unproved=_unproved(head.unproved) or Unproved(),
     )
 
 

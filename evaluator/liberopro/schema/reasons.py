@@ -8,9 +8,13 @@ Three sides:
   or as the policy's failure. Everything the policy's own answers or actions decide is here,
   including faults it can provoke with in-range, finite actions (an unstable simulation, an
   evaluator exception its actions bring about): were they the platform's, a policy losing an
-  episode could turn it into a re-run.
-* ``instance``: the instance's shift could not be realised as stated (``shift_invalid``); the
-  episode is invalid and counts in no rate (``docs/definition.md``, "Instances").
+  episode could turn it into a re-run. So is a runtime shift that could not be realised once the
+  policy had acted (``shift_blocked``): where the robot stands when it comes due is the policy's
+  doing, and were it invalid, a policy could void a shift it would fail by parking the arm where
+  the shift cannot act.
+* ``instance``: the instance's shift could not be realised as stated before the policy acted
+  (``shift_invalid``: a static shift at reset, decided before the first action); the episode is
+  invalid and counts in no rate (``docs/definition.md``, "Instances").
 * ``platform``: the evaluator or the infrastructure failed in a way no action of the policy can
   cause (a stream process that died, an evaluator exception that recurs when the robot holds
   still or does not recur at all when the episode is replayed). Never scored: a local run
@@ -53,6 +57,7 @@ class TerminationReason(enum.StrEnum):
     policy_out_of_memory = "policy_out_of_memory"
     physics_unstable = "physics_unstable"
     action_fault = "action_fault"
+    shift_blocked = "shift_blocked"
     shift_invalid = "shift_invalid"
     evaluator_error = "evaluator_error"
     worker_crashed = "worker_crashed"
@@ -114,9 +119,16 @@ _TABLE: dict[TerminationReason, tuple[Side, str]] = {
         "the evaluator failed after the policy acted, and the fault recurs when the policy's own outputs "
         "are replayed but not when the robot holds still: its actions provoke it",
     ),
+    TerminationReason.shift_blocked: (
+        Side.policy,
+        "a shift could not be realised after the policy had acted (e.g. the arm where a runtime shift "
+        "must place or push something, past the bounded delay): the robot's state is the policy's doing, "
+        "so the episode is its failure, never dropped from the denominator",
+    ),
     TerminationReason.shift_invalid: (
         Side.instance,
-        "the instance's shift could not be realised as stated, so the episode measures nothing",
+        "the instance's shift could not be realised as stated before the policy acted (a static shift at "
+        "reset), so the episode measures nothing",
     ),
     TerminationReason.evaluator_error: (
         Side.platform,
@@ -130,6 +142,13 @@ _TABLE: dict[TerminationReason, tuple[Side, str]] = {
 }
 
 
+def unrealised(acted: bool) -> TerminationReason:
+    """The reason of an episode whose shift could not be realised (a
+    ``liberopro.shifts.ShiftInvalid``): ``shift_blocked`` (the policy's failure) once the policy
+    had supplied an action (``acted``), else ``shift_invalid`` (invalid, in no rate)."""
+    return TerminationReason.shift_blocked if acted else TerminationReason.shift_invalid
+
+
 def side_of(reason: str) -> Side:
     """The side charged with ``reason`` (a :class:`TerminationReason` value); ``ValueError`` for
     a string outside the vocabulary."""
@@ -141,4 +160,4 @@ def reasons_of(side: Side) -> frozenset[TerminationReason]:
     return frozenset(r for r in TerminationReason if r.side is side)
 
 
-__all__ = ["Side", "TerminationReason", "reasons_of", "side_of"]
+__all__ = ["Side", "TerminationReason", "reasons_of", "side_of", "unrealised"]

@@ -51,6 +51,10 @@ RESULTS_SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "docs" / "results.schema.json"
 
 Interval = tuple[float, float]
+#: The solvability proof's verdict on an episode's instance (:attr:`EpisodeRecord.proof`).
+ProofVerdict = Literal["proved_under_shift", "proved_by_nominal", "unproved"]
+#: How summaries name each verdict, with ``not_proved`` for records without one.
+PROOF_VERDICTS = ("proved_under_shift", "proved_by_nominal", "unproved", "not_proved")
 
 
 # ------------------------------------------------------------------------------ episode records
@@ -153,6 +157,16 @@ class EpisodeRecord(BaseModel):
     video (MP4) and actions file (``.npz``: executed and commanded actions, (T, 7) float64 each),
     paths relative to the run directory, when ``liberopro evaluate --video`` / ``--record-actions``
     wrote them (:mod:`liberopro.episode.video`); left out of the line otherwise.
+
+    ``proof`` is the solvability proof's verdict on the episode's instance (the manifest's
+    ``oracle`` record, ``liberopro.schema.manifest.OracleProof.kind``; issue 22, item 4):
+    ``proved_under_shift`` (the privileged oracle solved the instance itself), ``proved_by_nominal``
+    (the nominal oracle run of the task stands in: the shift changes only what the policy
+    perceives or is told) or ``unproved`` (kept without a proof: no evidence the oracle can solve
+    it; scored apart, never in the headline or the ranking). The key is left out when the
+    instance has no proof record: an ad-hoc run (no manifest), a manifest generated with
+    ``--no-proof``, or a record written before the key existed; readers take a missing key as
+    "not proved" and count such episodes as before (in the rates, marked not proved).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -184,6 +198,20 @@ class EpisodeRecord(BaseModel):
     renders: dict[str, int] | None = None
     video: str | None = None
     actions: str | None = None
+    proof: ProofVerdict | None = None
+
+    @model_serializer(mode="wrap")
+    def _written_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        if self.proof is None:  # no proof record: the key is not written (older lines keep their bytes)
+            out.pop("proof", None)
+        return out
+
+    @property
+    def scored(self) -> bool:
+        """Counted in the rates of the headline and the case rows: valid, and its instance not
+        ``unproved`` (those are summarised apart, :class:`UnprovedRate`)."""
+        return self.valid and self.proof != "unproved"
 
     def outcome_key(self) -> tuple:
         """Everything that must be identical when the same episode is run again (whatever the
@@ -272,13 +300,15 @@ class PairedDifference(_Tolerant):
 class ShiftFiredCounts(_Tolerant):
     """One runtime shift of a case, over the case's valid episodes: fired by its trigger phase
     (``phase``), by its fallback step (``fallback``), or never (``not_fired``: the episode ended
-    before both). ``delayed``: of the episodes in ``phase`` and ``fallback``, those in which the
+    before both), or could not act once due (``blocked``: the episode ended ``shift_blocked``, a
+    failure of the policy). ``delayed``: of the episodes in ``phase`` and ``fallback``, those in which the
     shift acted later than it came due (its fire was deferred because the robot or the carried
     object was in the way; ``delay_steps`` in the shift record, at most 25 steps)."""
 
     phase: int = 0
     fallback: int = 0
     not_fired: int = 0
+    blocked: int = 0
     delayed: int = 0
 
 
@@ -286,8 +316,9 @@ class FiredCounts(_Tolerant):
     """For a case with runtime shifts, how its valid episodes met them (issue 11, item 4; the
     fallback rule is :mod:`liberopro.catalog.fallbacks`). Every valid episode is in exactly one of
     ``phase`` (every runtime shift fired by its trigger phase), ``fallback`` (at least one by its
-    fallback step, none unfired) and ``not_fired`` (the episode ended before at least one fired:
-    "ended before firing"); all three count in the case's success rate with their outcome.
+    fallback step, none unfired), ``blocked`` (a shift could not be realised once the policy had
+    acted: ``shift_blocked``, a failure) and ``not_fired`` (the episode ended before at least one
+    fired: "ended before firing"); all four count in the case's success rate with their outcome.
 
     ``succeeded_before_firing``: episodes of ``not_fired`` that ended in a success. The fallback
     step comes before any success is possible, so this is 0 unless a policy beat the rule's margin
@@ -299,19 +330,36 @@ class FiredCounts(_Tolerant):
     phase: int = 0
     fallback: int = 0
     not_fired: int = 0
+    blocked: int = 0
     succeeded_before_firing: int = 0
     late_fallback_tasks: list[str] = Field(default_factory=list)
     fallback_steps: tuple[int, int] | None = None
     by_shift: dict[str, ShiftFiredCounts] = Field(default_factory=dict)
 
 
+class UnprovedRate(_Tolerant):
+    """The episodes of ``unproved`` instances (:attr:`EpisodeRecord.proof`), kept out of every
+    other rate: how many ``instances``, valid ``episodes`` and ``successes``, and their plain
+    success rate (None without valid episodes). An unproved instance may be unsolvable as drawn,
+    so a failure there is no evidence against the policy."""
+
+    instances: int = 0
+    episodes: int = 0
+    successes: int = 0
+    success_rate: float | None = None
+
+
 class CaseSummary(_Tolerant):
     """One row of ``summary.json``'s ``cases``: a case with its diagnostic conditions (``case``
     is e.g. ``S01``, ``D10+S01`` or ``D10 [frozen]``), its shifts, the :class:`SuccessRate`
     fields over its valid episodes, ``invalid_episodes`` (and their distinct reasons),
+    ``shift_blocked`` (valid episodes ended because a shift could not be realised after the policy
+    acted: failures, counted in the rate),
     ``runtime_fired`` (None without runtime shifts; ``runtime_not_fired`` repeats its
     ``not_fired``, 0 without) and ``drop_from_nominal``: SR(nominal) - SR(case), paired (None for
-    nominal, diagnostic rows, or without a nominal)."""
+    nominal, diagnostic rows, or without a nominal). Every rate is over the row's scored episodes
+    (:attr:`EpisodeRecord.scored`: valid, instance not ``unproved``); ``proof`` counts the row's
+    instances per verdict and ``unproved`` (None when it has none) summarises the rest apart."""
 
     case: str = ""
     shift_ids: list[str] = Field(default_factory=list)
@@ -327,10 +375,17 @@ class CaseSummary(_Tolerant):
     tasks: int = 0
     per_task: dict[str, float] = Field(default_factory=dict)
     invalid_episodes: int = 0
+    shift_blocked: int = 0
     runtime_not_fired: int = 0
     invalid_reasons: list[str] = Field(default_factory=list)
     runtime_fired: FiredCounts | None = None
     drop_from_nominal: PairedDifference | None = None
+    proof: dict[str, int] = Field(
+        default_factory=dict,
+        description="Instances of the row per proof verdict (proved_under_shift, proved_by_nominal, unproved, "
+        "not_proved); empty in summaries written before it.",
+    )
+    unproved: UnprovedRate | None = None
 
     @property
     def standard(self) -> bool:
@@ -392,7 +447,9 @@ class Headline(_Tolerant):
     for the first five): ``nominal`` (None without a nominal row), ``overall`` (mean over every
     single-shift case: the ranking score), ``static_mean``, ``runtime_mean``, ``categories``
     (kind -> category -> mean), ``compositions``, ``live_minus_frozen`` and ``recovery_gain``
-    (protocol -> gain)."""
+    (protocol -> gain). All of them leave out the episodes of ``unproved`` instances (issue 22,
+    item 4): ``proof`` counts the run's instances per verdict and ``unproved`` summarises those
+    episodes apart (``instances`` 0 when there are none)."""
 
     nominal: SuccessRate | None = None
     overall: MeanRate = Field(default_factory=MeanRate)
@@ -402,6 +459,12 @@ class Headline(_Tolerant):
     compositions: list[CompositionSummary] = Field(default_factory=list)
     live_minus_frozen: LiveMinusFrozen = Field(default_factory=LiveMinusFrozen)
     recovery_gain: dict[str, RecoveryGain] = Field(default_factory=dict)
+    proof: dict[str, int] = Field(
+        default_factory=dict,
+        description="Instances of the run per proof verdict (proved_under_shift, proved_by_nominal, unproved, "
+        "not_proved); the headline is over every instance but the unproved ones. Empty in older summaries.",
+    )
+    unproved: UnprovedRate = Field(default_factory=UnprovedRate)
 
     def category(self, kind: str, category: str) -> MeanRate | None:
         """The mean over the single-shift cases of ``kind`` in ``category``; None when not run."""
@@ -409,12 +472,14 @@ class Headline(_Tolerant):
 
 
 class EpisodeCounts(_Tolerant):
-    """Episodes of the run: all, valid, invalid, and successes among the valid."""
+    """Episodes of the run: all, valid, invalid, successes among the valid, and ``shift_blocked``:
+    valid episodes whose shift could not be realised after the policy acted (failures)."""
 
     total: int = 0
     valid: int = 0
     invalid: int = 0
     successes: int = 0
+    shift_blocked: int = 0
 
 
 # ------------------------------------------------------------------------------ header + summary

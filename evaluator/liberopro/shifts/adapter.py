@@ -100,7 +100,9 @@ class ShiftStack:
     def prepare(self, scene: LiberoScene) -> None:
         """The static phase, after ``set_init_state``: static model edits, 10 settle steps, static
         edits of the settled scene (10 more settle steps if one moved something), static
-        post-conditions (:class:`~liberopro.shifts.base.ShiftInvalid` when one fails)."""
+        post-conditions, then each runtime shift's reset-time check of its draw
+        (:meth:`~liberopro.shifts.base.RuntimeShift.check_at_reset`); any of them raises
+        :class:`~liberopro.shifts.base.ShiftInvalid` when it fails (before the policy acts)."""
         static = [layer for layer in self.layers if layer.shift.kind == "static"]
         for layer in static:
             layer.shift.on_episode_start(layer.ctx)
@@ -110,6 +112,9 @@ class ShiftStack:
             scene.settle()
         for layer in static:
             layer.shift.verify(layer.ctx)
+        for layer in self.layers:
+            if isinstance(layer.shift, RuntimeShift):
+                layer.shift.check_at_reset(layer.ctx)
 
     def track(self, phases: Any) -> None:
         """Give every shift the episode's :class:`liberopro.episode.phases.PhaseTracker` (``ctx.phases``)."""

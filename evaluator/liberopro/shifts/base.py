@@ -11,6 +11,10 @@ Hooks, in the order the runner calls them:
   them). Returns True when it moved something; the runner then runs another 10 settle steps.
 * :meth:`Shift.verify` (static): measure the post-condition on the final settled scene; raise
   :class:`ShiftInvalid` when it fails (the episode is then invalid, never run unshifted).
+* :meth:`RuntimeShift.check_at_reset` (runtime): on the same settled scene, before the policy
+  acts, refuse a draw that could never be realised on this init state wherever the robot goes
+  (a block too large for its region): the episode is invalid (``shift_invalid``) and generation
+  redraws, rather than charging the policy with ``shift_blocked`` at the firing step.
 * :meth:`Shift.instruction`: the instruction the policy receives at a step.
 * :meth:`Shift.observe`: the raw frame the policy receives at a step (called every step).
 * :meth:`Shift.override`: an action that replaces the policy's (a bounded intervention).
@@ -305,6 +309,13 @@ class RuntimeShift(Shift[RP]):
                 ) from exc
             return None
         return why
+
+    def check_at_reset(self, ctx: EpisodeContext) -> None:
+        """Check, on the settled scene before the policy's first step, what makes the drawn
+        parameters unrealisable whatever the robot does; raise :class:`ShiftInvalid` (the episode
+        is invalid at reset, ``shift_invalid``, and generation redraws). Only facts the policy
+        cannot change belong here: a failure at :meth:`fire`, after the policy acted, is charged to
+        it (``shift_blocked``, :func:`liberopro.schema.reasons.unrealised`). Default: nothing."""
 
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         """Apply the runtime change; raise :class:`ShiftInvalid` when it cannot be realised."""

@@ -18,7 +18,15 @@ presents there (on its highest point under the block: a basket's weave, a plate'
 uneven by up to 4 cm), touching neither the robot nor the carried target (horizontal gap >= 1 cm from
 the target's footprint; every ray over its column meets only that surface).
 
-Post-condition, measured at the firing step: the block stands on the region's owner (+-3 mm)
+Post-condition: where the target's footprint (its horizontal bounding box at rest, measured at
+reset by :meth:`PlacementObstruction.check_at_reset`, so a policy cannot void the draw by tilting
+the target) fits on the region, the region's area left free by the block
+holds it (issue 22: a block that left 0.022 m2 of a plate free for a 0.025 m2 bowl made the bowl
+rest on the block, an unsolvable instance; a target larger than the region, the bowl on the
+stove's 0.0225 m2 cook region, overhangs it anyway and rests on the owner around the block, and
+the oracle solves it; checked at reset, before the policy acts: a failure is ``shift_invalid``,
+the draw is redrawn at generation, and the check does not depend on where the robot is); measured
+at the firing step, the block stands on the region's owner (+-3 mm)
 inside the region, covers 10-50% of the region's area (the uncovered area and the target's
 footprint are recorded: LIBERO's ``On`` holds for a target resting partly on the block and
 partly on the receiver), no simulated contact, >= 2 cm from the robot.
@@ -91,6 +99,8 @@ def region_rect(scene, sem) -> tuple[np.ndarray, np.ndarray, float, float, int]:
 
 class PlacementObstruction(RuntimeShift[ObstructionParams]):
     spec = SPECS["D04"]
+    #: The target's footprint at rest (m2), measured by :meth:`check_at_reset`.
+    _reset_footprint_m2: float | None = None
 
     @classmethod
     def applicable(cls, ref, sem):
@@ -106,14 +116,39 @@ class PlacementObstruction(RuntimeShift[ObstructionParams]):
     def scene_variant(cls, params):
         return SceneVariant(props=(PropSpec(PROP, "box", (0.02, 0.02, 0.01), (0.75, 0.55, 0.15, 1.0)),))
 
+    def _block_side(self, area: float) -> float:
+        """The block's side (m) for a goal region of ``area`` m2: ``sqrt(cover * area)``, clamped."""
+        return float(np.clip(math.sqrt(self.params.cover * area), *SIDE_M))
+
+    def check_at_reset(self, ctx: EpisodeContext) -> None:
+        """The footprint rule (issue 22, item 2), on the settled scene before the policy acts: where
+        the target at rest (its horizontal bounding box, m2) fits on the goal region, the region's
+        area the block leaves free must hold it. A target larger than the region (the bowl on the
+        stove's cook region) overhangs it anyway and rests on the owner around the block: exempt.
+        Region and target are measured at reset, so the verdict is the draw's, never the policy's."""
+        _, rhalf, _, _, _ = region_rect(ctx.scene, ctx.sem)
+        area = 4 * float(rhalf[0] * rhalf[1])
+        side = self._block_side(area)
+        t_lo, t_hi = entity_aabb(ctx.scene, [ctx.sem.target])
+        target_area = float((t_hi[0] - t_lo[0]) * (t_hi[1] - t_lo[1]))
+        self._reset_footprint_m2 = target_area
+        if target_area <= area and area - side * side < target_area:
+            raise ShiftInvalid(
+                self.id,
+                f"a {side:.3f} m block leaves {area - side * side:.4f} m2 of the {area:.4f} m2 goal region free, "
+                f"less than the target's footprint ({target_area:.4f} m2): the target could not be placed beside it",
+            )
+
     def fire(self, ctx: EpisodeContext, step: int) -> None:
         scene, p = ctx.scene, self.params
         centre, rhalf, ryaw, rtop, owner = region_rect(scene, ctx.sem)
         area = 4 * float(rhalf[0] * rhalf[1])
-        side = float(np.clip(math.sqrt(p.cover * area), *SIDE_M))
+        side = self._block_side(area)
         half = (side / 2, side / 2, p.height_m / 2)
         t_lo, t_hi = entity_aabb(scene, [ctx.sem.target])
-        target_area = float((t_hi[0] - t_lo[0]) * (t_hi[1] - t_lo[1]))
+        target_area = self._reset_footprint_m2
+        if target_area is None:  # fired without a reset check (a scene prepared by hand)
+            target_area = float((t_hi[0] - t_lo[0]) * (t_hi[1] - t_lo[1]))
         c, s = math.cos(math.radians(ryaw)), math.sin(math.radians(ryaw))
         ax, ay = np.array([c, s]), np.array([-s, c])
         # candidate centres on a 1 cm grid inside the region (inset by the block's half-diagonal)

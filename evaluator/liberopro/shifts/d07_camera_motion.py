@@ -48,7 +48,7 @@ class CameraMotion(RuntimeShift[CameraMotionParams]):
             except ValueError as exc:
                 reasons.append(f"mirrored {mirrored}: {exc}")
                 cam_pos[cid], cam_quat[cid] = pos0, quat0
-                ctx.scene.refresh()
+                ctx.scene.refresh_view()
         else:
             raise ShiftInvalid(self.id, "; ".join(reasons))
         self.applied = {"mirrored": mirrored, "post_condition": measured}

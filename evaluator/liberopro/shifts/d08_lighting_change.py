@@ -4,7 +4,9 @@ dim, or flicker between x0.3 and full for a window (``docs/definition.md``, "Run
 Realisation (as S12, :mod:`liberopro.shifts.s12_lighting`): the diffuse, specular and ambient
 terms of every light and of the headlight are multiplied by ``scale`` (relative to their values
 at the trigger, so a composition with S12 dims S12's lights). At the trigger the observations are
-re-rendered at once, so the frame of the trigger step is already dim. While flickering, the
+re-sampled at once (:meth:`liberopro.sim.scene.LiberoScene.refresh_view`: no ``mj_forward``, so the
+physics and the proprioception stay the nominal ones), and the frame of the trigger step is
+already dim. While flickering, the
 level for the next step is set after the current frame is delivered (in ``observe``): the frame
 of step ``t`` shows the level of step ``t``; after the window the lights return to full. The
 light fields are registered model fields, restored at the next episode.
@@ -74,7 +76,7 @@ class LightingChange(RuntimeShift[LightingChangeParams]):
         self._base = {name: np.array(scene.model_field(name), copy=True) for name in LIGHT_FIELDS}
         before = scene.render("agentview", MEASURE_PX).astype(np.float32).mean()
         self._set(ctx, self.level_at(step))
-        scene.refresh()
+        scene.refresh_view()  # no mj_forward: the lights must not move the physics
         after = scene.render("agentview", MEASURE_PX).astype(np.float32).mean()
         exact = all(np.allclose(scene.model_field(n), self._base[n] * self.params.scale) for n in LIGHT_FIELDS)
         ratio = float(after / max(before, 1e-6))

@@ -21,7 +21,9 @@ articulated target the fixture is the target: the cabinet, the stove).
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import mujoco
 import numpy as np
@@ -79,11 +81,51 @@ def target_in_frame(scene, sem) -> bool:
     return bool(np.all(np.isfinite(uv)) and np.all((uv > 0) & (uv < 1)))
 
 
-def place_occluder(scene, prop: str, sem, fraction: float, depth_ratio: float, side_deg: float) -> dict:
+#: How far :func:`robot_out_of_view` moves the robot (m, down): far below the table, out of every camera's view.
+ROBOT_PARK_M = 50.0
+
+
+@contextlib.contextmanager
+def robot_out_of_view(scene, active: bool = True) -> Iterator[None]:
+    """Within the block, the robot (its root body and so the whole arm and gripper) is moved
+    :data:`ROBOT_PARK_M` below the world for kinematics and renders only (``mj_kinematics``; no
+    physics step, no contact); on exit it is put back and the kinematics recomputed from the same
+    ``qpos``, so the state is as before (bit for bit: kinematics are a function of ``qpos`` and the
+    model). For measurements that must not depend on where the arm stands (D09's occlusion at run
+    time). ``active`` False: does nothing."""
+    if not active:
+        yield
+        return
+    m, d = scene.model, scene.data
+    root = scene.robot_root()
+    pos = m.body_pos[root].copy()
+    m.body_pos[root] = pos + np.array([0.0, 0.0, -ROBOT_PARK_M])
+    mujoco.mj_kinematics(m, d)
+    try:
+        yield
+    finally:
+        m.body_pos[root] = pos
+        mujoco.mj_kinematics(m, d)
+
+
+def place_occluder(
+    scene, prop: str, sem, fraction: float, depth_ratio: float, side_deg: float, without_robot: bool = False
+) -> dict:
     """Put the occluder ``prop`` so that it hides ``fraction`` of the target's pixels now; returns the
-    measurements. Raises ``ValueError`` when the target is not visible enough or the fraction
-    cannot be reached: :class:`~liberopro.shifts._placement.Blocked` when it is hardly visible
-    although inside the picture (hidden by something in front of it: at run time the arm)."""
+    measurements. ``without_robot``: the target's pixels are measured with the robot out of the
+    picture (:func:`robot_out_of_view`: the arm in front of the target neither counts as hiding it
+    nor blocks the placement; D09). Raises ``ValueError`` when the target is not visible enough or
+    the fraction cannot be reached: :class:`~liberopro.shifts._placement.Blocked` when it is hardly
+    visible although inside the picture (hidden by something in front of it: at run time the arm,
+    or with ``without_robot`` what it carries)."""
+    with robot_out_of_view(scene, without_robot):
+        placed = _place_occluder(scene, prop, sem, fraction, depth_ratio, side_deg)
+    scene.refresh()
+    return {**placed, **({"robot_excluded": True} if without_robot else {})}
+
+
+def _place_occluder(scene, prop: str, sem, fraction: float, depth_ratio: float, side_deg: float) -> dict:
+    """:func:`place_occluder` in the scene as it is (the caller refreshes it)."""
     size = measure_size(scene, sem)
     m, d = scene.model, scene.data
     cid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA, CAMERA)
@@ -137,7 +179,6 @@ def place_occluder(scene, prop: str, sem, fraction: float, depth_ratio: float, s
         lo, hi = (offset, hi) if hidden > fraction else (lo, offset)
     _, offset, hidden = best
     hidden_at(offset)
-    scene.refresh()
     return {
         "camera": CAMERA,
         "measure_px": size,
@@ -149,9 +190,20 @@ def place_occluder(scene, prop: str, sem, fraction: float, depth_ratio: float, s
     }
 
 
-def occluder_post(scene, prop: str, sem, before_mask: np.ndarray | None = None) -> dict:
+def occluder_post(scene, prop: str, sem, before_mask: np.ndarray | None = None, without_robot: bool = False) -> dict:
     """Re-measure: hidden fraction now (the occluder parked for the reference render and put
-    back), distance to the robot base, collisions disabled."""
+    back; ``without_robot``: both renders with the robot out of the picture,
+    :func:`robot_out_of_view`), distance to the robot base, collisions disabled."""
+    with robot_out_of_view(scene, without_robot):
+        post = _occluder_post(scene, prop, sem, before_mask)
+    base = scene.body_pos(scene.robot_root())
+    bid = prop_body(scene, prop)
+    post["robot_base_distance_m"] = round(float(np.linalg.norm(scene.data.xpos[bid] - base)), 4)
+    return post
+
+
+def _occluder_post(scene, prop: str, sem, before_mask: np.ndarray | None) -> dict:
+    """:func:`occluder_post`'s renders (the robot's distance is measured by the caller)."""
     bid = prop_body(scene, prop)
     m, d = scene.model, scene.data
     pos = m.body_pos[bid].copy()
@@ -165,12 +217,10 @@ def occluder_post(scene, prop: str, sem, before_mask: np.ndarray | None = None) 
     with_occ = target_pixels(scene, sem, CAMERA, size)
     geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] == bid]
     seg = scene.render(CAMERA, size=size, segmentation=True)
-    base = scene.body_pos(scene.robot_root())
     return {
         "measure_px": size,
         "hidden_fraction": round(hidden_fraction(before_mask, with_occ), 4),
         "image_fraction": round(float(np.isin(seg, geoms).mean()), 4),
-        "robot_base_distance_m": round(float(np.linalg.norm(d.xpos[bid] - base)), 4),
         "collides": bool(any(m.geom_contype[g] or m.geom_conaffinity[g] for g in geoms)),
     }
 

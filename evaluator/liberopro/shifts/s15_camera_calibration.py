@@ -52,7 +52,7 @@ def move_camera(ctx: EpisodeContext, camera: str, shift: np.ndarray, turn_deg: f
     h = math.radians(turn_deg) / 2
     q_turn = np.array([math.cos(h), *(math.sin(h) * axis / np.linalg.norm(axis))])
     cam_quat[cid] = quat_mul(np.asarray(cam_quat[cid]), q_turn)
-    scene.refresh()
+    scene.refresh_view()  # the camera's world pose only: no mj_forward, the physics stays nominal
     pos1 = np.array(scene.data.cam_xpos[cid])
     mat1 = np.array(scene.data.cam_xmat[cid]).reshape(3, 3)
     seg_after = scene.render(camera, segmentation=True)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,6 +61,46 @@ configure_rendering()
 
 import mujoco  # noqa: E402
 from robosuite.utils import transform_utils as T  # noqa: E402
+
+#: robosuite's ``__del__`` methods that free a render context (``utils/binding_utils.py``,
+#: ``renderers/context/egl_context.py``), by qualified name.
+_RENDER_DELS = ("MjRenderContext.__del__", "EGLGLContext.__del__")
+#: EGL's error code for a display already terminated (``EGL_NOT_INITIALIZED``).
+_EGL_NOT_INITIALIZED = 0x3001
+
+
+def is_interrupted_render_teardown(unraisable: sys.UnraisableHookArgs) -> bool:
+    """Whether ``unraisable`` (what :data:`sys.unraisablehook` receives) is one of the two errors
+    robosuite's render contexts raise in ``__del__`` when a run is interrupted (Ctrl-C, SIGTERM) while
+    a scene is being built, which Python printed as ``Exception ignored in ...`` tracebacks at exit:
+    ``MjRenderContext.__del__``'s ``AttributeError`` (its ``__init__`` was interrupted before it set
+    ``con``), and an ``EGLError`` ``EGL_NOT_INITIALIZED`` from either ``__del__`` (the context of that
+    half-built scene, collected at exit after robosuite's ``atexit`` terminated the EGL display). The
+    process is ending; the driver frees what it holds. Nothing else matches."""
+    obj = unraisable.object
+    name = getattr(obj, "__qualname__", None)
+    if not str(getattr(obj, "__module__", "")).startswith("robosuite.") or name not in _RENDER_DELS:
+        return False
+    exc = unraisable.exc_value
+    if isinstance(exc, AttributeError):
+        return name == _RENDER_DELS[0]
+    # the raw code: PyOpenGL's ``err`` property imports to name it, which fails late in the shutdown
+    return type(exc).__name__ == "EGLError" and getattr(exc, "__dict__", {}).get("err") == _EGL_NOT_INITIALIZED
+
+
+def _quiet_interrupted_render_teardown() -> None:
+    """Have :data:`sys.unraisablehook` drop :func:`is_interrupted_render_teardown`'s errors and hand
+    every other one to the hook in place before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if not is_interrupted_render_teardown(unraisable):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+
+
+_quiet_interrupted_render_teardown()
 
 #: Spec camera name -> robosuite camera name.
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -387,6 +428,26 @@ class LiberoScene:
         nothing about when later frames are taken."""
         self.make_gl_current()
         self.inner.sim.forward()
+        self.inner._update_observables(force=True)
+        self._obs = self.inner._get_observations(force_update=True)
+
+    def refresh_view(self) -> None:
+        """Re-sample the observations after an edit of what is only rendered (lights, materials,
+        textures, a camera's pose in the model), leaving the physics as the last step left it.
+
+        Only the cameras' and lights' world poses are recomputed (``mj_camlight``: from the
+        bodies' poses as the last step left them; it writes ``cam_x*`` and ``light_x*`` only),
+        then the observations are sampled as :meth:`refresh` samples them. :meth:`refresh` runs
+        ``mj_forward``, which recomputes every derived quantity (the bodies' poses for the state
+        the step reached, where the step left them one physics substep behind: 0.56 mm at the
+        gripper mid-reach) and the constraint solver's warm start (``qacc_warmstart``): after a
+        refresh a policy reads other proprioception at that step, and the following steps
+        differ in the last bits (issue 22, item 6: the state-reading oracle took 133 steps
+        instead of 83 on libero_goal:1, init state 1, under D08). Appearance shifts (S12, S15,
+        D07, D08) use this method, so their episodes are physically the nominal ones
+        (``tests/evaluator/test_appearance_physics.py``)."""
+        self.make_gl_current()
+        mujoco.mj_camlight(self.model, self.data)
         self.inner._update_observables(force=True)
         self._obs = self.inner._get_observations(force_update=True)
 

@@ -57,7 +57,7 @@ def leaderboard_csv(table: LeaderboardResponse) -> str:
     head = list(CSV_IDENTITY)
     for c in COLUMNS:
         head += [c.key, f"{c.key}_ci_low", f"{c.key}_ci_high", f"{c.key}_episodes"]
-    w.writerow(head)
+    w.writerow([*head, "unproved_instances"])  # last: scored apart, in no column
     for row in table.rows:
         line: list[Any] = [
             row.rank,
@@ -77,7 +77,7 @@ def leaderboard_csv(table: LeaderboardResponse) -> str:
                 "" if r.ci95 is None else r.ci95[1],
                 r.episodes,
             ]
-        w.writerow(line)
+        w.writerow([*line, row.unproved_instances])
     return buf.getvalue()
 
 
