@@ -1,7 +1,7 @@
 """On-demand rendering and worker processes change the work, not the episode (issue 12's full
 comparison).
 
-    nice -n 10 uv run python benchmarks/render_identity.py [--max-steps 40] [--replan 5] [--workers 2]
+    nice -n 10 uv run --frozen python benchmarks/render_identity.py [--max-steps 40] [--replan 5] [--workers 2]
 
 The same episodes run three times:
 

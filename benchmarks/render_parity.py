@@ -1,6 +1,6 @@
 """Are frames rendered on a GPU the frames rendered on the CPU? (issue 12 item 4)
 
-    uv run python benchmarks/render_parity.py [--a gpu] [--b cpu] [--tasks 4] [--out /tmp/parity]
+    uv run --frozen python benchmarks/render_parity.py [--a gpu] [--b cpu] [--tasks 4] [--out /tmp/parity]
 
 Renders a fixed set of observations - the first task of each suite (``--tasks`` of them), init
 states 0 and 1, after LIBERO's 10 settle steps and after 20 more steps of a fixed action, both

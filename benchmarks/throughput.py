@@ -1,6 +1,6 @@
 """Evaluator throughput, measured so that it can be believed (issue 12 item 5).
 
-    nice -n 10 uv run python benchmarks/throughput.py [--steps 40] [--rounds 3] [--render-size 256]
+    nice -n 10 uv run --frozen python benchmarks/throughput.py [--steps 40] [--rounds 3] [--render-size 256]
 
 What it measures, per control step, on one LIBERO task (``libero_goal:8``), zero actions:
 

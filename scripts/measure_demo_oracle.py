@@ -2,7 +2,7 @@
 candidate demo cases, one JSON line per (task, case) on stdout; what chose ``liberopro demo``'s
 cases (``evaluator/liberopro/data/demo_oracle_cases.json`` holds the lines of 2026-12-02).
 
-    nice -n 10 uv run python scripts/measure_demo_oracle.py TASKS CASES EPISODES MAX_STEPS
+    nice -n 10 uv run --frozen python scripts/measure_demo_oracle.py TASKS CASES EPISODES MAX_STEPS
     e.g. ... libero_spatial:0,libero_spatial:5 nominal,S19,S20,D18 5 220
 
 Each case's instance is the seed-0 draw (``make_instance(ref, case, 0)``, attempt 0, as

@@ -47,11 +47,12 @@ phase "lint (ruff check; C901 <= 15)" uv run --frozen ruff check . || keep
 phase "lint (functions <= 100 lines)" uv run --frozen python scripts/check_function_length.py || keep
 phase "format (ruff format --check)" uv run --frozen ruff format --check . || keep
 phase "layering (lint-imports)" uv run --frozen lint-imports || keep
-phase "types (mypy: all four members)" uv run --frozen mypy || keep
-# The lerobot tier (a dataset read by the real lerobot, in its own venv: docs/demos.md) and the
+phase "types (mypy: all five members)" uv run --frozen mypy || keep
+# The lerobot tier (the real lerobot, in its own venv: it reads a dataset, docs/demos.md, and
+# lerobot-eval runs an instance, docs/integrations.md) and the
 # vlaeval tier (allenai's vla-eval runs an instance: the vlaeval extra, docs/integrations.md) are
 # opt-in and deselected here, not skipped.
-FAST='not sim and not services and not docker and not browser and not lerobot'
+FAST='not sim and not services and not docker and not browser and not lerobot and not vlaeval'
 phase "tests: fast tier (2 workers)" uv run --frozen pytest -m "$FAST" -n 2 --dist worksteal || keep
 phase "tests: sim, services, docker, browser" uv run --frozen pytest -m "not ($FAST) and not lerobot and not vlaeval" || keep
 exit "$failed"

@@ -78,7 +78,7 @@ def python() -> str:
 # ---------------------------------------------------------------- test tiers
 #: Fixtures that put a test in a tier: whoever uses one (directly or through another fixture)
 #: needs that component. Markers are registered in pyproject.toml; the fast tier is
-#: ``pytest -m "not sim and not services and not docker and not browser and not lerobot"`` (README, "Development").
+#: ``pytest -m "not sim and not services and not docker and not browser and not lerobot and not vlaeval"`` (README, "Development").
 TIER_FIXTURES = {
     "browser": {"browser"},
     "docker": {"docker_client", "platform_images", "hostile_images", "worker"},

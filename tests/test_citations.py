@@ -31,7 +31,7 @@ OUTPUTS = {
     "requirements.txt": "written by docker/build-images.sh for the offline wheel build",
     **{
         f"requirements-{image}.txt": "an image's locked requirements, exported by docker/build-images.sh"
-        for image in ("policy", "evaluator", "platform", "NAME")
+        for image in ("policy", "evaluator", "platform", "bc", "NAME")
     },
     "cases.txt": "a temporary case list written by tests/evaluator/test_report.py",
 }

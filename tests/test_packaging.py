@@ -1,4 +1,4 @@
-"""The uv workspace (issue 10, item 3): four members, each with its own pyproject.toml; the
+"""The uv workspace (issue 10, item 3; the baselines member, issue 24): five members, each with its own pyproject.toml; the
 simulation stack pinned in one place; entry points in the member that provides them; images that
 install their member's locked dependencies, never a hand-kept list."""
 
@@ -19,6 +19,7 @@ MEMBERS = {
     "platform": "liberopro-platform",
     "leaderboard": "liberopro-leaderboard",
     "submission_spec": "liberopro-submission-spec",
+    "baselines": "liberopro-baselines",
 }
 
 
@@ -30,7 +31,7 @@ def _names(requirements: list[str]) -> set[str]:
     return {re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0].lower() for r in requirements}
 
 
-def test_the_root_is_a_workspace_of_the_four_members():
+def test_the_root_is_a_workspace_of_its_members():
     root = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert root["tool"]["uv"]["package"] is False
     assert sorted(root["tool"]["uv"]["workspace"]["members"]) == sorted(MEMBERS)
@@ -105,3 +106,20 @@ def test_the_server_sdk_names_its_extra_when_it_is_missing():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert "pip install 'liberopro-submission-spec[server]'" in out, out
+
+
+def test_every_documented_uv_run_is_frozen():
+    """Commands users copy (README, docs, compose.yaml, scripts' and benchmarks' usage lines) run
+    ``uv run --frozen`` (or ``--no-sync``): a bare ``uv run`` may re-lock and re-sync the
+    environment, and two of them at once can fail with "Failed to spawn" (README, Evaluate).
+    docs/adapters.md quotes openpi's own command, in its own repository."""
+    files = [REPO / "README.md", REPO / "compose.yaml", *sorted((REPO / "docs").glob("*.md"))]
+    files += sorted((REPO / "scripts").glob("*")) + sorted((REPO / "benchmarks").glob("*.py"))
+    bare = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for path in files
+        if path.is_file()
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\buv run (?!--frozen|--no-sync)", line) and "uv run scripts/serve_policy.py" not in line
+    ]
+    assert not bare, "\n".join(bare)

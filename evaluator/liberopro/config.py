@@ -141,8 +141,9 @@ class EvalConfig(BaseModel):
     )
     check_static: bool = Field(
         True,
-        description="Without a manifest: realise each static case on init state 0 first and take the first "
-        "parameter draw whose post-conditions hold (as manifests do); False: the seed's first draw.",
+        description="Without a manifest: realise each static case at reset on every init state of the run's "
+        "episodes first and take the first parameter draw whose post-conditions hold on all of them (as manifests "
+        "do); False: the seed's first draw.",
     )
     video: Literal["none", "failures", "all"] = Field(
         "none",
@@ -150,6 +151,14 @@ class EvalConfig(BaseModel):
         "frames kept in memory until the outcome is known) or all; OUT/videos/<episode>.mp4, named in the "
         "record's video field. Renders the agentview camera at every other step of a recorded episode, "
         "which on-demand rendering would otherwise skip.",
+    )
+    video_size: int | None = Field(
+        None,
+        ge=64,
+        le=1024,
+        multiple_of=16,
+        description="Size (px) of each of the video's two panels (liberopro.episode.video); None: 256. A panel is "
+        "the render resized to it (nearest neighbour up, area average down): no render more or larger.",
     )
     record_actions: bool = Field(
         False,

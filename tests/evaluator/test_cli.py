@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import psutil
 import pytest
@@ -142,6 +145,17 @@ def test_a_dead_policy_url_fails_in_seconds_and_leaves_no_run_folder(tmp_path):
     assert time.monotonic() - t0 < 60 and not out.exists()
 
 
+def test_a_shard_says_its_own_episodes_and_of_how_many(tmp_path):
+    """With --shard I/N the first line counts this shard's episodes, not the plan's (a fresh user
+    read 6 for a shard of 2): 6 episodes in 4 blocks of sizes 1, 2, 1, 2."""
+    args = ["evaluate", "--policy", "http://127.0.0.1:9", "--tasks", "libero_goal:1,libero_goal:2", "--episodes", "3"]
+    code, text = in_process(*args, "--shard", "1/4", "--out", str(tmp_path / "run"))
+    assert code == 2 and "2 episodes: shard 1/4 of 6 episodes (2 instances x 3 x 1 condition(s))" in text, text
+    code, text = in_process(*args, "--shard", "7/8", "--out", str(tmp_path / "run"))
+    assert code == 2 and "the plan has only 6 episode(s); use at most 6 shards" in text, text
+    assert "episodes: shard" not in text, text
+
+
 def test_proof_options_that_cannot_apply_are_refused_naming_the_option(tmp_path):
     """The solvability proof runs on validated instances: asking for it without validation, or
     for proof init states without the proof, or init states that are not numbers, is refused in
@@ -216,6 +230,46 @@ def test_a_manifest_with_one_bad_line_is_refused_whole_before_the_policy_starts(
     assert "m.jsonl: 1 problem(s):" in proc.stderr and "nothing was run" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists() and not marker.exists()
+
+
+def test_an_earlier_run_of_another_plan_is_refused_before_the_policy_starts(tmp_path):
+    """OUT holds a run of another plan (its run.json and episodes): refused, naming it, without
+    starting the policy command (no marker, no policy.log) and without changing OUT."""
+    cmd, marker, out = _no_run(tmp_path)
+    out.mkdir()
+    identity = {"instance_ids": ["x"], "plan": [["x", 0, "live", "none", 0, 0]], "settings": {}, "shard": None}
+    (out / "run.json").write_text(json.dumps(identity) + "\n")
+    (out / "episodes.jsonl").write_text("")
+    before = sorted(p.name for p in out.iterdir())
+    proc = liberopro(
+        "evaluate", "--policy-cmd", cmd, "--tasks", "libero_goal:0", "--no-check-static", "--out", str(out), timeout=300
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "holds a run of another plan: 2 episode(s) differ (1 planned there, 1 here)" in proc.stderr
+    assert "use another --out or --fresh" in proc.stderr and "Traceback" not in proc.stderr
+    assert not marker.exists() and sorted(p.name for p in out.iterdir()) == before
+
+
+def test_workers_above_the_policys_declared_concurrency_are_refused_naming_both(tmp_path):
+    """--workers 2 against a --policy-cmd server that declares no max_concurrent_episodes (spec
+    1.0: one episode at a time): every worker would share that one server, so the command ends
+    before any worker starts or the run folder changes (no run.json, no episodes.jsonl), naming
+    both numbers and what to give instead."""
+    repo = Path(__file__).resolve().parents[2]
+    server = (
+        "from submission_spec.server import serve; from tests.evaluator.policies import Recorder, metadata; "
+        "serve(Recorder(metadata('one-at-a-time')))"
+    )
+    out = tmp_path / "out"
+    proc = liberopro(
+        "evaluate", "--policy-cmd", f'cd {repo} && {sys.executable} -c "{server}"',
+        "--tasks", "libero_goal:0,libero_goal:1", "--no-check-static", "--workers", "2", "--out", str(out),
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--workers 2: the policy declares it runs 1 episode(s) at once" in proc.stderr
+    assert "Give --workers 1 or leave --workers out" in proc.stderr and "Traceback" not in proc.stderr
+    assert [p.name for p in out.iterdir()] == ["policy.log"]  # the run folder otherwise untouched
 
 
 def _one_line(stderr: str) -> str:
@@ -387,6 +441,69 @@ def test_sigterm_stops_the_policy_server_and_says_so(tmp_path):
     assert not servers(), "the policy server was left running"
 
 
+def test_an_evaluator_killed_with_sigkill_leaves_no_policy_server(tmp_path):
+    """SIGKILL runs none of the evaluator's code: the --policy-cmd server (the example zero policy,
+    which /bin/sh forks rather than runs in its own place) is ended by its watcher
+    (liberopro.episode.policy_watch) within seconds instead of being orphaned, and the watcher exits."""
+    cmd = [sys.executable, "-m", "liberopro.cli", "evaluate", "--policy-cmd", "liberopro serve-example zero"]
+    proc = subprocess.Popen(
+        [*cmd, "--tasks", "libero_goal:1", "--out", str(tmp_path), "--startup-timeout", "120"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    evaluator = psutil.Process(proc.pid)
+
+    def server_started() -> bool:
+        for p in evaluator.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if p.cmdline()[1:] == [str(BIN / "liberopro"), "serve-example", "zero"]:
+                    return True
+        return False
+
+    procs: list = []
+    try:
+        deadline = time.monotonic() + 60
+        while not server_started():
+            assert proc.poll() is None and time.monotonic() < deadline, "the policy server never started"
+            time.sleep(0.2)
+        time.sleep(1)  # the watcher starts right after the shell, well within this
+    finally:
+        with contextlib.suppress(psutil.Error):
+            procs = evaluator.children(recursive=True)  # the shell, the server, the watcher
+        proc.kill()
+        proc.wait(timeout=10)
+    _, alive = psutil.wait_procs(procs, timeout=10)
+    for p in alive:  # not to leave them running after a failure
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    assert not alive, f"left running 10 s after the evaluator was killed: {[p.cmdline() for p in alive]}"
+
+
+def test_only_the_render_teardown_errors_of_an_interrupted_scene_build_are_silenced():
+    """Ctrl-C while a scene is built left half-built robosuite render contexts, whose ``__del__``
+    printed two "Exception ignored in ..." tracebacks at exit (an AttributeError, then EGL_NOT_INITIALIZED
+    once robosuite's atexit had terminated the EGL display): those two are dropped, nothing else."""
+    from liberopro.sim.scene import is_interrupted_render_teardown
+    from OpenGL.raw.EGL._errors import EGLError
+    from robosuite.renderers.context.egl_context import EGLGLContext
+    from robosuite.utils.binding_utils import MjRenderContext
+
+    def unraisable(exc: BaseException, obj: object) -> Any:  # what sys.unraisablehook receives
+        return SimpleNamespace(exc_type=type(exc), exc_value=exc, exc_traceback=None, err_msg=None, object=obj)
+
+    half_built = AttributeError("'MjRenderContextOffscreen' object has no attribute 'con'")
+    terminated, other_egl = EGLError(err=0x3001), EGLError(err=0x3003)  # EGL_NOT_INITIALIZED, EGL_BAD_ALLOC
+    for obj in (MjRenderContext.__del__, EGLGLContext.__del__):
+        assert is_interrupted_render_teardown(unraisable(terminated, obj))
+        assert not is_interrupted_render_teardown(unraisable(other_egl, obj))
+        assert not is_interrupted_render_teardown(unraisable(RuntimeError("x"), obj))
+    assert is_interrupted_render_teardown(unraisable(half_built, MjRenderContext.__del__))
+    assert not is_interrupted_render_teardown(unraisable(half_built, EGLGLContext.__del__))
+    assert not is_interrupted_render_teardown(unraisable(terminated, test_bad_arguments_get_clear_errors))
+    assert not is_interrupted_render_teardown(unraisable(half_built, None))
+
+
 def test_a_runtime_shift_whose_fallback_lies_past_max_steps_is_named_before_the_run():
     from liberopro.cli.evaluate import _late_fallbacks
     from liberopro.instances.build import make_instance
@@ -468,8 +585,8 @@ def test_results_table_and_help_fit_80_columns(monkeypatch, width):
     tables.print_summary(summarize(records, header("p")), title="a run")
     text = buffer.getvalue()
     assert max(len(line) for line in text.splitlines()) <= width, text
-    assert "…" not in text and " SR " in text and "S01+D10" in text and "D10 3/3/0" not in text, text
-    assert "runtime shifts fired at their phase/at the fallback step/not: D10 0/6/0" in text, text
+    assert "…" not in text and " SR " in text and "S01+D10" in text and "D10 3/3/0/0" not in text, text
+    assert "runtime shifts fired at phase/fallback step/blocked/not: D10 0/6/0/0" in text, text
     for args in ((), ("evaluate",)):
         proc = subprocess.run(
             [str(BIN / "liberopro"), *args, "--help"],
@@ -480,3 +597,25 @@ def test_results_table_and_help_fit_80_columns(monkeypatch, width):
         )
         assert proc.returncode == 0 and max(len(line) for line in proc.stdout.splitlines()) <= 80, proc.stdout
         assert ":mod:" not in proc.stdout and "…" not in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("columns", [None, "80", "60"])
+def test_shift_listing_is_readable_at_80_columns(columns):
+    """``liberopro shifts`` piped (100 columns when COLUMNS is unset) or at COLUMNS 80 or 60: every
+    line fits 80 (or COLUMNS), no cell is cut to "…" (183 cuts at 80 before it was stacked), and every
+    shift shows its ID, name, what changes and parameters; ``--wide`` folds, never cuts, too."""
+    from liberopro.catalog.listing import rows
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
+    texts = []
+    for args in ((), ("--wide",)):
+        cmd = [str(BIN / "liberopro"), "shifts", *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0 and "…" not in proc.stdout, proc.stdout
+        texts.append(proc.stdout)
+    text = texts[0]
+    assert max(len(line) for line in text.splitlines()) <= int(columns or 80), text
+    flat = " ".join(text.split())
+    for r in rows():
+        assert f" {r['id']} {r['name']}: {r['category']}, {r['kind']}" in f" {flat}", r["id"]
+        assert " ".join(r["summary"].split()) in flat, r["id"]

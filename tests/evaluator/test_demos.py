@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from liberopro.runs.demonstrations import SCHEMA_PATH, DemosError, collect
+from liberopro.runs.demonstrations import SCHEMA_PATH, DemosError, collect, demo_plans
 from liberopro.schema.manifest import Instance, make_header, write_manifest
 from liberopro.sim.tasks import TaskRef
 
@@ -143,6 +143,28 @@ def test_collect_refuses_an_output_collected_with_other_settings(tmp_path: Path)
 def test_collect_refuses_an_unknown_format(tmp_path: Path) -> None:
     with pytest.raises(DemosError, match="v3.0, v2.1"):
         collect(tmp_path / "none.jsonl", tmp_path / "ds", 1, fmt="v4")
+
+
+def test_init_states_hold_out_the_evaluated_ones_and_bad_ones_are_refused(tmp_path: Path) -> None:
+    """``--init-states 10-49`` (issue 24: train on 10-49, evaluate on 0-9): the episode on init state
+    k is the evaluator's episode k, env seed seed + k; neither/both options and states past 49 are
+    refused before the manifest is read."""
+    inst = Instance(instance_id="i", suite="libero_spatial", task_index=0, shifts=[])
+    plans = demo_plans([inst], None, [12, 10, 12, 49], seed=7)
+    assert [(p.episode_index, p.init_state_index, p.seed) for p in plans] == [(10, 10, 17), (12, 12, 19), (49, 49, 56)]
+    assert [p.init_state_index for p in demo_plans([inst], 3, None, 0)] == [0, 1, 2]
+    for episodes, states, match in (
+        (None, None, "either"),
+        (2, [1], "either"),
+        (None, [50], r"0\.\.49 \(got \[50\]\)"),
+    ):
+        with pytest.raises(DemosError, match=match):
+            collect(tmp_path / "none.jsonl", tmp_path / "ds", episodes, init_states=states)
+    from liberopro.cli.main import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["demos", "collect", "--manifest", "m.jsonl", "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "--init-states" in result.output
 
 
 def test_the_schema_file_names_openpi_s_features() -> None:

@@ -127,3 +127,35 @@ def test_identity_differences_are_named():
     assert identity_difference(base, other_policy) == 'a run of another policy: policy_name "zero" -> "pi0"'
     assert identity_difference(base, _identity([0, 2])) == "a run of the whole of this plan, not shard 0/2"
     assert identity_difference(_identity([1, 2]), _identity([0, 2]), shard=False) is None
+    # a setting added since (video_size) left at None: the run written before it resumes
+    assert identity_difference(base, _identity(None, {**SETTINGS, "video_size": None})) is None
+    assert identity_difference(base, _identity(None, {**SETTINGS, "video_size": 128})) == (
+        "a run with other settings: video_size null -> 128"
+    )
+
+
+def test_what_needs_no_policy_is_checked_before_it_starts(tmp_path):
+    """check_before_start: the plan, settings and shard of an earlier run are compared before the
+    policy starts; the policy, and a render size the policy's metadata will choose, after."""
+    from dataclasses import asdict
+
+    from liberopro.episode.runner import RunSettings
+    from liberopro.instances.build import make_instance, plan_episodes
+    from liberopro.runs.resume import check_before_start, run_identity
+    from liberopro.sim.tasks import TaskRef
+
+    plans = plan_episodes([make_instance(TaskRef("libero_goal", 0), [], seed=0)], 2, 0)
+    policy = {"protocol": "liberopro", "metadata": {"policy_name": "zero"}}
+    write_identity(tmp_path, run_identity(plans, asdict(RunSettings(render_size=128)), policy, None))
+    (tmp_path / "episodes.jsonl").write_text("")
+    auto = {**asdict(RunSettings()), "render_size": None}
+    check_before_start(tmp_path, plans, auto, None, resume=True)  # the same run: nothing to refuse yet
+    with pytest.raises(ResumeError, match="other settings: max_steps null -> 5; use another --out or --fresh"):
+        check_before_start(tmp_path, plans, {**auto, "max_steps": 5}, None, resume=True)
+    with pytest.raises(ResumeError, match="other settings: render_size 128 -> 256"):
+        check_before_start(tmp_path, plans, {**auto, "render_size": 256}, None, resume=True)
+    with pytest.raises(ResumeError, match="a run of the whole of this plan, not shard 1/2"):
+        check_before_start(tmp_path, plans, auto, (1, 2), resume=True)
+    with pytest.raises(ResumeError, match="another plan"):
+        check_before_start(tmp_path, plans[:1], auto, None, resume=True)
+    check_before_start(tmp_path, plans[:1], {**auto, "max_steps": 5}, (1, 2), resume=False)  # --fresh

@@ -1,7 +1,8 @@
 """The bounded delay of runtime shifts (issue 11, item 3; ``liberopro.shifts.base``): a fire that
 finds no free placement only because of the robot or the carried object at that moment raises
 :class:`ShiftDeferred`; the shift retries at each following step and records the delay, and the
-episode becomes invalid only past :data:`MAX_DELAY_STEPS`. A fake shift (D19's parameters, its own
+shift counts as unrealised only past :data:`MAX_DELAY_STEPS` (the runner then ends the episode
+``shift_blocked``, the policy's failure: ``tests/evaluator/test_shifts_realized.py``). A fake shift (D19's parameters, its own
 ``fire``), no simulator."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ in-process with a policy command, as the platform's local backend does.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,22 @@ def test_open_policy_names_a_command_that_exits_with_its_output(tmp_path):
     assert err.value.reason == "policy_connect_error"
     assert "policy command exited with code 3 before answering /health" in err.value.detail
     assert "booting" in err.value.detail
+
+
+def test_a_second_start_appends_to_the_policy_log_after_a_separator(tmp_path):
+    """A resumed run starts its command onto the earlier run's policy.log: both outputs are kept,
+    a separator line between them, and the error names only the new start's output."""
+    from liberopro.episode.policy_process import SEPARATOR
+
+    log = tmp_path / "policy.log"
+    for word in ("first-run", "resumed-run"):
+        with pytest.raises(PolicyError) as err, open_policy(cmd=f"echo {word}; exit 3", log_path=log):
+            pass
+    assert "resumed-run" in err.value.detail and "first-run" not in err.value.detail
+    lines = log.read_text().splitlines()
+    assert lines[0] == "first-run" and lines[-1] == "resumed-run"
+    (sep,) = [line for line in lines if line.startswith(SEPARATOR.split("{")[0])]
+    assert lines.index(sep) == len(lines) - 2 and re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", sep)
 
 
 def test_open_policy_waits_for_a_url_no_longer_than_the_startup_timeout():

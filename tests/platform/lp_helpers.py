@@ -14,6 +14,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_IMAGE = os.environ.get("LIBEROPRO_TEST_EXAMPLE_IMAGE", "liberopro/example-zero:latest")
+#: The behaviour-cloning baseline's policy image (docker/build-images.sh bc; docs/baselines.md, "Image").
+BC_IMAGE = os.environ.get("LIBEROPRO_TEST_BC_IMAGE", "liberopro/example-bc:latest")
 WORKER_NAME = "lptest-worker@platform-tests"
 
 

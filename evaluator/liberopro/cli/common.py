@@ -85,3 +85,19 @@ def _config(**fields: object) -> EvalConfig:
         return EvalConfig(**fields)
     except ValidationError as exc:
         _fail(config_error(exc))
+
+
+def _init_state_list(text: str, option: str, proof_attempts: int = 1) -> list[int]:
+    """``"0-9"`` or ``"0,3,5"`` -> sorted init state indices; ends the command when unreadable
+    (or when ``proof_attempts``, checked here too, is below 1)."""
+    if proof_attempts < 1:
+        _fail(f"--proof-attempts must be at least 1 (got {proof_attempts})")
+    out: set[int] = set()
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            _fail(f"{option} takes init state indices and ranges separated by commas, e.g. 0-9 or 0,1,2 (got {text!r})")
+        out.update(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+    if not out:
+        _fail(f"{option} names no init state (got {text!r}); e.g. 0-9")
+    return sorted(out)

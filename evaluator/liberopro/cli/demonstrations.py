@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from liberopro.cli.common import _fail, _require_renderer, console
+from liberopro.cli.common import _fail, _init_state_list, _require_renderer, console
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -18,8 +18,13 @@ app = typer.Typer(
 @app.command("collect")
 def demos_collect(
     manifest: Path = typer.Option(..., help="A training manifest (`liberopro instances generate --split train`)."),
-    episodes: int = typer.Option(
-        ..., min=1, max=50, help="Episodes per instance: init states 0..N-1 (env seed: seed + e)."
+    episodes: int | None = typer.Option(
+        None, min=1, max=50, help="Episodes per instance: init states 0..N-1 (env seed: seed + e)."
+    ),
+    init_states: str | None = typer.Option(
+        None,
+        "--init-states",
+        help="Instead of --episodes: the init states to collect on, e.g. 10-49 (0-9 held out for evaluation).",
     ),
     out: Path = typer.Option(..., help="Dataset folder; rerunning with the same settings resumes (OUT/.progress/)."),
     fmt: str = typer.Option(
@@ -42,6 +47,10 @@ def demos_collect(
     from liberopro.runs.demonstrations import DemosError, collect
     from liberopro.schema.manifest import ManifestError
 
+    if (episodes is None) == (init_states is None):
+        _fail("give --episodes N (init states 0..N-1) or --init-states, e.g. --init-states 10-49")
+    states = _init_state_list(init_states, "--init-states") if init_states is not None else None
+
     def show(r: dict) -> None:
         verdict = "kept" if r["kept"] else "dropped"
         console.print(
@@ -51,7 +60,7 @@ def demos_collect(
 
     try:
         result = collect(
-            manifest, out, episodes, fmt=fmt, workers=workers, image_size=image_size, max_steps=max_steps,
+            manifest, out, episodes, init_states=states, fmt=fmt, workers=workers, image_size=image_size, max_steps=max_steps,
             seed=seed, keep_failures=keep_failures, on_record=show,
         )  # fmt: skip
     except (DemosError, ManifestError) as exc:

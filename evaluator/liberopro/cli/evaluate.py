@@ -47,7 +47,7 @@ def _late_fallbacks(instances: list, max_steps: int | None) -> list[str]:
 
 def _instances(a: EvalConfig) -> tuple[list[Instance], list[str], int]:
     """(instances, skipped reasons, episodes per instance) from a manifest or from tasks x cases."""
-    from liberopro.instances.build import make_instance, parse_cases
+    from liberopro.instances.build import N_INIT_STATES, make_instance, parse_cases
     from liberopro.instances.generation import check_manifest, first_valid_static
     from liberopro.schema.manifest import ManifestError
     from liberopro.sim.tasks import parse_task_list
@@ -71,15 +71,24 @@ def _instances(a: EvalConfig) -> tuple[list[Instance], list[str], int]:
     instances: list[Instance] = []
     skipped: list[str] = []
     cache: dict = {}
+    episodes = a.episodes or 1
+    states = sorted({e % N_INIT_STATES for e in range(episodes)})  # the run's episodes' init states
     try:
         for ref in refs:
             for case in cases:
                 if a.check_static and case:
-                    inst, attempt, why = first_valid_static(ref, case, a.seed, cache)
-                    if attempt:
+                    inst, attempt, why = first_valid_static(ref, case, a.seed, cache, init_states=states)
+                    if attempt or why:
                         console.print(
-                            f"[dim]{'+'.join(case)} on {ref}: draw {attempt + 1} is the first whose "
-                            f"post-conditions hold on init state 0 ({why[:200]})[/]"
+                            f"[dim]{'+'.join(case)} on {ref}: "
+                            + (
+                                f"draw {attempt + 1} is the first whose post-conditions hold at reset on init "
+                                f"states {_span(states)}"
+                                if attempt
+                                else f"no draw's post-conditions hold on every init state {_span(states)}: "
+                                "draw 1 is run, its invalid episodes recorded"
+                            )
+                            + f" ({why[:200]})[/]"
                         )
                 else:
                     inst = make_instance(ref, case, a.seed)
@@ -93,7 +102,14 @@ def _instances(a: EvalConfig) -> tuple[list[Instance], list[str], int]:
     finally:
         for scene in cache.values():
             scene.close()
-    return instances, skipped, a.episodes or 1
+    return instances, skipped, episodes
+
+
+def _span(states: list[int]) -> str:
+    """[0, 1, ..., 9] -> ``0-9``; other lists as written."""
+    if len(states) > 2 and states == list(range(states[0], states[-1] + 1)):
+        return f"{states[0]}-{states[-1]}"
+    return ",".join(map(str, states))
 
 
 def _oracle_policy():
@@ -108,14 +124,24 @@ def _diagnostics(a: EvalConfig):
     return [Diagnostic(o, r) for o in a.observation_modes for r in a.recovery_protocols]
 
 
-def _check_shard(a: EvalConfig, plans: list) -> None:
-    """End the command when ``--shard I/N`` asks for more shards than the plan has episodes."""
+def _shard_size(a: EvalConfig, plans: list) -> int:
+    """This run's episodes: all of ``plans``, or with ``--shard I/N`` its block of them; ends the
+    command when N is more than the plan has episodes."""
     from liberopro.runs.resume import shard_plans
 
     try:
-        shard_plans(plans, a.shard_pair)
+        return len(shard_plans(plans, a.shard_pair))
     except ValueError as exc:
         _fail(str(exc))
+
+
+def _plan_line(size: int, plan: int, shard: tuple[int, int] | None, what: tuple[int, int, int], out_dir: Path) -> str:
+    """The line that says what runs: ``size`` episodes, with ``shard = (I, N)`` the I-th block of the
+    ``plan``'s episodes; ``what``: (instances, episodes per instance, conditions); the run folder."""
+    how = f"{what[0]} instances x {what[1]} x {what[2]} condition(s)"
+    if shard is None:
+        return f"{size} episodes ({how}) -> {out_dir}"
+    return f"{size} episodes: shard {shard[0]}/{shard[1]} of {plan} episodes ({how}) -> {out_dir}"
 
 
 def _progress_bar() -> Progress:
@@ -150,6 +176,7 @@ def _run_settings(a: EvalConfig) -> RunSettings:
         episode_policy_budget_s=a.episode_budget,
         replan_steps=a.replan_steps,
         video=a.video,
+        video_size=a.video_size,
         record_actions=a.record_actions,
     )
 
@@ -191,18 +218,15 @@ def _evaluate(
     from liberopro.stack import StackError
 
     out_dir = a.out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    console.print(
-        f"{len(plans)} episodes ({len(instances)} instances x {episodes} x {len(diagnostics)} "
-        f"condition(s)) -> {out_dir}"
-    )
-    _check_shard(a, plans)
+    size = _shard_size(a, plans)  # this run's episodes
+    console.print(_plan_line(size, len(plans), a.shard_pair, (len(instances), episodes, len(diagnostics)), out_dir))
     if a.fresh and (out_dir / "episodes.jsonl").exists():
         console.print(f"replacing the earlier run in {out_dir} (its episodes, summary, videos and action logs)")
     if a.policy:
         console.print(f"waiting for the policy at {a.policy} (up to {a.startup_timeout:.0f} s, --startup-timeout)")
     progress = _progress_bar()
     with progress:
-        bar = progress.add_task("episodes", total=len(plans), ok=0)
+        bar = progress.add_task("episodes", total=size, ok=0)
         ok = 0
         work = {"renders": 0, "steps": 0}  # camera renders (on demand: only frames read), policy steps
 
@@ -285,14 +309,19 @@ _REPLAN_STEPS = typer.Option(
 )
 _CHECK_STATIC = typer.Option(
     True,
-    help="Without --manifest: realise each static case on init state 0 first "
-    "and take the first parameter draw whose post-conditions hold (as manifests do).",
+    help="Without --manifest: realise each static case at reset on every init state of the run's episodes first "
+    "and take the first parameter draw whose post-conditions hold on all of them (as manifests do).",
 )
 _VIDEO = typer.Option(
     "none",
     help="Episode videos, OUT/videos/*.mp4: none, failures (episodes that did not succeed) or all. Policy's "
-    "view beside the clean agentview, step number, runtime shift marked. Costs renders: the recorded "
-    "camera is rendered at every other step, which on-demand rendering otherwise skips.",
+    "view beside the clean agentview, 10 fps; step number and runtime shift in a strip above the images. Costs "
+    "renders: the recorded camera is rendered at every other step, which on-demand rendering otherwise skips.",
+)
+_VIDEO_SIZE = typer.Option(
+    None,
+    help="Size (px) of each video panel, a multiple of 16 from 64 to 1024 (default 256): the render resized, "
+    "no render more or larger (--render-size sets what is rendered).",
 )
 _RECORD_ACTIONS = typer.Option(
     False, help="Write each episode's executed and commanded actions, OUT/actions/*.npz (np.load)."
@@ -356,6 +385,7 @@ def evaluate(
     replan_steps: str | None = _REPLAN_STEPS,
     check_static: bool = _CHECK_STATIC,
     video: str = _VIDEO,
+    video_size: int | None = _VIDEO_SIZE,
     record_actions: bool = _RECORD_ACTIONS,
     workers: int | None = _WORKERS,
     fresh: bool = _FRESH,
@@ -393,6 +423,7 @@ def evaluate(
         replan_steps=sweep[0],
         check_static=check_static,
         video=video,
+        video_size=video_size,
         record_actions=record_actions,
         workers=workers,
         fresh=fresh,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from liberopro.cli.common import _fail, _require_renderer, console, out
+from liberopro.cli.common import _fail, _init_state_list, _require_renderer, console, out
 
 if TYPE_CHECKING:
     from liberopro.schema.manifest import ManifestHeader
@@ -67,7 +67,7 @@ def instances_generate(
         None, help="Cases, e.g. nominal,S01,D01,S01+D10 (default: nominal and every shift of the catalog)."
     ),
     episodes: int = typer.Option(10, help="Episodes per instance recorded in the header."),
-    attempts: int = typer.Option(5, help="Parameter draws per pair before it is dropped."),
+    attempts: int = typer.Option(10, help="Parameter draws per pair before it is dropped."),
     workers: int = typer.Option(1, help="Processes (one LIBERO scene each, 1.5-2.5 GB)."),
     validate: bool = typer.Option(True, help="Realise and check every instance in the simulator."),
     proof: bool | None = typer.Option(
@@ -81,6 +81,14 @@ def instances_generate(
         None,
         help="Init states of the proof, e.g. 0,1 (default: 0,1 for train/all; every episode's for eval).",
     ),
+    validity_init_states: str = typer.Option(
+        "0-9",
+        help="Init states every instance holding a static shift must be valid on at reset, e.g. 0-9 or 0,1,2 "
+        "(default 0-9: those of a 10-episode evaluation).",
+    ),
+    proof_attempts: int = typer.Option(
+        3, help="Validated draws proved before a pair is dropped at the proof (a draw the proof drops is redrawn)."
+    ),
     resume: bool = typer.Option(
         True,
         help="Keep each task's result in OUT.parts/ as it completes and reuse it "
@@ -92,10 +100,12 @@ def instances_generate(
         _fail(f"--split must be train, eval or all, not {split!r}")
     seed = _generation_seed(split, seed, seed_env)
     proof, states = _proof_settings(proof, validate, proof_init_states)
+    validity = _init_state_list(validity_init_states, "--validity-init-states", proof_attempts)
     _require_renderer()  # before the imports below load mujoco
     from liberopro.instances.build import parse_cases
-    from liberopro.instances.generation import default_cases, generate, report
+    from liberopro.instances.generation import default_cases, generate
     from liberopro.instances.generation import proof_init_states as proof_states_of
+    from liberopro.instances.generation import validity_init_states as validity_init_states_of
     from liberopro.schema.manifest import ManifestError, write_manifest
     from liberopro.sim.tasks import parse_task_list
     from liberopro.split import as_split, tasks_in_split
@@ -108,6 +118,7 @@ def instances_generate(
             tasks_in_split(as_split(split), refs)
         if proof and validate:
             proof_states_of(split, episodes, states)  # ValueError for an init state out of range
+        validity_init_states_of(validity)
     except (ValueError, KeyError) as exc:
         _fail(str(exc).strip("'\""))
 
@@ -130,6 +141,8 @@ def instances_generate(
             validate=validate,
             proof=proof,
             proof_states=states,
+            validity_states=validity,
+            proof_attempts=proof_attempts,
             progress=progress,
             parts_dir=parts_dir,
         )
@@ -140,18 +153,27 @@ def instances_generate(
         import shutil
 
         shutil.rmtree(parts_dir, ignore_errors=True)
-    pairs = len(instances) + len(dropped)
-    rep = report(header, dropped, pairs, instances)
+    subset = refs is not None or cases is not None
+    rep = _write_report(out_path, header, instances, dropped, subset, validate, proof, tasks, shifts, validity)
+    _print_generation(split, header, rep, rep["pairs"], len(dropped), cases or default_cases())
+    out.print(f"wrote {out_path} (content hash {header.content_hash[:16]}...) and {out_path.name}.report.json")
+
+
+def _write_report(out_path, header, instances, dropped, subset, validate, proof, tasks, shifts, validity) -> dict:
+    """Write ``OUT.report.json`` (:func:`liberopro.instances.generation.report` and the run's
+    settings) and return it; a subset of tasks or cases leaves the reference counts out."""
+    from liberopro.instances.generation import report
+
+    rep = report(header, dropped, len(instances) + len(dropped), instances)
     rep["validated"] = validate
     rep["proved"] = proof and validate
+    rep["validity_init_states"] = validity if validate else []
     rep["tasks"] = tasks or "all"
     rep["cases"] = shifts or "nominal and every single shift"
-    if refs is not None or cases is not None:  # a subset: the reference counts do not apply
+    if subset:  # a subset: the reference counts do not apply
         rep["reference_instances"] = rep["difference_vs_reference"] = None
-    report_path = out_path.with_name(out_path.name + ".report.json")
-    report_path.write_text(json.dumps(rep, indent=2) + "\n")
-    _print_generation(split, header, rep, pairs, len(dropped), cases or default_cases())
-    out.print(f"wrote {out_path} (content hash {header.content_hash[:16]}...) and {report_path}")
+    out_path.with_name(out_path.name + ".report.json").write_text(json.dumps(rep, indent=2) + "\n")
+    return rep
 
 
 def _print_generation(

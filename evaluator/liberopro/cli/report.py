@@ -6,8 +6,14 @@ import datetime as dt
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
-from liberopro.cli.common import _fail, out
+from liberopro.cli.common import _fail, console, out
+
+
+def _skipped(line: str) -> None:
+    """A run left out of the report, on stderr."""
+    console.print(f"[yellow]{escape(line)}[/]", soft_wrap=True, highlight=False)
 
 
 def report_cmd(
@@ -22,12 +28,13 @@ def report_cmd(
 ) -> None:
     """The study's tables from run directories: report.md and a self-contained report.html (inline
     SVG charts): landscape, per-shift rates with paired drops, paired comparisons between policies,
-    live vs frozen, replan-steps sweep, recovery gains, compositions."""
+    live vs frozen, replan-steps sweep, recovery gains, compositions. A run that cannot be read is
+    left out, named with its reason (stderr and the report); exit code 2 only when none can be."""
     from liberopro.report import ReportError, write_report
 
     target = out_dir or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     try:
-        paths = write_report(run_dirs, target, title, charts)
+        paths = write_report(run_dirs, target, title, charts, on_skip=_skipped)
     except ReportError as exc:
         _fail(str(exc))
     charts_at = f" (charts also in {paths['figures']})" if paths["figures"] else ""

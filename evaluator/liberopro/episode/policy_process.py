@@ -1,21 +1,28 @@
 """Start a policy server as a child process (``--policy-cmd``), wait for it, stop it on every path.
 
 The command runs through ``/bin/sh -c`` in its own session with ``PORT`` set to a free port;
-its output goes to a log file. :meth:`PolicyProcess.stop` sends SIGTERM to the whole process
+its output is appended to a log file: a start onto a log that holds an earlier start's output (a
+resumed run's ``policy.log``, a restart) first writes a :data:`SEPARATOR` line with the time, so
+every start's output is kept and told apart. :meth:`PolicyProcess.stop` sends SIGTERM to the whole process
 group, then SIGKILL after a grace period, and is registered with ``atexit`` so that an
-interrupted evaluation never leaves a server behind.
+interrupted evaluation never leaves a server behind. An evaluator killed outright (SIGKILL, which
+runs no code of its own) does not leave it either: a watcher process started beside each server
+(:mod:`liberopro.episode.policy_watch`) ends the server's process group within a second of the
+evaluator's death.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import datetime as dt
 import os
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from submission_spec.polling import poll_until
 from submission_spec.transports import make_client
@@ -30,11 +37,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: The line written into a log before a start's output when the log holds an earlier start's.
+SEPARATOR = "----- policy command started again at {time} (the output above is an earlier start's) -----"
+
+
 def _tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of the log at ``path`` written since the last start (after the
+    last :data:`SEPARATOR` line); "" when it cannot be read."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        text = path.read_text(errors="replace").splitlines()
     except OSError:
         return ""
+    marker = SEPARATOR.split("{", 1)[0]
+    starts = [n for n, line in enumerate(text) if line.startswith(marker)]
+    return "\n".join(text[starts[-1] + 1 if starts else 0 :][-lines:])
+
+
+def _open_log(path: Path) -> BinaryIO:
+    """``path`` opened to append (its folder made), after a :data:`SEPARATOR` line when it holds
+    output already."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log = path.open("ab")
+    if log.tell() > 0:
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        log.write(f"\n{SEPARATOR.format(time=now)}\n".encode())
+        log.flush()
+    return log
 
 
 class PolicyProcess:
@@ -70,6 +98,7 @@ class PolicyProcess:
         self.restarts = 0
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
+        self.watcher: subprocess.Popen | None = None  # liberopro.episode.policy_watch of self.proc
         self.pids: list[int] = []  # every process started, restarts included
         atexit.register(self.stop)
 
@@ -82,8 +111,7 @@ class PolicyProcess:
         # resolves even when the venv is not activated.
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         env = {**os.environ, "PORT": str(self.port), "HOST": "127.0.0.1", "PATH": path}
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
+        log = _open_log(self.log_path)
         self.proc = subprocess.Popen(
             ["/bin/sh", "-c", self.cmd],
             env=env,
@@ -92,6 +120,7 @@ class PolicyProcess:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+        self._watch(self.proc.pid, log)
         log.close()
         self.pids.append(self.proc.pid)
         proc = self.proc
@@ -115,6 +144,25 @@ class PolicyProcess:
             f"{self.startup_timeout:.0f} s on port {self.port}; last output:\n{_tail(self.log_path)}",
         )
 
+    def _watch(self, group: int, log: BinaryIO) -> None:
+        """Start :mod:`liberopro.episode.policy_watch` for the server's process group ``group``
+        (the shell's pid; its errors go to ``log``), in place of an earlier start's watcher."""
+        self._stop_watcher()
+        self.watcher = subprocess.Popen(
+            [sys.executable, "-m", "liberopro.episode.policy_watch", str(group), str(os.getpid())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
+
+    def _stop_watcher(self) -> None:
+        """End the watcher (it holds nothing: a SIGKILL is enough)."""
+        watcher, self.watcher = self.watcher, None
+        if watcher is not None and watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+
     def ensure_running(self) -> None:
         """Restart the server if it died (at most ``max_restarts`` times); never raises."""
         if self.proc is None or self.proc.poll() is None or self.restarts >= self.max_restarts:
@@ -124,18 +172,20 @@ class PolicyProcess:
             self.start()
 
     def stop(self, grace: float = 5.0) -> None:
-        """SIGTERM the process group, SIGKILL after ``grace`` seconds. Idempotent."""
+        """SIGTERM the process group, SIGKILL after ``grace`` seconds; then its watcher. Idempotent."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        finally:
+            self._stop_watcher()
 
     def __enter__(self) -> PolicyProcess:
         self.start()

@@ -59,7 +59,7 @@ from liberopro.episode.loop import (
 from liberopro.episode.phases import PhaseTracker
 from liberopro.instances.build import EpisodePlan
 from liberopro.runs.summary import EpisodeRecord, LatencyStats
-from liberopro.schema.reasons import TerminationReason
+from liberopro.schema.reasons import TerminationReason, unrealised
 from liberopro.semantics import semantics_of
 from liberopro.shifts import Shift, ShiftInvalid
 from liberopro.shifts.adapter import ShiftStack
@@ -94,6 +94,8 @@ class RunSettings:
         video: episode videos, ``none``, ``failures`` or ``all`` (:mod:`liberopro.episode.video`: written by
             the runner into ``output_dir/videos``; the scene gets the ``agentview`` camera if the
             policy does not ask for it, and renders it at every recorded step).
+        video_size: the video's panel size (px; None: 256), each panel the render resized to it:
+            no render more or larger (:func:`liberopro.episode.video.check_video_size`).
         record_actions: write each episode's executed and commanded actions
             (``output_dir/actions/<episode>.npz``, :func:`liberopro.episode.video.load_actions`).
         output_dir: the run directory videos and actions are written under (required by either;
@@ -109,6 +111,7 @@ class RunSettings:
     stop_when_shifts_done: bool = False
     on_demand_render: bool = True
     video: str = "none"
+    video_size: int | None = None
     record_actions: bool = False
     output_dir: str | None = None
 
@@ -410,8 +413,8 @@ class EpisodeRunner:
             stack.end()
         except PolicyError as exc:
             out.reason, out.detail = exc.reason, exc.detail
-        except ShiftInvalid as exc:
-            out.reason, out.detail, out.success = TerminationReason.shift_invalid, str(exc), False
+        except ShiftInvalid as exc:  # the policy's failure once it acted (shift_blocked), else invalid
+            out.reason, out.detail, out.success = unrealised(out.acted), str(exc), False
         except Exception as exc:  # an evaluator or simulator fault: record it, keep going
             fault = Fault.of(exc, out.at, out.acted)
             out.reason, out.success = TerminationReason.evaluator_error, False  # until charged
@@ -495,6 +498,7 @@ class EpisodeRunner:
             s.video,
             s.record_actions,
             recording.policy_camera(self.meta),
+            s.video_size,
         )
 
     def _policy_loop(
@@ -606,6 +610,7 @@ def episode_record(
         renders=out.renders,
         video=out.video,
         actions=out.actions,
+        proof=plan.instance.oracle.kind if plan.instance.oracle is not None else None,
     )
 
 
