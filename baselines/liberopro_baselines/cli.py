@@ -21,7 +21,9 @@ app = typer.Typer(
 
 @app.command()
 def train(
-    dataset: Path = typer.Option(..., "--dataset", help="A LeRobot v3.0 dataset of `liberopro demos collect`."),
+    dataset: list[Path] = typer.Option(
+        ..., "--dataset", help="A LeRobot v3.0 dataset of `liberopro demos collect`; repeat to train on several."
+    ),
     out: Path = typer.Option(..., "--out", help="Checkpoint folder to write (weights.npz, config.json, loss.png)."),
     steps: int = typer.Option(2000, "--steps", min=1, help="Optimiser steps."),
     seed: int = typer.Option(0, "--seed", help="Seeds the initialisation, the batches and the augmentation."),
@@ -31,7 +33,7 @@ def train(
     chunk_length: int = typer.Option(8, "--chunk-length", min=1, max=64, help="K, actions per chunk."),
     shift: int = typer.Option(4, "--shift", min=0, help="Random-shift augmentation (px; 0: none)."),
 ) -> None:
-    """Train on DATASET for STEPS steps and write the checkpoint to OUT."""
+    """Train on the DATASETs' frames (together) for STEPS steps and write the checkpoint to OUT."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from liberopro_baselines import data
@@ -41,9 +43,10 @@ def train(
     settings = TrainSettings(steps=steps, seed=seed, batch_size=batch_size, lr=lr, shift=shift)
     t0 = time.perf_counter()
     try:
-        arrays = data.load(dataset, image_size=image_size, chunk_length=chunk_length)
+        parts = [data.load(d, image_size=image_size, chunk_length=chunk_length) for d in dataset]
     except data.DatasetError as exc:
         raise typer.BadParameter(str(exc), param_hint="--dataset") from exc
+    arrays = parts[0] if len(parts) == 1 else data.concatenate(parts)
     load_s = time.perf_counter() - t0
     typer.echo(f"{len(arrays)} frames, {len(set(arrays.episode.tolist()))} episodes, {len(arrays.instructions)} instructions; read in {load_s:.1f} s")  # fmt: skip
     config = BCConfig(image_size=image_size, chunk_length=chunk_length, **standardisation(arrays))
@@ -60,7 +63,7 @@ def train(
 
         params, losses, wall = fit(arrays, config, settings, on_step)
     training = {
-        "dataset": str(dataset),
+        "dataset": str(dataset[0]) if len(dataset) == 1 else [str(d) for d in dataset],
         "frames": len(arrays),
         "episodes": len(set(arrays.episode.tolist())),
         "instructions": arrays.instructions,

@@ -59,6 +59,34 @@ class Arrays:
         return len(self.state)
 
 
+def concatenate(parts: list[Arrays]) -> Arrays:
+    """The samples of several datasets as one :class:`Arrays`, in the order given: each part's
+    episode indices are offset past the previous parts' (so an episode stays one episode and no
+    two datasets share an index); instructions are the union, first seen first. The parts must
+    share the image size and K (as :func:`load` with one ``image_size`` and ``chunk_length`` gives
+    them). ``ValueError`` on no part or parts of different shapes."""
+    if not parts:
+        raise ValueError("no dataset to concatenate")
+    shapes = {(p.agentview.shape[1:], p.actions.shape[1:], p.tokens.shape[1:]) for p in parts}
+    if len(shapes) > 1:
+        raise ValueError(f"datasets of different image sizes, chunk lengths or token lengths: {sorted(shapes)}")
+    offsets, total = [], 0
+    for p in parts:
+        offsets.append(total)
+        total += int(p.episode.max()) + 1 if len(p) else 0
+    instructions = list(dict.fromkeys(i for p in parts for i in p.instructions))
+    return Arrays(
+        agentview=np.concatenate([p.agentview for p in parts]),
+        wrist=np.concatenate([p.wrist for p in parts]),
+        state=np.concatenate([p.state for p in parts]),
+        tokens=np.concatenate([p.tokens for p in parts]),
+        actions=np.concatenate([p.actions for p in parts]),
+        mask=np.concatenate([p.mask for p in parts]),
+        episode=np.concatenate([p.episode + o for p, o in zip(parts, offsets, strict=True)]),
+        instructions=instructions,
+    )
+
+
 def chunk_targets(actions: np.ndarray, episode: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """((N, K, 7) float32, (N, K) float32): each frame's next ``k`` actions within its episode,
     padded with the episode's last action, and the mask of real ones. ``actions`` (N, 7) and

@@ -173,3 +173,25 @@ def test_a_folder_that_is_not_a_v30_dataset_is_refused_with_what_to_do(dataset, 
     (tmp_path / "meta" / "info.json").write_text(json.dumps({**info, "codebase_version": "v2.1"}))
     with pytest.raises(data.DatasetError, match="without --format"):
         data.load(tmp_path)
+
+
+def test_several_datasets_train_as_one(dataset, arrays, tmp_path):
+    """`--dataset A --dataset B` trains on both: episodes stay apart (B's indices offset past
+    A's), instructions are the union; parts of different shapes are refused."""
+    both = data.concatenate([arrays, arrays])
+    assert len(both) == 2 * len(arrays)
+    assert len(set(both.episode.tolist())) == 2 * len(LENGTHS)
+    assert both.episode[len(arrays)] == len(LENGTHS)
+    assert sorted(both.instructions) == sorted(INSTRUCTIONS)
+    assert np.array_equal(both.actions[len(arrays) :], arrays.actions)
+    small = data.load(dataset, image_size=SIZE // 2, chunk_length=K)
+    with pytest.raises(ValueError, match="different image sizes"):
+        data.concatenate([arrays, small])
+    folder = tmp_path / "bc2"
+    args = ["train", "--dataset", str(dataset), "--dataset", str(dataset), "--out", str(folder), "--steps", "3"]
+    args += ["--batch-size", "16", "--image-size", str(SIZE), "--chunk-length", str(K)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    record = json.loads((folder / "config.json").read_text())["training"]
+    assert record["frames"] == 2 * sum(LENGTHS) and record["episodes"] == 2 * len(LENGTHS)
+    assert record["dataset"] == [str(dataset), str(dataset)]
