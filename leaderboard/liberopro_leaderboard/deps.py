@@ -10,13 +10,14 @@ from typing import Annotated, Any
 from fastapi import HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from liberopro.report.charts import Chart, ChartCache, etag, heatmap_chart, static_runtime_chart
-from liberopro.schema.public import PublicResult, shift_sort_key
+from liberopro.schema.public import shift_sort_key
 from sqlalchemy.orm import Session
 
 from liberopro_leaderboard.ranking import LeaderboardResponse, rank_table, sort_keys
 from liberopro_leaderboard.settings import LeaderboardSettings
 from liberopro_leaderboard.store import ResultStore
 from liberopro_leaderboard.templating import make_templates
+from liberopro_leaderboard.trial import ListedResult
 
 CHART_CACHE_CONTROL = "public, max-age=300"
 
@@ -58,7 +59,7 @@ class Site:
             request, "error.html", {"title": title, "message": message, "status": status}, status_code=status
         )
 
-    def pair(self, session: Session, a: str, b: str) -> tuple[PublicResult, PublicResult]:
+    def pair(self, session: Session, a: str, b: str) -> tuple[ListedResult, ListedResult]:
         """The visible results ``a`` and ``b``; the API's 404 naming the first one missing."""
         ra, rb = self.store.get(session, a), self.store.get(session, b)
         if ra is None:
@@ -68,7 +69,7 @@ class Site:
         return ra, rb
 
     # charts: the page and the SVG route build the same Chart, so the alt text matches the drawing
-    def heatmap(self, table: LeaderboardResponse, by_id: dict[str, PublicResult]) -> tuple[Chart, list, tuple]:
+    def heatmap(self, table: LeaderboardResponse, by_id: dict[str, ListedResult]) -> tuple[Chart, list, tuple]:
         """The heatmap of the first ``settings.heatmap_rows`` rows of ``table``: the chart, the
         data the page's table shows ``[static_ids, runtime_ids, names, rows]`` and the cache key."""
         shown = table.rows[: self.settings.heatmap_rows]
@@ -84,21 +85,24 @@ class Site:
                 names[sid] = c.shift_names[0]
                 if c.kind in ids:
                     ids[c.kind].add(sid)
-            rows.append((f"#{row.rank}{'=' if row.tied else ''} {row.policy_name} ({row.team})", rates))
+            place = "trial" if row.rank is None else f"#{row.rank}{'=' if row.tied else ''}"
+            rows.append((f"{place} {row.policy_name} ({row.team})", rates))
         static_ids = sorted(ids["static"], key=shift_sort_key)
         runtime_ids = sorted(ids["runtime"], key=shift_sort_key)
         key = ("heatmap", tuple((r.submission_id, r.published_at, r.rank, r.tied) for r in shown))
         return heatmap_chart(rows, static_ids, runtime_ids, names), [static_ids, runtime_ids, names, rows], key
 
     def scatter(self, table: LeaderboardResponse) -> tuple[Chart, tuple]:
-        """Static against runtime mean of every row of ``table``: the chart and its cache key."""
-        points = [(row.policy_name, row.metrics["static_mean"], row.metrics["runtime_mean"]) for row in table.rows]
-        key = ("static-vs-runtime", tuple((r.submission_id, r.published_at) for r in table.rows))
+        """Static against runtime mean of every full result of ``table`` (trial runs are not
+        drawn: a point carries no badge): the chart and its cache key."""
+        full = [row for row in table.rows if not row.trial]
+        points = [(row.policy_name, row.metrics["static_mean"], row.metrics["runtime_mean"]) for row in full]
+        key = ("static-vs-runtime", tuple((r.submission_id, r.published_at) for r in full))
         return static_runtime_chart(points), key
 
     def table(
         self, session: Session, sort: str, order: str | None
-    ) -> tuple[LeaderboardResponse, dict[str, PublicResult]]:
+    ) -> tuple[LeaderboardResponse, dict[str, ListedResult]]:
         """The ranking of the visible results and those results by submission id.
 
         Raises :class:`~liberopro_leaderboard.ranking.SortError` for an unknown sort or order."""

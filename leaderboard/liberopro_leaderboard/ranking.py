@@ -7,6 +7,10 @@ because of each other, so a rank difference is always backed by separated interv
 the one Chatbot Arena uses; it is conservative (overlapping 95% intervals do not prove equality)
 and it is not transitive in general: A may share rank with B, and B with C, while A ranks above C.
 Submissions without a value for the metric come last and share the last rank.
+
+Trial runs (:mod:`liberopro_leaderboard.trial`) are ranked apart: the ranks are computed over the
+full results only, and every trial row comes after every full row, in the same order among
+themselves, with no rank (``rank`` null).
 """
 
 from __future__ import annotations
@@ -15,14 +19,17 @@ import datetime as dt
 from collections import Counter
 from typing import Literal
 
-from liberopro.schema.public import COLUMN_BY_KEY, COLUMNS, Column, PublicResult, Rate
+from liberopro.schema.public import COLUMN_BY_KEY, COLUMNS, Column, Rate
 from pydantic import BaseModel, Field
+
+from liberopro_leaderboard.trial import ListedResult
 
 TIE_RULE = (
     "Rank = 1 + the number of submissions whose entire 95% interval lies above this one's (their lower "
     "bound is higher than this one's upper bound). Submissions whose intervals overlap therefore share a "
     "rank, marked '='. Overlap does not prove equality; it means this benchmark's episodes cannot tell "
-    "them apart. Submissions without a value for the metric come last."
+    "them apart. Submissions without a value for the metric come last. Trial runs are not ranked: they are "
+    "listed after every full result."
 )
 
 #: Columns besides the metrics that the table can be sorted by (key -> label).
@@ -69,8 +76,10 @@ def interval_ranks(rates: list[Rate]) -> list[int]:
 class RankedRow(BaseModel):
     """One row of the ranking."""
 
-    rank: int = Field(..., description="Rank under the tie rule, by ``rank_by``.")
-    tied: bool = Field(..., description="Another row shares this rank.")
+    rank: int | None = Field(
+        ..., description="Rank under the tie rule, by ``rank_by``, among the full results; null for a trial run."
+    )
+    tied: bool = Field(..., description="Another row shares this rank (never a trial run).")
     submission_id: str
     team: str
     policy_name: str
@@ -84,6 +93,10 @@ class RankedRow(BaseModel):
         0,
         description="Instances the solvability proof left unproved: in no rate and no rank, shown apart on "
         "the submission page.",
+    )
+    trial: bool = Field(False, description="A trial run: listed after every full result, with no rank.")
+    trial_reasons: list[str] = Field(
+        [], description="Why it is a trial run (e.g. 'horizon capped at 10 steps'); empty for a full result."
     )
 
 
@@ -109,22 +122,17 @@ class SortError(ValueError):
     """An unknown sort column or order."""
 
 
-def rank_table(results: list[PublicResult], sort: str = DEFAULT_SORT, order: str | None = None) -> LeaderboardResponse:
-    """Rank and order ``results`` by ``sort`` (a column key or team/policy/published).
-
-    Raises :class:`SortError` naming the valid values."""
-    if sort not in sort_keys():
-        raise SortError(f"unknown sort column {sort!r}; use one of: {', '.join(sort_keys())}")
-    order = order or default_order(sort)
-    if order not in ("asc", "desc"):
-        raise SortError(f"unknown order {order!r}; use asc or desc")
-    rank_by = sort if sort in COLUMN_BY_KEY else DEFAULT_SORT
-    ranks = interval_ranks([r.metrics[rank_by] for r in results])
-    counts = Counter(ranks)
-    rows = [
+def _rows(results: list[ListedResult], rank_by: str) -> list[RankedRow]:
+    """One row per result, in ``results``' order: the full results ranked among themselves under
+    the tie rule by ``rank_by``, the trial runs without a rank."""
+    full_ranks = interval_ranks([r.metrics[rank_by] for r in results if not r.trial])
+    counts = Counter(full_ranks)
+    ranks = iter(full_ranks)
+    rank_of = [None if r.trial else next(ranks) for r in results]
+    return [
         RankedRow(
             rank=rank,
-            tied=counts[rank] > 1,
+            tied=rank is not None and counts[rank] > 1,
             submission_id=r.meta.submission_id,
             team=r.meta.team,
             policy_name=r.meta.policy_name,
@@ -135,35 +143,73 @@ def rank_table(results: list[PublicResult], sort: str = DEFAULT_SORT, order: str
             api_url=r.meta.api_url,
             metrics=r.metrics,
             unproved_instances=r.unproved.instances,
+            trial=r.trial,
+            trial_reasons=r.trial_reasons,
         )
-        for r, rank in zip(results, ranks, strict=True)
+        for r, rank in zip(results, rank_of, strict=True)
     ]
-    # Stable sorts, innermost key first: submission id, then the earlier submission, then the column.
-    rows.sort(key=lambda row: row.submission_id)
-    rows.sort(key=lambda row: row.published_at)
+
+
+def _ordered(rows: list[RankedRow], sort: str, order: str) -> list[RankedRow]:
+    """``rows`` ordered by ``sort`` in ``order``; rows without a value for a metric last in either
+    order; ties by the earlier publication, then by submission id."""
+    rows = sorted(rows, key=lambda row: (row.published_at, row.submission_id))
     if sort in COLUMN_BY_KEY:
         present = [(value, row) for row in rows if (value := row.metrics[sort].value) is not None]
         absent = [row for row in rows if row.metrics[sort].value is None]
         present.sort(key=lambda pair: pair[0], reverse=order == "desc")
-        rows = [row for _, row in present] + absent  # no value: last in either order
-    else:
-        text = {
-            "team": lambda row: row.team.casefold(),
-            "policy": lambda row: row.policy_name.casefold(),
-            "published": lambda row: row.published_at,
-        }[sort]
-        rows.sort(key=text, reverse=order == "desc")
+        return [row for _, row in present] + absent  # no value: last in either order
+    text = {
+        "team": lambda row: row.team.casefold(),
+        "policy": lambda row: row.policy_name.casefold(),
+        "published": lambda row: row.published_at,
+    }[sort]
+    return sorted(rows, key=text, reverse=order == "desc")
+
+
+def _notes(full: list[ListedResult], trials: int) -> list[str]:
+    """The caveats about comparing the full results, and where the trial runs are."""
     notes = []
-    versions = sorted({r.meta.evaluator_version for r in results})
+    versions = sorted({r.meta.evaluator_version for r in full})
     if len(versions) > 1:
         notes.append(
             f"These rows were produced by {len(versions)} evaluator versions ({', '.join(versions)}); "
             "compare rows of different versions with care."
         )
-    manifests = {r.meta.manifest_sha256 for r in results}
+    manifests = {r.meta.manifest_sha256 for r in full}
     if len(manifests) > 1:
         notes.append(
             f"These rows were evaluated on {len(manifests)} different evaluation manifests; rows on "
             "different manifests ran different instances."
         )
-    return LeaderboardResponse(sort=sort, order=order, rank_by=rank_by, columns=COLUMNS, rows=rows, notes=notes)
+    if trials:
+        notes.append(
+            f"{trials} trial run{' is' if trials == 1 else 's are'} listed after the full results, without a rank: "
+            "a trial ran with a capped horizon, fewer episodes per instance or fewer tasks than the protocol, "
+            "so its numbers are not comparable with a full result's."
+        )
+    return notes
+
+
+def rank_table(results: list[ListedResult], sort: str = DEFAULT_SORT, order: str | None = None) -> LeaderboardResponse:
+    """Rank and order ``results`` by ``sort`` (a column key or team/policy/published): the full
+    results first, ranked under the tie rule, then the trial runs, unranked, in the same order.
+
+    Raises :class:`SortError` naming the valid values."""
+    if sort not in sort_keys():
+        raise SortError(f"unknown sort column {sort!r}; use one of: {', '.join(sort_keys())}")
+    order = order or default_order(sort)
+    if order not in ("asc", "desc"):
+        raise SortError(f"unknown order {order!r}; use asc or desc")
+    rank_by = sort if sort in COLUMN_BY_KEY else DEFAULT_SORT
+    rows = _rows(results, rank_by)
+    full = _ordered([row for row in rows if not row.trial], sort, order)
+    trials = _ordered([row for row in rows if row.trial], sort, order)
+    return LeaderboardResponse(
+        sort=sort,
+        order=order,
+        rank_by=rank_by,
+        columns=COLUMNS,
+        rows=full + trials,
+        notes=_notes([r for r in results if not r.trial], len(trials)),
+    )

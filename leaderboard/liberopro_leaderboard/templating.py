@@ -15,6 +15,7 @@ from liberopro.report.palette import css_variables
 from liberopro.schema.public import CATEGORIES, COLUMNS, KINDS, Column, Rate
 
 from liberopro_leaderboard.ranking import TIE_RULE
+from liberopro_leaderboard.trial import TRIAL_RULE
 
 PACKAGE = Path(__file__).resolve().parent
 STATIC_CACHE_CONTROL = "public, max-age=3600"
@@ -78,12 +79,17 @@ def column_title(c: Column) -> str:
 def make_templates() -> Jinja2Templates:
     """The package's templates with the filters above (``pct``, ``ci``, ``diff``, ``diff_ci``,
     ``date``, ``param``, ``column_title``) and the globals every page reads (the palette's CSS
-    variables, the categories, kinds and columns, the tie rule)."""
+    variables, the categories, kinds and columns, the tie rule, the trial rule)."""
     templates = Jinja2Templates(directory=str(PACKAGE / "templates"))
     env = templates.env
     env.filters.update(pct=fmt_pct, ci=fmt_ci, diff=fmt_diff, diff_ci=fmt_diff_ci, date=fmt_date, param=fmt_param)
     env.filters.update(column_title=column_title)
     env.globals.update(
-        css_variables=css_variables(), CATEGORIES=CATEGORIES, KINDS=KINDS, COLUMNS=COLUMNS, TIE_RULE=TIE_RULE
+        css_variables=css_variables(),
+        CATEGORIES=CATEGORIES,
+        KINDS=KINDS,
+        COLUMNS=COLUMNS,
+        TIE_RULE=TIE_RULE,
+        TRIAL_RULE=TRIAL_RULE,
     )
     return templates

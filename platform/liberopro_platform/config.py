@@ -10,6 +10,7 @@ import functools
 from pathlib import Path
 from typing import Annotated, Literal
 
+from liberopro.schema.manifest import EPISODES_PER_INSTANCE
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -56,7 +57,9 @@ class Settings(BaseSettings):
     manifest_path: Path | None = Field(
         None, description="The evaluation manifest (`liberopro instances generate --split eval`)."
     )
-    episodes_per_instance: int = Field(10, ge=1)
+    episodes_per_instance: int = Field(
+        EPISODES_PER_INSTANCE, ge=1, description="Episodes per instance; fewer than the protocol's makes a trial run."
+    )
     episode_seed: int = Field(0, description="Episode e of an instance uses init state e mod 50, seed + e.")
     max_steps: int | None = Field(None, description="Cap on the suite horizon (tests only).")
     episodes_per_shard: int = Field(20, ge=1)

@@ -5,6 +5,11 @@ and stored in the platform's tables as the pipeline stores them.
 Canaries stand for what must never reach a public page: a string inside every shift's
 parameters and applied values, in every episode's instruction and invalid-episode detail, in
 the submitted image reference and the episode seed; and one hidden result.
+
+Every result but one runs the protocol's episodes per instance on every held-out task (a full
+result); :data:`TRIAL_POLICY` is a trial run as ``docs/platform.md``'s "quick trial" makes it (one
+task, nominal and S12, one episode of at most 10 steps), every episode a success so that its rates
+top every full result's.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 
 from liberopro.runs.summary import EpisodeRecord, summarize
+from liberopro.schema.manifest import EPISODES_PER_INSTANCE
 from liberopro.schema.results import run_header
 
 #: Strings that would only appear on a page if instance data leaked.
@@ -26,6 +32,10 @@ CANARIES = (PARAM_CANARY, DETAIL_CANARY, INSTRUCTION_CANARY, IMAGE_REF_CANARY, s
 
 HIDDEN_TEAM = "Hidden Team Canary"
 HIDDEN_POLICY = "HiddenPolicyCanary"
+TRIAL_TEAM = "Trial Lab"
+TRIAL_POLICY = "QuickTrial"
+#: The trial run's reasons, in the order :func:`liberopro_leaderboard.trial.trial_reasons` gives them.
+TRIAL_REASONS = ["horizon capped at 10 steps", "1 episode per instance (protocol: 10)", "1 of 8 held-out tasks"]
 
 STACK = {
     "mujoco": "2.3.7",
@@ -49,10 +59,13 @@ class PolicySpec:
     seed: int
     hidden: bool = False
     days_ago: int = 10
-    episodes: int = 5
+    episodes: int = EPISODES_PER_INSTANCE
     skip: set[str] = field(default_factory=set)  # shift ids not run
     only: set[str] | None = None  # run only these shift ids
     extras: bool = False  # a composition, a frozen row and an invalid episode
+    tasks: set[str] | None = None  # run only these held-out tasks ("suite:index")
+    max_steps: int | None = None  # the platform's horizon cap
+    manifest_sha256: str = "ab" * 32
 
 
 def factor(spec: PolicySpec, kind: str, category: str) -> float:
@@ -104,6 +117,19 @@ SPECS = [
         days_ago=1,
         only={"S01", "S12", "D01", "D10"},
     ),
+    PolicySpec(
+        TRIAL_TEAM,
+        TRIAL_POLICY,
+        1.0,
+        {("static", "*"): 1.0, ("runtime", "*"): 1.0},
+        seed=6,
+        days_ago=3,
+        episodes=1,
+        only={"S12"},
+        tasks={"libero_spatial:2"},
+        max_steps=10,
+        manifest_sha256="cd" * 32,
+    ),
 ]
 
 
@@ -134,12 +160,14 @@ def _proof(spec: PolicySpec, case: str, classes: list, first_task: bool) -> str:
 
 
 def records_for(spec: PolicySpec) -> list[EpisodeRecord]:
-    """Episode records of one synthetic run: nominal and every catalog shift on the 8 evaluation tasks."""
+    """Episode records of one synthetic run: nominal and every catalog shift (or ``spec.only`` less
+    ``spec.skip``) on the 8 evaluation tasks (or ``spec.tasks``), ``spec.episodes`` per instance."""
     from liberopro.catalog import SPECS as SHIFTS
     from liberopro.split import split_tasks
 
     rng = random.Random(spec.seed)
-    tasks = split_tasks("eval")
+    tasks = [t for t in split_tasks("eval") if spec.tasks is None or str(t) in spec.tasks]
+    horizon = spec.max_steps or 300
     cases: list[tuple[str, list, float, str, str]] = [("nominal", [], spec.nominal, "live", "none")]
     for sid, cls in SHIFTS.items():
         if sid not in spec.skip and (spec.only is None or sid in spec.only):
@@ -165,8 +193,8 @@ def records_for(spec: PolicySpec) -> list[EpisodeRecord]:
                         seed=EPISODE_SEED_CANARY + e,
                         shifts=[_shift_record(c) for c in classes],
                         success=ok,
-                        steps=100,
-                        horizon=300,
+                        steps=min(100, horizon),
+                        horizon=horizon,
                         termination_reason="success" if ok else "horizon",
                         instruction=f"do it {INSTRUCTION_CANARY}",
                         observations=observations,
@@ -229,10 +257,11 @@ def seed_database(url: str) -> dict[str, str]:
                 policy_name=spec.policy,
                 spec_version="1.0",
                 state="published",
-                manifest_sha256="ab" * 32,
+                manifest_sha256=spec.manifest_sha256,
             )
             s.add_all([team, user, sub])
             s.flush()
+            records = records_for(spec)
             header = run_header(  # as the platform's aggregation builds it
                 evaluator_version="0.1.0",
                 stack=STACK,
@@ -250,15 +279,14 @@ def seed_database(url: str) -> dict[str, str]:
                 settings={
                     "episodes_per_instance": spec.episodes,
                     "seed": EPISODE_SEED_CANARY,
-                    "max_steps": None,
+                    "max_steps": spec.max_steps,
                     "request_timeout_s": 30,
                     "episode_budget_s": 600,
                     "backend": "docker",
                 },
-                manifest_sha256="ab" * 32,
-                instances=8 * 40,
+                manifest_sha256=spec.manifest_sha256,
+                instances=len({r.instance_id for r in records}),
             )
-            records = records_for(spec)
             summary = summarize(records, header)
             # the episodes, as the platform stores them (the leaderboard never reads them: test_compare_reads_no_episode);
             # once per (instance, episode index): the synthetic frozen-diagnostic row reuses D10's instances
@@ -288,7 +316,7 @@ def seed_database(url: str) -> dict[str, str]:
                     spec_version="1.0",
                     evaluator_version="0.1.0",
                     stack=STACK,
-                    manifest_sha256="ab" * 32,
+                    manifest_sha256=spec.manifest_sha256,
                     summary=summary.to_json(),
                     hidden=spec.hidden,
                     published_at=now - dt.timedelta(days=spec.days_ago),

@@ -1,7 +1,7 @@
 """The leaderboard's JSON and CSV API on the platform app, over the seeded PostgreSQL database:
-the numbers are the stored summaries' numbers, every column sorts, hidden and unpublished
-submissions never appear, nothing from an evaluation instance is published, and a page costs a
-fixed number of queries."""
+the numbers are the stored summaries' numbers, every column sorts, a trial run is marked and never
+ranked among the full results, hidden and unpublished submissions never appear, nothing from an
+evaluation instance is published, and a page costs a fixed number of queries."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, event, select, update
 
-from tests.leaderboard.seed import CANARIES, HIDDEN_POLICY, HIDDEN_TEAM
+from tests.leaderboard.seed import CANARIES, HIDDEN_POLICY, HIDDEN_TEAM, TRIAL_POLICY, TRIAL_REASONS
 
-VISIBLE = ["OpenVLA-OFT", "pi0-FAST", "Diffusion Policy", "BC-RNN baseline"]
+FULL = ["OpenVLA-OFT", "pi0-FAST", "Diffusion Policy", "BC-RNN baseline"]
+VISIBLE = [*FULL, TRIAL_POLICY]
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,30 @@ def test_ranking_lists_exactly_the_visible_published_results(client, ids):
     for row in data["rows"]:
         assert set(row["metrics"]) == {c["key"] for c in data["columns"]}
         assert row["page_url"] == f"/leaderboard/submissions/{row['submission_id']}"
+        assert row["trial"] == (row["policy_name"] == TRIAL_POLICY)
+        assert row["trial_reasons"] == (TRIAL_REASONS if row["trial"] else [])
+
+
+def test_a_trial_run_is_marked_and_never_ranked_among_full_results(client, ids):
+    """The seeded quick trial (every episode a success) has a higher overall and nominal rate than
+    any full result, yet it comes after all of them under every sort, with no rank; the row and
+    the submission endpoint say why it is a trial."""
+    rows = board(client)["rows"]
+    trial = next(r for r in rows if r["policy_name"] == TRIAL_POLICY)
+    full = [r for r in rows if not r["trial"]]
+    for key in ("overall", "nominal"):
+        assert all(trial["metrics"][key]["value"] > r["metrics"][key]["value"] for r in full), key
+    assert rows[-1] is trial and trial["rank"] is None and trial["tied"] is False
+    assert rows[0]["policy_name"] != TRIAL_POLICY and rows[0]["rank"] == 1
+    assert [r["policy_name"] for r in full] == [r["policy_name"] for r in rows[:-1]]
+    for sort, order in (("overall", "asc"), ("nominal", "desc"), ("team", "desc"), ("published", "asc")):
+        assert board(client, sort=sort, order=order)["rows"][-1]["policy_name"] == TRIAL_POLICY, (sort, order)
+    data = _published(client, ids[TRIAL_POLICY])
+    assert data["trial"] is True and data["trial_reasons"] == TRIAL_REASONS
+    assert data["meta"]["max_steps"] == 10 and data["meta"]["episodes_per_instance"] == 1
+    full_view = _published(client, ids["pi0-FAST"])
+    assert full_view["trial"] is False and full_view["trial_reasons"] == []
+    assert any("trial run is listed after the full results" in n for n in board(client)["notes"])
 
 
 def _published(client, sid: str) -> dict:
@@ -92,7 +117,7 @@ def test_numbers_are_the_stored_summaries(client, summaries):
             for cat in ("Condition", "Environment", "Observation", "Execution", "Robot", "Language"):
                 means[f"{kind}.{cat}"] = head["categories"][kind].get(cat)
         for key, raw in means.items():
-            if raw is None:
+            if raw is None or raw["mean"] is None:  # not run (the trial run has no runtime shift)
                 assert m[key]["value"] is None and m[key]["ci95"] is None, key
                 continue
             expected = mean_of_rates_ci(_column_cases(cases, key))
@@ -112,7 +137,7 @@ def test_numbers_are_the_stored_summaries(client, summaries):
 def test_ranks_follow_the_tie_rule(client):
     """Rank = 1 + the number of rows whose interval lies entirely above; the seed has a tie at the top."""
     for sort in ("overall", "nominal", "runtime.Robot", "static.Observation"):
-        rows = board(client, sort=sort)["rows"]
+        rows = [r for r in board(client, sort=sort)["rows"] if not r["trial"]]  # trial runs: no rank
         for row in rows:
             r = row["metrics"][sort]
             if r["value"] is None:
@@ -136,22 +161,29 @@ def test_every_column_sorts_both_ways(client):
         for order in ("desc", "asc"):
             data = board(client, sort=key, order=order)
             assert (data["sort"], data["order"]) == (key, order)
-            rows = data["rows"]
-            if key == "team":
-                values = [r["team"].casefold() for r in rows]
-            elif key == "policy":
-                values = [r["policy_name"].casefold() for r in rows]
-            elif key == "published":
-                values = [r["published_at"] for r in rows]
-            else:
-                present = [r["metrics"][key]["value"] for r in rows if r["metrics"][key]["value"] is not None]
-                missing = [r for r in rows if r["metrics"][key]["value"] is None]
-                assert rows[len(present) :] == missing, "rows without a value come last"
-                values = present
-            assert values == sorted(values, reverse=order == "desc"), (key, order, values)
-    # BC-RNN baseline ran no Language shift: last under both orders
+            assert [r["trial"] for r in data["rows"]] == sorted(r["trial"] for r in data["rows"])  # trials last
+            for trial in (False, True):  # each group sorted in itself
+                _assert_sorted([r for r in data["rows"] if r["trial"] == trial], key, order)
+    # BC-RNN baseline ran no Language shift: last of the full results under both orders
     for order in ("desc", "asc"):
-        assert board(client, sort="static.Language", order=order)["rows"][-1]["policy_name"] == "BC-RNN baseline"
+        rows = board(client, sort="static.Language", order=order)["rows"]
+        assert [r for r in rows if not r["trial"]][-1]["policy_name"] == "BC-RNN baseline"
+
+
+def _assert_sorted(rows: list[dict], key: str, order: str) -> None:
+    """``rows`` are in ``order`` by ``key``; rows without a value for a metric come last."""
+    if key == "team":
+        values = [r["team"].casefold() for r in rows]
+    elif key == "policy":
+        values = [r["policy_name"].casefold() for r in rows]
+    elif key == "published":
+        values = [r["published_at"] for r in rows]
+    else:
+        present = [r["metrics"][key]["value"] for r in rows if r["metrics"][key]["value"] is not None]
+        missing = [r for r in rows if r["metrics"][key]["value"] is None]
+        assert rows[len(present) :] == missing, "rows without a value come last"
+        values = present
+    assert values == sorted(values, reverse=order == "desc"), (key, order, values)
 
 
 def test_unknown_sort_is_refused_with_the_valid_columns(client):
@@ -168,8 +200,11 @@ def test_csv_parses_and_holds_the_json_numbers(client):
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(r.text)))
     assert [row["submission_id"] for row in rows] == [row["submission_id"] for row in data["rows"]]
+    assert any(row["trial"] for row in data["rows"])
     for line, row in zip(rows, data["rows"], strict=True):
-        assert int(line["rank"]) == row["rank"] and line["tied"] == str(row["tied"]).lower()
+        assert line["rank"] == ("" if row["rank"] is None else str(row["rank"]))
+        assert line["tied"] == str(row["tied"]).lower()
+        assert line["trial"] == str(row["trial"]).lower() and line["trial_reasons"] == "; ".join(row["trial_reasons"])
         assert line["team"] == row["team"] and line["policy_name"] == row["policy_name"]
         assert int(line["unproved_instances"]) == row["unproved_instances"]
         for c in data["columns"]:
@@ -206,10 +241,11 @@ def test_submission_json(client, ids, summaries):
     # the unproved instance (S20 on one task, tests/leaderboard/seed.py) is published apart, as counts
     s20 = next(c for c in data["cases"] if c["case"] == "S20")
     assert s20["unproved"]["instances"] == 1 and s20["rate"]["tasks"] == 7
-    assert s20["unproved"]["episodes"] == stored["S20"]["unproved"]["episodes"] == 5
+    assert s20["unproved"]["episodes"] == stored["S20"]["unproved"]["episodes"] == 10
     assert data["unproved"]["instances"] == 1 and data["proof"]["unproved"] == 1
     assert data["proof"]["proved_by_nominal"] == 15 * 8  # 15 shifts proved by the nominal run, 8 tasks
     assert data["proof"]["not_proved"] == 1  # the seeded invalid S03 record carries no verdict
+    assert data["trial"] is False and data["trial_reasons"] == []  # a full result
     row = next(r for r in client.get("/api/leaderboard").json()["rows"] if r["submission_id"] == sid)
     assert row["unproved_instances"] == 1
 
@@ -259,16 +295,25 @@ def test_differences_are_unpaired_from_the_published_counts(client, ids, summari
     assert data["diagnostics"]["live_minus_frozen_mean_gap_ci95"] == mean["ci95"]
 
 
-def test_the_api_serves_the_public_view_of_the_stored_summary(client, seeded_db, ids):
-    """What the submission route serves is ``public_result`` of the stored row, unchanged."""
+@pytest.mark.parametrize("policy", ["pi0-FAST", TRIAL_POLICY])
+def test_the_api_serves_the_public_view_of_the_stored_summary(client, seeded_db, ids, policy):
+    """What the submission route serves is ``public_result`` of the stored row, unchanged, plus the
+    trial verdict of its stored summary (``trial``, ``trial_reasons``)."""
     from liberopro.schema.public import public_result
+    from liberopro_leaderboard.trial import listed_result
     from liberopro_platform.models import Result
     from sqlalchemy.orm import Session
 
     with Session(create_engine(seeded_db["url"])) as session:
-        row = session.scalars(select(Result).where(Result.submission_id == ids["pi0-FAST"])).one()
+        row = session.scalars(select(Result).where(Result.submission_id == ids[policy])).one()
         view = json.loads(public_result(row).model_dump_json())
-    assert _published(client, ids["pi0-FAST"]) == view
+        listed = json.loads(listed_result(row).model_dump_json())
+    served = _published(client, ids[policy])
+    assert served == listed and served == {
+        **view,
+        "trial_reasons": TRIAL_REASONS if policy == TRIAL_POLICY else [],
+        "trial": policy == TRIAL_POLICY,
+    }
 
 
 @pytest.mark.parametrize("who", ["hidden", "unknown", "unpublished"])
@@ -300,7 +345,7 @@ def test_compare_json(client, ids):
     assert data["note"] == UNPAIRED_NOTE and "pairing" not in data
     overall = next(m for m in data["metrics"] if m["key"] == "overall")
     assert overall["difference"] == pytest.approx(overall["a"]["value"] - overall["b"]["value"], abs=1e-6)
-    assert overall["separated"] is True and overall["excludes_zero"] is True  # 66% vs 29% with 1320 episodes each
+    assert overall["separated"] is True and overall["excludes_zero"] is True  # about 66% vs 29%, 2,600 episodes each
     assert data["cases"][0]["key"] == "nominal"
     assert data["differences_in_provenance"] == []
     pa, pb = _published(client, a), _published(client, b)
@@ -379,7 +424,9 @@ def test_openapi_documents_the_api(client):
     assert ok["$ref"].endswith("/LeaderboardResponse")
     assert "text/csv" in paths["/api/leaderboard.csv"]["get"]["responses"]["200"]["content"]
     sub = paths["/api/leaderboard/submissions/{submission_id}"]["get"]["responses"]
-    assert sub["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/PublicResult") and "404" in sub
+    assert sub["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/ListedResult") and "404" in sub
+    listed = spec["components"]["schemas"]["ListedResult"]["properties"]
+    assert {"trial", "trial_reasons", "meta", "metrics"} <= set(listed)
     assert {"Rate", "RankedRow", "CompareResponse", "Catalog"} <= set(spec["components"]["schemas"])
     assert not any(p.startswith("/leaderboard") for p in paths), "pages and charts are not API"
 
@@ -476,13 +523,13 @@ def test_a_page_costs_a_fixed_number_of_queries(seeded_db, ids):
             assert c.get(path).status_code == 200, path
             return len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
 
-        assert count("/api/leaderboard") == 2  # cold: ids, then the 4 summaries in one query
+        assert count("/api/leaderboard") == 2  # cold: ids, then the 5 summaries in one query
         assert count("/api/leaderboard") == 1  # warm: ids only
         assert count("/leaderboard") == 1
         assert count("/leaderboard?sort=nominal") == 1
         assert count(f"/leaderboard/submissions/{ids['pi0-FAST']}") == 1
         assert count(f"/api/leaderboard/submissions/{ids['pi0-FAST']}") == 1
-    assert app.state.leaderboard.store.loaded == 4  # each result converted once
+    assert app.state.leaderboard.store.loaded == 5  # each result converted once
 
 
 def test_charts_are_svg_cached_and_revalidated(seeded_db, ids):

@@ -12,9 +12,9 @@ import re
 import httpx
 import pytest
 
-from tests.leaderboard.seed import HIDDEN_POLICY
+from tests.leaderboard.seed import HIDDEN_POLICY, TRIAL_POLICY, TRIAL_REASONS
 
-VISIBLE = {"OpenVLA-OFT", "pi0-FAST", "Diffusion Policy", "BC-RNN baseline"}
+VISIBLE = {"OpenVLA-OFT", "pi0-FAST", "Diffusion Policy", "BC-RNN baseline", TRIAL_POLICY}
 
 # Per element with text: its computed colour against the first opaque background up the tree.
 CONTRAST_JS = """() => {
@@ -94,6 +94,7 @@ def table_rows(page) -> list[dict]:
     """The ranking as the page shows it: per row the id, rank text and every rate cell."""
     return page.evaluate("""() => [...document.querySelectorAll('#ranking tbody tr[data-submission]')].map(tr => ({
         id: tr.dataset.submission, rank: tr.querySelector('td.rank').textContent.trim(),
+        trial: tr.classList.contains('trial'),
         name: tr.querySelector('th.name a').textContent.trim(),
         cells: Object.fromEntries([...tr.querySelectorAll('td.rate')].map(td => [td.dataset.key, {
             value: td.dataset.value === undefined ? null : parseFloat(td.dataset.value),
@@ -109,7 +110,8 @@ def assert_page_equals_api(page, data: dict) -> None:
     rows = table_rows(page)
     assert [r["id"] for r in rows] == [r["submission_id"] for r in data["rows"]], "same rows in the same order"
     for shown, row in zip(rows, data["rows"], strict=True):
-        assert shown["rank"] == f"{row['rank']}{'=' if row['tied'] else ''}"
+        assert shown["trial"] == row["trial"]
+        assert shown["rank"] == ("trial" if row["trial"] else f"{row['rank']}{'=' if row['tied'] else ''}")
         assert shown["name"] == row["policy_name"]
         assert set(shown["cells"]) == set(row["metrics"])
         for key, m in row["metrics"].items():
@@ -124,7 +126,7 @@ def assert_page_equals_api(page, data: dict) -> None:
             assert cell["n"] == f"n={m['episodes']}"
 
 
-def test_leaderboard_renders_the_api_ranking(probe, server, api):
+def test_leaderboard_renders_the_api_ranking(probe, server, api, ids):
     probe.goto(f"{server}/leaderboard")
     page = probe.page
     assert page.title().startswith("Leaderboard")
@@ -133,11 +135,31 @@ def test_leaderboard_renders_the_api_ranking(probe, server, api):
     assert HIDDEN_POLICY not in page.content()
     assert "entire 95% interval lies above" in page.inner_text(".tie-rule")
     assert page.locator("td.rank abbr[title^='tied']").count() == 2  # the two leaders share rank 1
+    # the trial run: last, in its own section, a visible badge in place of a rank, its reasons as text
+    assert [r["trial"] for r in table_rows(page)] == [False] * 4 + [True]
+    trial = page.locator(f"#ranking tbody.trials tr[data-submission='{ids[TRIAL_POLICY]}']")
+    assert page.locator("#ranking tbody.trials th#trial-runs").inner_text().startswith("Trial runs (not comparable)")
+    badge = trial.locator("td.rank .badge-trial")
+    assert badge.is_visible() and badge.inner_text().strip().lower() == "trial"
+    assert badge.get_attribute("title") == "Trial run, not ranked: " + "; ".join(TRIAL_REASONS)
+    reasons = trial.locator("th.name .trial-reasons")
+    assert reasons.is_visible() and reasons.inner_text() == "Trial run: " + "; ".join(TRIAL_REASONS)
+    assert page.locator("#ranking tbody:not(.trials) .badge-trial").count() == 0
     images_loaded(page)
     check_accessibility(page)
     probe.screenshot("leaderboard")
     probe.page.set_viewport_size({"width": 1440, "height": 900})
     probe.screenshot("leaderboard-viewport", full_page=False)
+    # its page says at the top that it is a trial run, and why
+    trial.locator("th.name a").click()
+    page.wait_for_load_state("networkidle")
+    notice = page.locator("#trial-notice")
+    assert notice.is_visible() and "This is a trial run, not a full result." in notice.inner_text()
+    assert notice.locator("ul.trial-reasons li").all_inner_texts() == TRIAL_REASONS
+    assert page.evaluate("() => document.querySelector('#trial-notice').previousElementSibling.tagName") == "H1"
+    assert "Not ranked" in page.inner_text("p.lead")
+    check_accessibility(page)
+    probe.screenshot("submission-trial")
     probe.assert_clean()
 
 
@@ -150,13 +172,13 @@ def test_clicking_headers_sorts_and_toggles(probe, server, api):
     assert page.get_attribute("th[data-sort-key='nominal']", "aria-sort") == "descending"
     assert page.get_attribute("th[data-sort-key='overall']", "aria-sort") == "none"
     assert_page_equals_api(page, api.get("/api/leaderboard", params={"sort": "nominal", "order": "desc"}).json())
-    values = [r["cells"]["nominal"]["value"] for r in table_rows(page)]
+    values = [r["cells"]["nominal"]["value"] for r in table_rows(page) if not r["trial"]]  # the trial run: last
     assert values == sorted(values, reverse=True)
 
     page.click("th[data-sort-key='nominal'] a")  # again: ascending
     page.wait_for_load_state("networkidle")
     assert page.get_attribute("th[data-sort-key='nominal']", "aria-sort") == "ascending"
-    values = [r["cells"]["nominal"]["value"] for r in table_rows(page)]
+    values = [r["cells"]["nominal"]["value"] for r in table_rows(page) if not r["trial"]]
     assert values == sorted(values)
 
     page.click("a[data-sort-key='team']")
@@ -242,7 +264,8 @@ def test_submission_page(probe, server, api, ids):
     ):
         assert needle in text, needle
     s20 = page.locator("#shift-table tr[data-case='S20'] td").last.inner_text()
-    assert s20.startswith("1 (5 ep., ") and s20.endswith("%)"), s20
+    assert s20.startswith("1 (10 ep., ") and s20.endswith("%)"), s20
+    assert page.locator("#trial-notice").count() == 0  # a full result
     alts = page.eval_on_selector_all("figure.chart img", "imgs => imgs.map(i => i.alt)")
     assert len(alts) == 2 and all("95%" in a for a in alts)
     assert "Condition: static" in alts[0]  # the text alternative carries the numbers
@@ -325,7 +348,7 @@ def test_pages_work_without_javascript(browser, server, ids):
         page.click("th[data-sort-key='runtime_mean'] a")
         page.wait_for_load_state("networkidle")
         assert "sort=runtime_mean" in page.url
-        assert page.locator("#ranking tbody tr").count() == 4
+        assert page.locator("#ranking tbody tr[data-submission]").count() == 5
         for path in (f"/leaderboard/submissions/{ids['BC-RNN baseline']}", "/leaderboard/methodology"):
             page.goto(server + path, wait_until="networkidle")
             images_loaded(page)

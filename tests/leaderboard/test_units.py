@@ -1,6 +1,6 @@
-"""Pure parts of the leaderboard: the tie rule, sorting, the public whitelist, the methodology's
-catalog (built from the evaluator's light modules). No browser; the methodology routes use the
-seeded database."""
+"""Pure parts of the leaderboard: the tie rule, sorting, the trial-run rule, the public whitelist,
+the methodology's catalog (built from the evaluator's light modules). No browser; the methodology
+routes use the seeded database."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from types import SimpleNamespace
 import pytest
 from liberopro.metrics import mean_of_rates_ci, wilson
 from liberopro.schema.public import CATEGORIES, Rate, public_result
+from liberopro.schema.results import Summary
+from liberopro.split import split_tasks
 from liberopro_leaderboard.ranking import SortError, interval_ranks, rank_table, separated
+from liberopro_leaderboard.trial import TRIAL_RULE, listed_result, trial_reasons
+
+#: The held-out tasks as the summaries key them ("suite:index").
+HELD_OUT = [str(t) for t in split_tasks("eval")]
 
 
 def rate(value, low=None, high=None, episodes=100):
@@ -47,7 +53,7 @@ def _case(case: str, kind: str, category: str, rate: float, episodes: int = 100)
         "episodes": episodes,
         "successes": round(rate * episodes),
         "tasks": 3,
-        "per_task": {"libero_goal:7": rate},
+        "per_task": dict.fromkeys(HELD_OUT, rate),
     }
 
 
@@ -66,8 +72,9 @@ def _row(sid, team, policy, summary, days=0):
     )
 
 
-def _result(sid, team, policy, overall, nominal=None, days=0):
-    """A published result whose three single-shift cases (100 episodes each) all have the rate ``overall``."""
+def _result(sid, team, policy, overall, nominal=None, days=0, settings=None):
+    """A published result whose three single-shift cases (100 episodes each, every held-out task)
+    all have the rate ``overall``; a full result unless ``settings`` (the header's) make it a trial."""
     cases = [_case("S01", "static", "Condition", overall), _case("S12", "static", "Environment", overall)]
     cases.append(_case("D01", "runtime", "Condition", overall))
     summary = {
@@ -81,14 +88,14 @@ def _result(sid, team, policy, overall, nominal=None, days=0):
                 "episodes": 30,
                 "successes": 1,
                 "tasks": 3,
-                "per_task": {"libero_goal:7": nominal},
+                "per_task": dict.fromkeys(HELD_OUT, nominal),
             },
             "categories": {"static": {}, "runtime": {}},
         },
         "cases": cases,
-        "settings": {"seed": 123, "episodes_per_instance": 10},
+        "settings": settings or {"seed": 123, "episodes_per_instance": 10},
     }
-    return public_result(_row(sid, team, policy, summary, days))
+    return listed_result(_row(sid, team, policy, summary, days))
 
 
 def test_sorting_and_rank_by():
@@ -107,6 +114,67 @@ def test_sorting_and_rank_by():
     assert [r.submission_id for r in rank_table(results, "published").rows] == ["c", "b", "a"]  # newest first
     with pytest.raises(SortError, match="runtime.Robot"):
         rank_table(results, "speed")
+
+
+def _summary(settings: dict | None = None, tasks: list[str] = HELD_OUT) -> Summary:
+    """A stored summary whose nominal and S12 rows scored on ``tasks``, run with ``settings``
+    (default: the platform's full run, 10 episodes per instance and no horizon cap)."""
+    per_task = dict.fromkeys(tasks, 0.5)
+    return Summary.load(
+        {
+            "settings": {"episodes_per_instance": 10, "seed": 0, "max_steps": None, **(settings or {})},
+            "headline": {"nominal": {"success_rate": 0.5, "per_task": per_task, "tasks": len(tasks)}},
+            "cases": [
+                {"case": "nominal", "per_task": per_task, "tasks": len(tasks)},
+                {"case": "S12", "shift_ids": ["S12"], "per_task": per_task, "tasks": len(tasks)},
+            ],
+        }
+    )
+
+
+def test_trial_rule_full_result_and_each_reason_alone():
+    """The rule reads the stored summary: a full run gives no reason; each trial setting alone
+    gives exactly its own reason, in words; together they come in the rule's order."""
+    from tests.leaderboard.seed import TRIAL_REASONS
+
+    assert trial_reasons(_summary()) == []
+    assert trial_reasons(_summary({"episodes_per_instance": 12})) == []  # more than the protocol: still full
+    assert trial_reasons(_summary({"max_steps": 10})) == ["horizon capped at 10 steps"]
+    assert trial_reasons(_summary({"episodes_per_instance": 1})) == ["1 episode per instance (protocol: 10)"]
+    assert trial_reasons(_summary({"episodes_per_instance": 5})) == ["5 episodes per instance (protocol: 10)"]
+    assert trial_reasons(_summary(tasks=["libero_spatial:2"])) == ["1 of 8 held-out tasks"]
+    assert trial_reasons(_summary(tasks=HELD_OUT[:7])) == ["7 of 8 held-out tasks"]
+    train = next(f"libero_goal:{i}" for i in range(10) if f"libero_goal:{i}" not in HELD_OUT)
+    assert trial_reasons(_summary(tasks=[*HELD_OUT, train])) == ["1 task outside the held-out split"]
+    quick = _summary({"episodes_per_instance": 1, "max_steps": 10}, tasks=["libero_spatial:2"])
+    assert trial_reasons(quick) == TRIAL_REASONS  # docs/platform.md's quick trial
+    # a summary without the platform's settings (an older evaluator's) gives no settings reason
+    older = Summary.load({"cases": [{"case": "nominal", "per_task": dict.fromkeys(HELD_OUT, 1.0)}]})
+    assert trial_reasons(older) == []
+    assert "10 episodes per instance" in TRIAL_RULE and "8 held-out tasks" in TRIAL_RULE
+
+
+def test_trial_runs_are_listed_after_the_full_results_without_a_rank():
+    """A trial run whose rate and interval lie above every full result's still comes after them, in
+    both orders, with no rank; the full results' ranks are computed as if it were not there."""
+    capped = {"seed": 1, "episodes_per_instance": 10, "max_steps": 10}
+    results = [
+        _result("full-a", "A", "a", 0.5, 0.8, 1),
+        _result("trial", "T", "t", 0.99, 0.99, 2, settings=capped),
+        _result("full-b", "B", "b", 0.3, 0.4, 3),
+    ]
+    assert results[1].trial and results[1].trial_reasons == ["horizon capped at 10 steps"]
+    assert not results[0].trial and results[0].trial_reasons == []
+    for sort, order in (("overall", "desc"), ("overall", "asc"), ("nominal", "desc"), ("team", "desc")):
+        t = rank_table(results, sort, order)
+        assert [r.submission_id for r in t.rows][-1] == "trial", (sort, order)
+        trial = t.rows[-1]
+        assert trial.rank is None and not trial.tied and trial.trial
+        assert trial.trial_reasons == ["horizon capped at 10 steps"]
+        assert sorted(r.rank for r in t.rows[:2] if r.rank is not None) == [1, 2], (sort, order)
+    assert rank_table(results).rows[0].submission_id == "full-a"
+    assert any("trial run is listed after the full results" in n for n in rank_table(results).notes)
+    assert not rank_table([results[0], results[2]]).notes
 
 
 def test_public_result_keeps_only_the_whitelist():
@@ -219,7 +287,7 @@ def test_unproved_instances_are_published_apart_and_never_ranked():
 
     from tests.evaluator.test_proof_verdicts import records, with_proof
 
-    proved = public_result(_row("a", "t", "p", summarize(records(), {}).to_json()))
+    proved = listed_result(_row("a", "t", "p", summarize(records(), {}).to_json()))
     s01 = next(c for c in proved.cases if c.case == "S01")
     assert s01.rate.value == 1.0 and s01.rate.episodes == 2  # the unproved task 1 is not in the rate
     assert s01.unproved is not None and (s01.unproved.instances, s01.unproved.episodes) == (1, 2)
@@ -228,7 +296,7 @@ def test_unproved_instances_are_published_apart_and_never_ranked():
     assert proved.proof == {"proved_under_shift": 3, "proved_by_nominal": 2, "unproved": 1}
     assert proved.unproved.instances == 1 and proved.metrics["overall"].value == 0.75
     # the same episodes without verdicts (an older result): S01 over both tasks, nothing apart
-    old = public_result(_row("b", "t", "q", summarize([with_proof(r, None) for r in records()], {}).to_json(), 1))
+    old = listed_result(_row("b", "t", "q", summarize([with_proof(r, None) for r in records()], {}).to_json(), 1))
     assert old.metrics["overall"].value == 0.5 and old.unproved.instances == 0 and old.proof == {"not_proved": 6}
     rows = {r.submission_id: r for r in rank_table([proved, old]).rows}
     assert rows["a"].unproved_instances == 1 and rows["b"].unproved_instances == 0

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from liberopro.cli.common import _fail, _init_state_list, _require_renderer, console, out
+from liberopro.schema.manifest import EPISODES_PER_INSTANCE
 
 if TYPE_CHECKING:
     from liberopro.schema.manifest import ManifestHeader
@@ -66,7 +67,7 @@ def instances_generate(
     shifts: str | None = typer.Option(
         None, help="Cases, e.g. nominal,S01,D01,S01+D10 (default: nominal and every shift of the catalog)."
     ),
-    episodes: int = typer.Option(10, help="Episodes per instance recorded in the header."),
+    episodes: int = typer.Option(EPISODES_PER_INSTANCE, help="Episodes per instance recorded in the header."),
     attempts: int = typer.Option(10, help="Parameter draws per pair before it is dropped."),
     workers: int = typer.Option(1, help="Processes (one LIBERO scene each, 1.5-2.5 GB)."),
     validate: bool = typer.Option(True, help="Realise and check every instance in the simulator."),

@@ -53,6 +53,7 @@ from liberopro.instances.build import Instance, instance_problems, make_instance
 from liberopro.instances.generation_report import REFERENCE
 from liberopro.oracle.policy import OraclePolicy
 from liberopro.schema.manifest import (
+    EPISODES_PER_INSTANCE,
     INSTANCE_SCHEMA_VERSION,
     NOMINAL,
     Manifest,
@@ -198,7 +199,7 @@ def _validation_episode(inst: Instance, runner_cache: dict, seed: int, steps: in
 ATTEMPTS = 10
 #: The init states a static shift is checked on at generation by default: those of a 10-episode
 #: evaluation (episode ``e`` uses init state ``e``; issue 22, item 1).
-VALIDITY_INIT_STATES: tuple[int, ...] = tuple(range(10))
+VALIDITY_INIT_STATES: tuple[int, ...] = tuple(range(EPISODES_PER_INSTANCE))
 
 
 def reset_validity(
@@ -656,7 +657,7 @@ def generate(
     *,
     tasks=None,
     cases: list[list[str]] | None = None,
-    episodes: int = 10,
+    episodes: int = EPISODES_PER_INSTANCE,
     attempts: int = ATTEMPTS,
     workers: int = 1,
     validate: bool = True,

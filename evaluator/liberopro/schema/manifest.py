@@ -49,6 +49,10 @@ INSTANCE_SCHEMA_VERSION = 2
 NOMINAL = "nominal"
 MANIFEST_KIND = "liberopro-instance-manifest"
 MANIFEST_SCHEMA_VERSION = 1
+#: Episodes per instance of the evaluation protocol: episode ``e`` of an instance starts from init
+#: state ``e`` (0-9). The default of ``instances generate --episodes`` and of the platform's
+#: ``EPISODES_PER_INSTANCE``; the leaderboard marks a result run with fewer as a trial run.
+EPISODES_PER_INSTANCE = 10
 #: How many bad lines one error message lists before it says how many more there are.
 MAX_LISTED_PROBLEMS = 20
 

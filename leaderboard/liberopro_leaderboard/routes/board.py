@@ -51,16 +51,18 @@ def sort_links(sort: str, order: str) -> dict[str, dict[str, str]]:
 
 
 def leaderboard_csv(table: LeaderboardResponse) -> str:
-    """``table`` as CSV text: a header, then one line per row (rates as fractions, empty when missing)."""
+    """``table`` as CSV text: a header, then one line per row (rates as fractions, empty when
+    missing; ``rank`` empty for a trial run), ending with ``unproved_instances``, ``trial``
+    (true/false) and ``trial_reasons`` (joined by "; ")."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     head = list(CSV_IDENTITY)
     for c in COLUMNS:
         head += [c.key, f"{c.key}_ci_low", f"{c.key}_ci_high", f"{c.key}_episodes"]
-    w.writerow([*head, "unproved_instances"])  # last: scored apart, in no column
+    w.writerow([*head, "unproved_instances", "trial", "trial_reasons"])  # last: outside the columns
     for row in table.rows:
         line: list[Any] = [
-            row.rank,
+            "" if row.rank is None else row.rank,
             str(row.tied).lower(),
             row.submission_id,
             row.team,
@@ -77,7 +79,7 @@ def leaderboard_csv(table: LeaderboardResponse) -> str:
                 "" if r.ci95 is None else r.ci95[1],
                 r.episodes,
             ]
-        w.writerow([*line, row.unproved_instances])
+        w.writerow([*line, row.unproved_instances, str(row.trial).lower(), "; ".join(row.trial_reasons)])
     return buf.getvalue()
 
 
@@ -139,7 +141,8 @@ def api(site: Site) -> APIRouter:
         session: SessionDep, sort: SortParam = DEFAULT_SORT, order: OrderParam = None
     ) -> LeaderboardResponse:
         """Every visible submission with its rank (tie rule in ``tie_rule``), in the requested order.
-        Rates are fractions in [0, 1]; every rate carries its 95% interval and episode count."""
+        Rates are fractions in [0, 1]; every rate carries its 95% interval and episode count. Trial
+        runs (``trial``, with ``trial_reasons``) come after every full result, with ``rank`` null."""
         try:
             return site.table(session, sort, order)[0]
         except SortError as exc:
@@ -153,8 +156,9 @@ def api(site: Site) -> APIRouter:
         responses={
             200: {
                 "content": {"text/csv": {}},
-                "description": "One row per submission: rank, tied, "
-                "identity, then per column key: value, ci_low, ci_high, episodes (fractions).",
+                "description": "One row per submission: rank (empty for a trial run), tied, "
+                "identity, then per column key: value, ci_low, ci_high, episodes (fractions); last "
+                "unproved_instances, trial and trial_reasons.",
             },
             422: {"description": "Unknown sort column or order."},
         },

@@ -28,6 +28,7 @@ def pages(site: Site) -> APIRouter:
                 return site.error_page(request, 404, "Submission not found", not_found(sid))
         if a and b:
             ctx["cmp"] = compare(by_id[a], by_id[b])
+            ctx["trials"] = [by_id[sid] for sid in (a, b) if by_id[sid].trial]
             ctx["chart"] = compare_chart(
                 by_id[a].meta.policy_name, by_id[a].metrics, by_id[b].meta.policy_name, by_id[b].metrics
             )

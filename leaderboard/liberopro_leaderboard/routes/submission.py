@@ -6,11 +6,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from liberopro.report.charts import category_chart, shift_chart
-from liberopro.schema.public import PublicResult, shift_sort_key
+from liberopro.schema.public import shift_sort_key
 from liberopro_platform.api.deps import SessionDep
 
 from liberopro_leaderboard.deps import Site, not_found, submission_not_found
 from liberopro_leaderboard.ranking import rank_table
+from liberopro_leaderboard.trial import ListedResult
 
 
 def pages(site: Site) -> APIRouter:
@@ -33,7 +34,7 @@ def pages(site: Site) -> APIRouter:
             {
                 "r": result,
                 "row": row,
-                "total": len(table.rows),
+                "total": sum(1 for r in table.rows if not r.trial),
                 "nominal": result.standard_case("nominal"),
                 "singles": singles,
                 "others": others,
@@ -53,14 +54,15 @@ def api(site: Site) -> APIRouter:
 
     @router.get(
         "/api/leaderboard/submissions/{submission_id}",
-        response_model=PublicResult,
+        response_model=ListedResult,
         tags=["leaderboard"],
         summary="One submission (the numbers its page shows)",
         responses={404: {"description": "Unknown, unpublished or hidden submission."}},
     )
-    def api_submission(session: SessionDep, submission_id: str) -> PublicResult:
-        """Aggregate success rates (per column, per case) with intervals and episode counts, and the
-        provenance of the result. Nothing per instance or per episode."""
+    def api_submission(session: SessionDep, submission_id: str) -> ListedResult:
+        """Aggregate success rates (per column, per case) with intervals and episode counts, the
+        provenance of the result, and whether it is a trial run (``trial``, ``trial_reasons``).
+        Nothing per instance or per episode."""
         result = site.store.get(session, submission_id)
         if result is None:
             raise submission_not_found(submission_id)
