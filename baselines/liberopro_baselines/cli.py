@@ -24,7 +24,9 @@ def train(
     dataset: list[Path] = typer.Option(
         ..., "--dataset", help="A LeRobot v3.0 dataset of `liberopro demos collect`; repeat to train on several."
     ),
-    out: Path = typer.Option(..., "--out", help="Checkpoint folder to write (weights.npz, config.json, loss.png)."),
+    out: Path = typer.Option(
+        ..., "--out", help="Checkpoint folder to write (weights.npz, config.json, loss.csv, loss.png)."
+    ),
     steps: int = typer.Option(2000, "--steps", min=1, help="Optimiser steps."),
     seed: int = typer.Option(0, "--seed", help="Seeds the initialisation, the batches and the augmentation."),
     batch_size: int = typer.Option(64, "--batch-size", min=1),
@@ -45,7 +47,9 @@ def train(
     try:
         parts = [data.load(d, image_size=image_size, chunk_length=chunk_length) for d in dataset]
     except data.DatasetError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--dataset") from exc
+        several = any("," in str(d) for d in dataset)
+        hint = " (several datasets: repeat the option, --dataset A --dataset B)" if several else ""
+        raise typer.BadParameter(f"{exc}{hint}", param_hint="--dataset") from exc
     arrays = parts[0] if len(parts) == 1 else data.concatenate(parts)
     load_s = time.perf_counter() - t0
     typer.echo(f"{len(arrays)} frames, {len(set(arrays.episode.tolist()))} episodes, {len(arrays.instructions)} instructions; read in {load_s:.1f} s")  # fmt: skip

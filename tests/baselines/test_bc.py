@@ -195,3 +195,5 @@ def test_several_datasets_train_as_one(dataset, arrays, tmp_path):
     record = json.loads((folder / "config.json").read_text())["training"]
     assert record["frames"] == 2 * sum(LENGTHS) and record["episodes"] == 2 * len(LENGTHS)
     assert record["dataset"] == [str(dataset), str(dataset)]
+    comma = CliRunner().invoke(app, ["train", "--dataset", f"{dataset},{dataset}", "--out", str(tmp_path / "x")])
+    assert comma.exit_code == 2 and "repeat the option" in comma.output
