@@ -328,6 +328,9 @@ def test_documented_self_host_journey(compose, docker_client, tmp_path, record_p
         assert rows and rows[0]["team"] == "lab", board["rows"]
         # The nominal instance of the eval manifest fills the Nominal column (its episodes).
         assert rows[0]["metrics"]["nominal"]["episodes"] == int(settings["EPISODES_PER_INSTANCE"]), rows[0]
+        # The documented first try is a trial run: listed unranked, with its reasons (docs/leaderboard.md).
+        assert rows[0]["trial"] is True and rows[0]["rank"] is None, rows[0]
+        assert f"horizon capped at {settings['MAX_STEPS']} steps" in rows[0]["trial_reasons"], rows[0]
 
         # The stack ran the images of this CI run, with nothing built or pulled for it.
         f = {"label": [f"com.docker.compose.project={name}"]}
