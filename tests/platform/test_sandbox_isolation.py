@@ -388,3 +388,21 @@ def test_a_validation_cannot_read_what_a_hidden_shard_left_in_the_page_cache(
     found = PAGECACHE_LINE.search(outcome.policy_log)
     assert outcome.ok and found, outcome.policy_log
     assert found.group(1) == "0", f"the validation read the hidden shard's pattern back: {found.group(0)}"
+
+
+def test_the_drop_caches_container_is_removed_whether_the_engine_runs_it_or_not(docker_client):
+    """The one-shot privileged container that drops the host's caches before a validation
+    (``drop_caches_in_container``) is removed after it ran, and also when the engine refuses to
+    start it (a rootless engine, or one inside a container: runc's "unable to apply caps", as on
+    the CI machine): ``containers.run(remove=True)`` left one created container per validation there."""
+    from docker.errors import DockerException
+    from liberopro_platform.sandbox.docker.host import DROP_CACHES_ROLE, drop_caches_in_container
+    from liberopro_platform.sandbox.docker.labels import LABEL_ROLE
+
+    found = {"label": [f"{LABEL_ROLE}={DROP_CACHES_ROLE}"]}
+    before = {c.id for c in docker_client.containers.list(all=True, filters=found)}
+    try:
+        drop_caches_in_container(docker_client, EXAMPLE_IMAGE)
+    except DockerException:
+        pass  # refused by this engine: what matters is what it leaves
+    assert {c.id for c in docker_client.containers.list(all=True, filters=found)} <= before

@@ -11,7 +11,7 @@ from typing import Any
 
 from liberopro_platform.config import Settings
 from liberopro_platform.sandbox.base import SandboxError
-from liberopro_platform.sandbox.docker.labels import LABEL, LABEL_WORKER
+from liberopro_platform.sandbox.docker.labels import LABEL, LABEL_ROLE, LABEL_WORKER
 
 log = logging.getLogger("liberopro_platform.sandbox.docker")
 
@@ -78,15 +78,7 @@ def forget_host_caches(client: Any, evaluator_id: str) -> str | None:
     except OSError:
         pass
     try:
-        client.containers.run(
-            evaluator_id,
-            ["sync && echo 3 > /proc/sys/vm/drop_caches"],
-            entrypoint=["sh", "-c"],
-            privileged=True,
-            user="0",
-            network_mode="none",
-            remove=True,
-        )
+        drop_caches_in_container(client, evaluator_id)
         return "a privileged container"
     except DockerException as exc:
         log.warning(
@@ -95,6 +87,40 @@ def forget_host_caches(client: Any, evaluator_id: str) -> str | None:
             str(exc).strip()[:300],
         )
         return None
+
+
+#: The role label of :func:`drop_caches_in_container`'s one-shot container.
+DROP_CACHES_ROLE = "drop-caches"
+
+
+def drop_caches_in_container(client: Any, image: str) -> None:
+    """Run ``sync; echo 3 > /proc/sys/vm/drop_caches`` in a privileged one-shot container of
+    ``image`` (any image with ``sh``; no network), and remove the container whatever happened:
+    an engine that refuses privileged containers (rootless, or itself in a container: runc's
+    "unable to apply caps") fails at start, which ``containers.run(remove=True)`` would leave
+    behind as a created container at every validation. Raises ``docker.errors.DockerException``
+    when the container cannot be created or started, or exits non-zero."""
+    from docker.errors import DockerException
+
+    container = client.containers.create(
+        image,
+        ["sync && echo 3 > /proc/sys/vm/drop_caches"],
+        entrypoint=["sh", "-c"],
+        privileged=True,
+        user="0",
+        network_mode="none",
+        labels={LABEL_ROLE: DROP_CACHES_ROLE},
+    )
+    try:
+        container.start()
+        code = container.wait(timeout=120).get("StatusCode")
+        if code != 0:
+            raise DockerException(f"the drop_caches container exited with code {code}")
+    finally:
+        try:
+            container.remove(force=True)
+        except DockerException:
+            log.warning("could not remove the drop_caches container %s", container.id[:12])
 
 
 def host_has_firewall_rules(client: Any, platform_image: str | None) -> bool | None:
