@@ -101,5 +101,5 @@ def listed_result(row: Any) -> ListedResult:
     """The listed view of a :class:`~liberopro_platform.models.Result` row: :func:`public_result`
     of it, with :func:`trial_reasons` of its stored summary. Raises ``pydantic.ValidationError``
     for a summary that does not load (as :func:`public_result` does)."""
-    view = public_result(row)
-    return ListedResult(**dict(view), trial_reasons=trial_reasons(Summary.load(row.summary)))
+    summary = Summary.load(row.summary)  # read once, for both
+    return ListedResult(**dict(public_result(row, summary)), trial_reasons=trial_reasons(summary))

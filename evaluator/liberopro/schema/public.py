@@ -498,11 +498,11 @@ def _diagnostics(cases: list[CaseRate]) -> Diagnostics:
     )
 
 
-def public_result(row: Any) -> PublicResult:
+def public_result(row: Any, summary: Summary | None = None) -> PublicResult:
     """The public content of a :class:`~liberopro_platform.models.Result` row (its ``summary``
     read as :class:`liberopro.schema.results.Summary` by :meth:`~liberopro.schema.results.Summary.load`,
-    tolerant of older summaries)."""
-    summary = Summary.load(row.summary)
+    tolerant of older summaries; ``summary``: that reading, when the caller has it already)."""
+    summary = Summary.load(row.summary) if summary is None else summary
     head, settings, episodes = summary.headline, summary.settings, summary.episodes
     meta = SubmissionMeta(
         submission_id=row.submission_id,
